@@ -1,0 +1,192 @@
+//! The four queue protocols, written once over a [`Ring`] of slots.
+//!
+//! A `Ring` is storage: a head word, a tail word, and `capacity` slots each
+//! holding a stamp word and an item. The in-process queues (`heap`) and the
+//! shared-memory queues (`shm`) are two `Ring`s; the protocol code here is the
+//! same for both. This module owns the orderings; it must not allocate, block
+//! or call a wait strategy (the handles do that around it).
+//!
+//! Positions are `u64` counters that only grow (wrapping after 2^64 operations,
+//! which never happens in practice); a position's slot is `pos & (capacity - 1)`.
+//! A hostile ring ([`Ring::HOSTILE`], the shared-memory form) may hold any value
+//! in any word at any time: every slot index is masked, every retry loop is
+//! bounded by [`RETRY_LIMIT`], and contradictions are reported as
+//! [`Step::Corrupt`] instead of being trusted.
+//!
+//! # The words, per kind
+//!
+//! | kind | `head` | `tail` | slot stamp |
+//! |------|--------|--------|------------|
+//! | SP-SC | next position to fill; stored (Release) only by the producer, after the slot is written | next position to take; stored (Release) only by the consumer, after the slot is read | unused |
+//! | MP-SC | next unclaimed position; producers claim `n` positions with one CAS (Synthesis Figure 2) | as SP-SC | valid flag: `1` = the producer has written the item, `0` = free; the consumer clears it before advancing `tail` |
+//! | SP-MC | as SP-SC (informational: consumers use stamps) | next unclaimed position; consumers claim one with a CAS | sequence: `pos` = free for the producer of `pos`; `pos + 1` = holds item `pos`; the consumer that took `pos` stores `pos + capacity` |
+//! | MP-MC | producers claim one position with a CAS | as SP-MC | as SP-MC |
+//!
+//! Each side keeps in its handle ([`Side`]) the words that only it writes, so
+//! a single producer never re-reads `head` and a single consumer never re-reads
+//! `tail`; both keep a cached copy of the other side's word and re-read it only
+//! when the cached copy says full or empty.
+
+use core::cell::Cell;
+use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+
+use crate::primitive::AtomicU64;
+
+/// How often a hostile ring's CAS or re-read loop may retry before the
+/// operation gives up with [`Step::Corrupt`]. Honest contention never comes
+/// near it (every failed CAS means another party made progress); a peer that
+/// rewrites a word in a loop cannot make a call hang.
+pub const RETRY_LIMIT: u32 = 1 << 16;
+
+/// Storage for one of the protocols below.
+///
+/// # Safety
+/// `stamp`, `write` and `read` must be memory-safe for every `slot <
+/// capacity()`. `capacity()` is a power of two and never changes.
+pub unsafe trait Ring {
+    /// What one slot carries.
+    type Item;
+    /// True when the words may be written by an untrusted party.
+    const HOSTILE: bool;
+    /// The producers' word.
+    fn head(&self) -> &AtomicU64;
+    /// The consumers' word.
+    fn tail(&self) -> &AtomicU64;
+    /// Number of slots; a power of two, from trusted (local) memory.
+    fn capacity(&self) -> u64;
+    /// The stamp word of slot `slot` (`slot < capacity`).
+    fn stamp(&self, slot: usize) -> &AtomicU64;
+    /// Moves `item` into slot `slot`.
+    ///
+    /// # Safety
+    /// The caller has claimed the slot under its protocol: nobody else reads
+    /// or writes it until the caller publishes it.
+    unsafe fn write(&self, slot: usize, item: Self::Item);
+    /// Moves the item out of slot `slot`.
+    ///
+    /// # Safety
+    /// The caller has claimed the slot under its protocol and it holds an item
+    /// (for a trusted ring: one written by `write` and not read since).
+    unsafe fn read(&self, slot: usize) -> Self::Item;
+
+    /// The slot of position `pos`.
+    #[inline(always)]
+    fn slot(&self, pos: u64) -> usize {
+        (pos & (self.capacity() - 1)) as usize
+    }
+}
+
+/// The outcome of one non-blocking protocol step.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Step<T> {
+    /// Done (push: `T = ()`; pop: the item).
+    Done(T),
+    /// Full (push) or empty (pop): try again later.
+    NotNow,
+    /// The ring's words contradict the protocol (hostile rings only).
+    Corrupt,
+}
+
+/// A handle's private view of the indices: the position it owns (if its side
+/// is single) and its cached copy of the other side's word.
+#[derive(Debug, Default, Clone)]
+pub struct Side {
+    /// Own position (single-producer `head` / single-consumer `tail`).
+    pub(crate) pos: Cell<u64>,
+    /// Last value read of the other side's word.
+    pub(crate) cached: Cell<u64>,
+}
+
+impl Side {
+    pub(crate) fn new(pos: u64, cached: u64) -> Self {
+        Side {
+            pos: Cell::new(pos),
+            cached: Cell::new(cached),
+        }
+    }
+}
+
+/// Kinds whose producing side may have many handles (`Clone`).
+pub trait MultiProducer {}
+/// Kinds whose consuming side may have many handles (`Clone`).
+pub trait MultiConsumer {}
+
+/// Counts retries of a loop that a hostile ring could otherwise keep spinning.
+/// For a trusted ring `hostile` is a constant `false` and the count folds away.
+pub struct Retries {
+    hostile: bool,
+    count: u32,
+}
+
+impl Retries {
+    #[inline(always)]
+    pub fn new(hostile: bool) -> Self {
+        Retries { hostile, count: 0 }
+    }
+
+    /// False once a hostile ring's loop has run out of retries.
+    #[inline(always)]
+    pub fn again(&mut self) -> bool {
+        if !self.hostile {
+            return true;
+        }
+        self.count += 1;
+        self.count <= RETRY_LIMIT
+    }
+}
+
+/// A queue protocol: which words each operation reads, writes and CASes.
+pub trait Protocol {
+    /// The kind's tag in a shared-memory header (`1..=4`).
+    const TAG: u64;
+    /// The kind's name, for messages.
+    const NAME: &'static str;
+    /// The stamp every slot starts with.
+    fn initial_stamp(slot: u64) -> u64;
+    /// Pushes one item.
+    fn push<R: Ring>(ring: &R, side: &Side, item: R::Item) -> Result<(), (Step<()>, R::Item)>;
+    /// Pops one item.
+    fn pop<R: Ring>(ring: &R, side: &Side) -> Step<R::Item>;
+}
+
+/// The consumer side shared by SP-MC and MP-MC: claim `tail` with a CAS once
+/// the slot's stamp says it holds the item of that position.
+#[inline]
+pub fn pop_multi<R: Ring>(ring: &R) -> Step<R::Item> {
+    let cap = ring.capacity();
+    let mut retries = Retries::new(R::HOSTILE);
+    let mut tail = ring.tail().load(Relaxed);
+    loop {
+        let slot = ring.slot(tail);
+        // Acquire: pairs with the producer's Release store of `tail + 1`.
+        let stamp = ring.stamp(slot).load(Acquire);
+        let lag = stamp.wrapping_sub(tail.wrapping_add(1)) as i64;
+        if lag == 0 {
+            // Relaxed: the stamp already ordered the item's write before us.
+            match ring
+                .tail()
+                .compare_exchange_weak(tail, tail.wrapping_add(1), Relaxed, Relaxed)
+            {
+                Ok(_) => {
+                    // SAFETY: the CAS gave us position `tail`, whose stamp says
+                    // the slot holds its item; the producer will not touch the
+                    // slot until we store `tail + capacity`.
+                    let item = unsafe { ring.read(slot) };
+                    // Release: the read is done before a producer reuses the slot.
+                    ring.stamp(slot).store(tail.wrapping_add(cap), Release);
+                    return Step::Done(item);
+                }
+                Err(now) => tail = now,
+            }
+        } else if lag < 0 {
+            // The slot is still free at this lap: item `tail` not produced yet.
+            return Step::NotNow;
+        } else {
+            // Another consumer took `tail` already.
+            tail = ring.tail().load(Relaxed);
+        }
+        if !retries.again() {
+            return Step::Corrupt;
+        }
+    }
+}

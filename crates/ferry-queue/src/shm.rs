@@ -1,0 +1,562 @@
+//! The shared-memory form of each queue kind, for plain-old-data items.
+//!
+//! A queue is laid over a caller-provided [`Region`] (typically a `memfd`
+//! mapped by two processes) as `u64` words: a header with a layout version,
+//! then `head` and `tail` on their own cache lines, then the slots. There are
+//! no pointers in the region, only positions that are masked before use, and
+//! every word is read and written with atomic operations, so a peer that
+//! writes anything anywhere at any time can make this side read garbage items
+//! or get a [`Corrupt`] error, but never panic, read or write out of bounds,
+//! or loop without bound. This module must never trust a value it did not
+//! write itself: the capacity and item size are read once, checked, and kept
+//! locally.
+//!
+//! # Layout (version [`LAYOUT_VERSION`]), in 8-byte words
+//!
+//! | word | content |
+//! |------|---------|
+//! | 0 | magic `"FRYQ"` in the high half, layout version in the low half; written last by [`init`] (Release) |
+//! | 1 | kind tag: 1 SP-SC, 2 MP-SC, 3 SP-MC, 4 MP-MC |
+//! | 2 | capacity (a power of two) |
+//! | 3 | item size in bytes |
+//! | 16 | `head` (own 128-byte line) |
+//! | 32 | `tail` (own 128-byte line) |
+//! | 48 + i·(1 + w) | slot `i`: stamp word, then `w = ceil(size / 8)` item words |
+//!
+//! The words' protocols are those of the in-process kinds ([`crate::spsc`],
+//! [`crate::mpsc`], [`crate::spmc`], [`crate::mpmc`]).
+//!
+//! Waiting across processes needs a futex word both sides know, which is the
+//! channel's business (ferry's RPC channels put doorbells next to their
+//! queues), so this form offers the non-blocking operations only.
+//!
+//! ```
+//! use ferry_queue::shm::{self, Region};
+//! use ferry_queue::spsc::{ShmConsumer, ShmProducer, Spsc};
+//! use std::sync::atomic::AtomicU64;
+//!
+//! let words: Vec<AtomicU64> = (0..shm::words_needed::<u32>(8).unwrap())
+//!     .map(|_| AtomicU64::new(0))
+//!     .collect();
+//! let region = Region::new(&words);
+//! shm::init::<u32, Spsc>(region, 8).unwrap();
+//! let tx = ShmProducer::<u32>::attach(region).unwrap();
+//! let rx = ShmConsumer::<u32>::attach(region).unwrap();
+//! tx.try_push(7).unwrap();
+//! assert_eq!(rx.try_pop(), Ok(Some(7)));
+//! assert_eq!(rx.try_pop(), Ok(None));
+//! ```
+
+use core::fmt;
+use core::marker::PhantomData;
+use core::mem::size_of;
+use core::sync::atomic::AtomicU64;
+use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+
+use bytemuck::Pod;
+
+use crate::local::MAX_CAPACITY;
+use crate::mpsc::Mpsc;
+use crate::ring::{MultiConsumer, MultiProducer, Ring, Side, Step};
+use crate::{Corrupt, Kind};
+
+/// The layout version this crate writes and accepts.
+pub const LAYOUT_VERSION: u64 = 1;
+const MAGIC: u64 = 0x4652_5951; // "FRYQ"
+const VERSION_WORD: u64 = (MAGIC << 32) | LAYOUT_VERSION;
+
+const W_VERSION: usize = 0;
+const W_KIND: usize = 1;
+const W_CAPACITY: usize = 2;
+const W_ITEM_SIZE: usize = 3;
+const W_HEAD: usize = 16;
+const W_TAIL: usize = 32;
+const W_SLOTS: usize = 48;
+
+/// The memory a shared-memory queue lives in: a run of 8-byte words that
+/// only atomic operations touch.
+#[derive(Debug, Clone, Copy)]
+pub struct Region<'r> {
+    words: &'r [AtomicU64],
+}
+
+impl<'r> Region<'r> {
+    /// A region over words of this process (tests, or memory already typed).
+    pub fn new(words: &'r [AtomicU64]) -> Self {
+        Region { words }
+    }
+
+    /// A region over `len` bytes at `ptr`, e.g. a shared mapping. Trailing
+    /// bytes beyond a multiple of 8 are not used.
+    ///
+    /// # Errors
+    /// [`LayoutError::Misaligned`] if `ptr` is not 8-byte aligned.
+    ///
+    /// # Safety
+    /// For all of `'r`, the `len` bytes at `ptr` must stay mapped, readable
+    /// and writable, and every access to them, by this process or any other,
+    /// must be an atomic operation (other processes: naturally aligned
+    /// machine-word accesses, which is what this crate does).
+    pub unsafe fn from_raw(ptr: *mut u8, len: usize) -> Result<Self, LayoutError> {
+        if ptr.align_offset(align_of::<AtomicU64>()) != 0 {
+            return Err(LayoutError::Misaligned);
+        }
+        // SAFETY: the pointer is aligned (checked) and, by the caller's
+        // contract, valid for `len` bytes for `'r` and only accessed
+        // atomically, which is what `[AtomicU64]` allows.
+        let words = unsafe { core::slice::from_raw_parts(ptr.cast::<AtomicU64>(), len / 8) };
+        Ok(Region { words })
+    }
+
+    /// The region's size in bytes.
+    pub fn len_bytes(&self) -> usize {
+        self.words.len() * 8
+    }
+}
+
+/// Why a region cannot hold, or does not hold, the queue asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayoutError {
+    /// The region does not start on an 8-byte boundary.
+    Misaligned,
+    /// The capacity is not a power of two in `1..=2^32`.
+    BadCapacity(u64),
+    /// The region is smaller than the queue needs.
+    TooSmall {
+        /// Bytes the queue needs.
+        needed: usize,
+        /// Bytes the region has.
+        got: usize,
+    },
+    /// The version word is not this crate's magic and [`LAYOUT_VERSION`]
+    /// (not initialised yet, another layout version, or not a queue).
+    Version {
+        /// The word found.
+        found: u64,
+    },
+    /// The region holds a queue of another kind.
+    WrongKind {
+        /// Tag found (1 SP-SC, 2 MP-SC, 3 SP-MC, 4 MP-MC).
+        found: u64,
+        /// Tag of the kind asked for.
+        expected: u64,
+    },
+    /// The region holds items of another size.
+    WrongItemSize {
+        /// Item size found, in bytes.
+        found: u64,
+        /// `size_of::<T>()` of the item type asked for.
+        expected: u64,
+    },
+    /// The indices already contradict the protocol at attach time.
+    Corrupt,
+}
+
+impl fmt::Display for LayoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LayoutError::Misaligned => f.write_str("region is not 8-byte aligned"),
+            LayoutError::BadCapacity(c) => {
+                write!(f, "capacity {c} is not a power of two between 1 and 2^32")
+            }
+            LayoutError::TooSmall { needed, got } => {
+                write!(f, "region has {got} bytes, the queue needs {needed}")
+            }
+            LayoutError::Version { found } => write!(
+                f,
+                "region has version word {found:#x}, expected {VERSION_WORD:#x} (not an initialised ferry queue of layout {LAYOUT_VERSION})"
+            ),
+            LayoutError::WrongKind { found, expected } => {
+                write!(
+                    f,
+                    "region holds a queue of kind tag {found}, expected {expected}"
+                )
+            }
+            LayoutError::WrongItemSize { found, expected } => {
+                write!(
+                    f,
+                    "region holds items of {found} bytes, expected {expected}"
+                )
+            }
+            LayoutError::Corrupt => f.write_str("region's indices are corrupt"),
+        }
+    }
+}
+
+impl std::error::Error for LayoutError {}
+
+/// Why a shared-memory push did not happen. Nothing was inserted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PushError {
+    /// No room now.
+    Full,
+    /// A batch larger than the capacity ([`Producer::try_push_many`]).
+    TooLarge {
+        /// Items in the batch.
+        len: usize,
+        /// Slots in the queue.
+        capacity: usize,
+    },
+    /// The region's words contradict the protocol; see [`Corrupt`].
+    Corrupt,
+}
+
+impl fmt::Display for PushError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PushError::Full => f.write_str("shared-memory queue is full"),
+            PushError::TooLarge { len, capacity } => write!(
+                f,
+                "a batch of {len} items can never fit in a queue of capacity {capacity}"
+            ),
+            PushError::Corrupt => Corrupt.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for PushError {}
+
+fn item_words<T>() -> usize {
+    size_of::<T>().div_ceil(8)
+}
+
+/// Words a queue of `capacity` items of type `T` needs.
+///
+/// # Errors
+/// [`LayoutError::BadCapacity`] if `capacity` is not a power of two in
+/// `1..=2^32`.
+pub fn words_needed<T: Pod>(capacity: usize) -> Result<usize, LayoutError> {
+    if !capacity.is_power_of_two() || capacity > MAX_CAPACITY {
+        return Err(LayoutError::BadCapacity(capacity as u64));
+    }
+    Ok(W_SLOTS + capacity * (1 + item_words::<T>()))
+}
+
+/// Bytes a queue of `capacity` items of type `T` needs: the size of the
+/// region (e.g. memfd) to create.
+///
+/// # Errors
+/// As [`words_needed`].
+pub fn bytes_needed<T: Pod>(capacity: usize) -> Result<usize, LayoutError> {
+    Ok(words_needed::<T>(capacity)? * 8)
+}
+
+/// Lays out an empty queue of kind `K` with `capacity` slots of `T` over
+/// `region`. The creating process calls this once, before either side
+/// attaches; the version word is written last, so a side that attaches too
+/// early gets [`LayoutError::Version`] rather than a half-made queue.
+///
+/// # Errors
+/// [`LayoutError::BadCapacity`] or [`LayoutError::TooSmall`].
+pub fn init<T: Pod, K: Kind>(region: Region<'_>, capacity: usize) -> Result<(), LayoutError> {
+    let needed = words_needed::<T>(capacity)?;
+    if region.words.len() < needed {
+        return Err(LayoutError::TooSmall {
+            needed: needed * 8,
+            got: region.len_bytes(),
+        });
+    }
+    let w = region.words;
+    w[W_VERSION].store(0, Relaxed);
+    w[W_KIND].store(K::TAG, Relaxed);
+    w[W_CAPACITY].store(capacity as u64, Relaxed);
+    w[W_ITEM_SIZE].store(size_of::<T>() as u64, Relaxed);
+    w[W_HEAD].store(0, Relaxed);
+    w[W_TAIL].store(0, Relaxed);
+    let stride = 1 + item_words::<T>();
+    for i in 0..capacity {
+        w[W_SLOTS + i * stride].store(K::initial_stamp(i as u64), Relaxed);
+    }
+    // Release: everything above is visible to whoever reads the version word
+    // with Acquire in `attach`.
+    w[W_VERSION].store(VERSION_WORD, Release);
+    Ok(())
+}
+
+/// A checked view of one queue in a region: the `Ring` the protocols run on.
+/// Capacity and item size come from the header once, at attach, and are never
+/// re-read.
+#[derive(Debug, Clone, Copy)]
+struct ShmRing<'r, T> {
+    words: &'r [AtomicU64],
+    capacity: u64,
+    stride: usize,
+    item: PhantomData<T>,
+}
+
+impl<'r, T: Pod> ShmRing<'r, T> {
+    fn attach<K: Kind>(region: Region<'r>) -> Result<Self, LayoutError> {
+        let w = region.words;
+        if w.len() < W_SLOTS {
+            return Err(LayoutError::TooSmall {
+                needed: W_SLOTS * 8,
+                got: region.len_bytes(),
+            });
+        }
+        let version = w[W_VERSION].load(Acquire);
+        if version != VERSION_WORD {
+            return Err(LayoutError::Version { found: version });
+        }
+        let kind = w[W_KIND].load(Relaxed);
+        if kind != K::TAG {
+            return Err(LayoutError::WrongKind {
+                found: kind,
+                expected: K::TAG,
+            });
+        }
+        let item_size = w[W_ITEM_SIZE].load(Relaxed);
+        if item_size != size_of::<T>() as u64 {
+            return Err(LayoutError::WrongItemSize {
+                found: item_size,
+                expected: size_of::<T>() as u64,
+            });
+        }
+        let capacity = w[W_CAPACITY].load(Relaxed);
+        let needed = usize::try_from(capacity)
+            .map_err(|_| LayoutError::BadCapacity(capacity))
+            .and_then(words_needed::<T>)?;
+        if w.len() < needed {
+            return Err(LayoutError::TooSmall {
+                needed: needed * 8,
+                got: region.len_bytes(),
+            });
+        }
+        Ok(ShmRing {
+            words: w,
+            capacity,
+            stride: 1 + item_words::<T>(),
+            item: PhantomData,
+        })
+    }
+
+    /// The current `head` and `tail`, checked against each other.
+    fn indices(&self) -> Result<(u64, u64), Corrupt> {
+        let tail = self.tail().load(Acquire);
+        let head = self.head().load(Acquire);
+        if head.wrapping_sub(tail) > self.capacity {
+            return Err(Corrupt);
+        }
+        Ok((head, tail))
+    }
+
+    fn item_word(&self, slot: usize, i: usize) -> &AtomicU64 {
+        &self.words[W_SLOTS + slot * self.stride + 1 + i]
+    }
+}
+
+// SAFETY: `attach` checked that the region holds `W_SLOTS + capacity * stride`
+// words, so every slot below `capacity` (a checked power of two, kept locally)
+// is in bounds; all accesses are atomic, so any concurrent write by a peer is
+// a race on values, never undefined behaviour.
+unsafe impl<T: Pod> Ring for ShmRing<'_, T> {
+    type Item = T;
+    const HOSTILE: bool = true;
+
+    fn head(&self) -> &AtomicU64 {
+        &self.words[W_HEAD]
+    }
+
+    fn tail(&self) -> &AtomicU64 {
+        &self.words[W_TAIL]
+    }
+
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    fn stamp(&self, slot: usize) -> &AtomicU64 {
+        &self.words[W_SLOTS + slot * self.stride]
+    }
+
+    unsafe fn write(&self, slot: usize, item: T) {
+        let bytes = bytemuck::bytes_of(&item);
+        for (i, chunk) in bytes.chunks(8).enumerate() {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.item_word(slot, i)
+                .store(u64::from_ne_bytes(word), Relaxed);
+        }
+    }
+
+    unsafe fn read(&self, slot: usize) -> T {
+        let mut item = T::zeroed();
+        let bytes = bytemuck::bytes_of_mut(&mut item);
+        for (i, chunk) in bytes.chunks_mut(8).enumerate() {
+            let word = self.item_word(slot, i).load(Relaxed).to_ne_bytes();
+            chunk.copy_from_slice(&word[..chunk.len()]);
+        }
+        item
+    }
+}
+
+/// The producing side of a shared-memory queue of kind `K` (named per kind:
+/// [`crate::spsc::ShmProducer`], …).
+///
+/// `Send`, not `Sync`. Multi-producer kinds are `Clone`; that a single-producer
+/// kind has one producer across processes is the processes' contract, which
+/// the queue cannot check (breaking it yields garbage, not a crash).
+#[derive(Debug)]
+pub struct Producer<'r, T, K: Kind> {
+    ring: ShmRing<'r, T>,
+    side: Side,
+    kind: PhantomData<fn() -> K>,
+}
+
+/// The consuming side of a shared-memory queue of kind `K`; see [`Producer`].
+#[derive(Debug)]
+pub struct Consumer<'r, T, K: Kind> {
+    ring: ShmRing<'r, T>,
+    side: Side,
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<'r, T: Pod, K: Kind> Producer<'r, T, K> {
+    /// Attaches to the queue that [`init`] laid out in `region`.
+    ///
+    /// # Errors
+    /// A [`LayoutError`] if the region does not hold a queue of this kind and
+    /// item type, or its indices are already inconsistent.
+    pub fn attach(region: Region<'r>) -> Result<Self, LayoutError> {
+        let ring = ShmRing::attach::<K>(region)?;
+        let (head, tail) = ring.indices().map_err(|_| LayoutError::Corrupt)?;
+        Ok(Producer {
+            ring,
+            side: Side::new(head, tail),
+            kind: PhantomData,
+        })
+    }
+
+    /// Pushes `item` if there is room.
+    ///
+    /// # Errors
+    /// [`PushError::Full`], or [`PushError::Corrupt`] if the peer broke the
+    /// protocol.
+    pub fn try_push(&self, item: T) -> Result<(), PushError> {
+        match K::push(&self.ring, &self.side, item) {
+            Ok(()) => Ok(()),
+            Err((Step::Corrupt, _)) => Err(PushError::Corrupt),
+            Err(_) => Err(PushError::Full),
+        }
+    }
+
+    /// Slots in the queue.
+    pub fn capacity(&self) -> usize {
+        self.ring.capacity as usize
+    }
+
+    /// Items in the queue now, as far as the shared indices say.
+    ///
+    /// # Errors
+    /// [`Corrupt`] if the indices contradict each other.
+    pub fn len(&self) -> Result<usize, Corrupt> {
+        self.ring.indices().map(|(h, t)| h.wrapping_sub(t) as usize)
+    }
+
+    /// True if the shared indices say the queue is empty.
+    ///
+    /// # Errors
+    /// [`Corrupt`] if the indices contradict each other.
+    pub fn is_empty(&self) -> Result<bool, Corrupt> {
+        self.len().map(|n| n == 0)
+    }
+}
+
+impl<'r, T: Pod, K: Kind> Consumer<'r, T, K> {
+    /// Attaches to the queue that [`init`] laid out in `region`.
+    ///
+    /// # Errors
+    /// As [`Producer::attach`].
+    pub fn attach(region: Region<'r>) -> Result<Self, LayoutError> {
+        let ring = ShmRing::attach::<K>(region)?;
+        let (head, tail) = ring.indices().map_err(|_| LayoutError::Corrupt)?;
+        Ok(Consumer {
+            ring,
+            side: Side::new(tail, head),
+            kind: PhantomData,
+        })
+    }
+
+    /// Takes the oldest item, or `None` if the queue is empty.
+    ///
+    /// # Errors
+    /// [`Corrupt`] if the peer broke the protocol.
+    pub fn try_pop(&self) -> Result<Option<T>, Corrupt> {
+        match K::pop(&self.ring, &self.side) {
+            Step::Done(item) => Ok(Some(item)),
+            Step::NotNow => Ok(None),
+            Step::Corrupt => Err(Corrupt),
+        }
+    }
+
+    /// Slots in the queue.
+    pub fn capacity(&self) -> usize {
+        self.ring.capacity as usize
+    }
+
+    /// Items in the queue now, as far as the shared indices say.
+    ///
+    /// # Errors
+    /// [`Corrupt`] if the indices contradict each other.
+    pub fn len(&self) -> Result<usize, Corrupt> {
+        self.ring.indices().map(|(h, t)| h.wrapping_sub(t) as usize)
+    }
+
+    /// True if the shared indices say the queue is empty.
+    ///
+    /// # Errors
+    /// [`Corrupt`] if the indices contradict each other.
+    pub fn is_empty(&self) -> Result<bool, Corrupt> {
+        self.len().map(|n| n == 0)
+    }
+}
+
+impl<'r, T: Pod> Producer<'r, T, Mpsc> {
+    /// Pushes all of `items` as one contiguous batch, or nothing (one CAS
+    /// claims room for the whole batch).
+    ///
+    /// # Errors
+    /// [`PushError::Full`], [`PushError::TooLarge`], or [`PushError::Corrupt`].
+    pub fn try_push_many(&self, items: &[T]) -> Result<(), PushError> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        if items.len() as u64 > self.ring.capacity {
+            return Err(PushError::TooLarge {
+                len: items.len(),
+                capacity: self.capacity(),
+            });
+        }
+        match Mpsc::claim(&self.ring, &self.side, items.len() as u64) {
+            Step::Done(first) => {
+                for (i, item) in items.iter().enumerate() {
+                    // SAFETY: positions first..first + len were claimed for
+                    // this call by the CAS in `claim`; each is published once.
+                    unsafe { Mpsc::publish(&self.ring, first.wrapping_add(i as u64), *item) };
+                }
+                Ok(())
+            }
+            Step::NotNow => Err(PushError::Full),
+            Step::Corrupt => Err(PushError::Corrupt),
+        }
+    }
+}
+
+impl<T: Pod, K: Kind + MultiProducer> Clone for Producer<'_, T, K> {
+    fn clone(&self) -> Self {
+        Producer {
+            ring: self.ring,
+            side: self.side.clone(),
+            kind: PhantomData,
+        }
+    }
+}
+
+impl<T: Pod, K: Kind + MultiConsumer> Clone for Consumer<'_, T, K> {
+    fn clone(&self) -> Self {
+        Consumer {
+            ring: self.ring,
+            side: self.side.clone(),
+            kind: PhantomData,
+        }
+    }
+}

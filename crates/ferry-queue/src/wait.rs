@@ -1,0 +1,192 @@
+//! Wait strategies: how the synchronous `push`/`pop` wait for room or an item.
+//!
+//! A queue holds two strategy values, one that consumers wait on ("not empty")
+//! and one that producers wait on ("not full"). The waiting side calls
+//! [`Wait::wait_until`]; the other side calls [`Wait::notify_one`] after every
+//! successful operation, so a strategy that never sleeps ([`Spin`],
+//! [`SpinYield`]) has an empty `notify_one` that compiles away, and only
+//! [`SpinPark`] pays for wakeups. The thread runtime plugs in its own strategy
+//! that parks a user-level thread instead of a kernel thread.
+//!
+//! This module never touches a queue's indices; it only re-runs the `ready`
+//! closure it is given.
+
+use core::sync::atomic::{AtomicU32, Ordering, fence};
+
+use crate::primitive::{spin_loop, yield_now};
+
+/// How a synchronous queue operation waits, and how the other side wakes it.
+///
+/// # Contract
+/// - `wait_until(ready)` returns the first `Some` that `ready` produces. It may
+///   call `ready` any number of times, but must call it again after every
+///   `notify_*` that happens after the previous call began (no lost wakeups).
+/// - `notify_one` / `notify_all` are called by the other side after it changed
+///   the queue (pushed, popped, or dropped its last handle). They must be cheap
+///   when nobody waits: they run on every operation.
+///
+/// # Example: a strategy that counts how often it had to wait
+/// ```
+/// use ferry_queue::wait::{Spin, Wait};
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+///
+/// #[derive(Default)]
+/// struct Counting { waits: AtomicUsize, inner: Spin }
+///
+/// impl Wait for Counting {
+///     fn wait_until<R>(&self, ready: impl FnMut() -> Option<R>) -> R {
+///         self.waits.fetch_add(1, Ordering::Relaxed);
+///         self.inner.wait_until(ready)
+///     }
+///     fn notify_one(&self) {}
+///     fn notify_all(&self) {}
+/// }
+///
+/// let (tx, rx) = ferry_queue::spsc::channel_with::<u32, Counting>(2);
+/// tx.push(7).unwrap();
+/// assert_eq!(rx.pop().unwrap(), 7);
+/// ```
+pub trait Wait: Default + Send + Sync {
+    /// Waits until `ready` returns `Some`, and returns that value.
+    fn wait_until<R>(&self, ready: impl FnMut() -> Option<R>) -> R;
+    /// Wakes at least one waiter, if any waits.
+    fn notify_one(&self);
+    /// Wakes every waiter.
+    fn notify_all(&self);
+}
+
+/// Busy-waits with the CPU's spin hint. Cheapest wakeup (none needed), burns
+/// a core while waiting: right when both sides own a core.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Spin;
+
+impl Wait for Spin {
+    #[inline]
+    fn wait_until<R>(&self, mut ready: impl FnMut() -> Option<R>) -> R {
+        loop {
+            if let Some(r) = ready() {
+                return r;
+            }
+            spin_loop();
+        }
+    }
+
+    #[inline(always)]
+    fn notify_one(&self) {}
+
+    #[inline(always)]
+    fn notify_all(&self) {}
+}
+
+/// Spins [`SpinYield::SPINS`] times, then calls `sched_yield` between tries.
+/// No wakeup cost; polite to other runnable kernel threads, but still never
+/// sleeps.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SpinYield;
+
+impl SpinYield {
+    /// Tries before the first yield.
+    pub const SPINS: u32 = 64;
+}
+
+impl Wait for SpinYield {
+    #[inline]
+    fn wait_until<R>(&self, mut ready: impl FnMut() -> Option<R>) -> R {
+        let mut tries = 0u32;
+        loop {
+            if let Some(r) = ready() {
+                return r;
+            }
+            if tries < Self::SPINS {
+                tries += 1;
+                spin_loop();
+            } else {
+                yield_now();
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn notify_one(&self) {}
+
+    #[inline(always)]
+    fn notify_all(&self) {}
+}
+
+/// Spins briefly, then parks the kernel thread on a futex until notified.
+///
+/// This is the default strategy: it never burns a core for long, and costs the
+/// notifying side one fence and one load when nobody sleeps.
+///
+/// # Protocol
+///
+/// | word      | written by                         | meaning |
+/// |-----------|------------------------------------|---------|
+/// | `waiters` | the waiter, `+1` before its last check of `ready`, `-1` after it wakes | how many threads may be about to sleep or are asleep |
+/// | `epoch`   | the notifier, `+1` before `FUTEX_WAKE` | changes whenever a wakeup is sent; the futex word |
+///
+/// The waiter reads `epoch`, increments `waiters`, issues a SeqCst fence,
+/// checks `ready` once more and only then sleeps on `epoch` with the value it
+/// read. The notifier has already published its change, issues a SeqCst fence
+/// and reads `waiters`. The two fences are ordered one way or the other: either
+/// the waiter's last check sees the change, or the notifier sees the waiter and
+/// bumps `epoch`, which makes the `FUTEX_WAIT` return at once or wakes it.
+#[derive(Debug, Default)]
+pub struct SpinPark {
+    epoch: AtomicU32,
+    waiters: AtomicU32,
+}
+
+impl SpinPark {
+    /// Tries (with the spin hint between them) before the thread parks.
+    pub const SPINS: u32 = 128;
+}
+
+impl Wait for SpinPark {
+    fn wait_until<R>(&self, mut ready: impl FnMut() -> Option<R>) -> R {
+        for _ in 0..Self::SPINS {
+            if let Some(r) = ready() {
+                return r;
+            }
+            spin_loop();
+        }
+        loop {
+            let epoch = self.epoch.load(Ordering::Acquire);
+            self.waiters.fetch_add(1, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            if let Some(r) = ready() {
+                self.waiters.fetch_sub(1, Ordering::Relaxed);
+                return r;
+            }
+            crate::sys::futex_wait(&self.epoch, epoch);
+            self.waiters.fetch_sub(1, Ordering::Relaxed);
+            if let Some(r) = ready() {
+                return r;
+            }
+        }
+    }
+
+    #[inline]
+    fn notify_one(&self) {
+        fence(Ordering::SeqCst);
+        if self.waiters.load(Ordering::Relaxed) != 0 {
+            self.wake(1);
+        }
+    }
+
+    #[inline]
+    fn notify_all(&self) {
+        fence(Ordering::SeqCst);
+        if self.waiters.load(Ordering::Relaxed) != 0 {
+            self.wake(u32::MAX);
+        }
+    }
+}
+
+impl SpinPark {
+    #[cold]
+    fn wake(&self, count: u32) {
+        self.epoch.fetch_add(1, Ordering::Release);
+        crate::sys::futex_wake(&self.epoch, count);
+    }
+}
