@@ -214,7 +214,7 @@ impl<T, K: Kind, W: Wait> Producer<T, K, W> {
     /// ```
     #[inline]
     pub fn try_push(&self, item: T) -> Result<(), T> {
-        match K::push(&*self.buffer, &self.side, item) {
+        match K::push(&*self.buffer, &self.side, self.alone(), item) {
             Ok(()) => {
                 self.buffer.not_empty.notify_one();
                 Ok(())
@@ -279,6 +279,12 @@ impl<T, K: Kind, W: Wait> Producer<T, K, W> {
         self.buffer.consumers.load(Acquire) == 0
     }
 
+    /// Whether this is the only producer handle now (see `Protocol::pop`).
+    #[inline(always)]
+    pub(crate) fn alone(&self) -> bool {
+        !K::MULTI_PRODUCER || self.buffer.producers.load(Acquire) == 1
+    }
+
     /// A new handle on the same queue, with its own private indices.
     fn clone_handle(&self) -> Self {
         self.buffer.producers.fetch_add(1, Relaxed);
@@ -307,7 +313,7 @@ impl<T, K: Kind, W: Wait> Consumer<T, K, W> {
     /// asynchronous operation).
     #[inline]
     pub fn try_pop(&self) -> Option<T> {
-        match K::pop(&*self.buffer, &self.side) {
+        match K::pop(&*self.buffer, &self.side, self.alone()) {
             Step::Done(item) => {
                 self.buffer.not_full.notify_one();
                 Some(item)
@@ -374,6 +380,12 @@ impl<T, K: Kind, W: Wait> Consumer<T, K, W> {
     /// empty, nothing more will arrive.
     pub fn is_disconnected(&self) -> bool {
         self.buffer.producers.load(Acquire) == 0
+    }
+
+    /// Whether this is the only consumer handle now (see `Protocol::pop`).
+    #[inline(always)]
+    fn alone(&self) -> bool {
+        !K::MULTI_CONSUMER || self.buffer.consumers.load(Acquire) == 1
     }
 
     /// A new handle on the same queue, with its own private indices.

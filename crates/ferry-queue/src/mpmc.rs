@@ -68,15 +68,37 @@ pub type ShmConsumer<'r, T> = crate::shm::Consumer<'r, T, Mpmc>;
 impl Protocol for Mpmc {
     const TAG: u64 = 4;
     const NAME: &'static str = "MP-MC";
+    const MULTI_PRODUCER: bool = true;
+    const MULTI_CONSUMER: bool = true;
 
     fn initial_stamp(slot: u64) -> u64 {
         slot
     }
 
     #[inline]
-    fn push<R: Ring>(ring: &R, _side: &Side, item: R::Item) -> Result<(), (Step<()>, R::Item)> {
-        let mut retries = Retries::new(R::HOSTILE);
+    fn push<R: Ring>(
+        ring: &R,
+        _side: &Side,
+        alone: bool,
+        item: R::Item,
+    ) -> Result<(), (Step<()>, R::Item)> {
         let mut head = ring.head().load(Relaxed);
+        if alone {
+            let slot = ring.slot(head);
+            // Acquire: the consumer of the slot's previous item finished reading it.
+            if ring.stamp(slot).load(Acquire) != head {
+                return Err((Step::NotNow, item));
+            }
+            // No other producer exists to race for `head`.
+            ring.head().store(head.wrapping_add(1), Relaxed);
+            // SAFETY: position `head` is ours (we are the only producer) and
+            // its stamp says the slot is free at this lap.
+            unsafe { ring.write(slot, item) };
+            // Release: the item is written before a consumer claims it.
+            ring.stamp(slot).store(head.wrapping_add(1), Release);
+            return Ok(());
+        }
+        let mut retries = Retries::new(R::HOSTILE);
         loop {
             let slot = ring.slot(head);
             // Acquire: the consumer of the slot's previous item finished reading it.
@@ -113,7 +135,7 @@ impl Protocol for Mpmc {
     }
 
     #[inline]
-    fn pop<R: Ring>(ring: &R, _side: &Side) -> Step<R::Item> {
-        crate::ring::pop_multi(ring)
+    fn pop<R: Ring>(ring: &R, _side: &Side, alone: bool) -> Step<R::Item> {
+        crate::ring::pop_multi(ring, alone)
     }
 }

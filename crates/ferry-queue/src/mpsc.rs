@@ -98,7 +98,7 @@ impl<T, W: Wait> crate::Producer<T, Mpsc, W> {
                 capacity: buffer.capacity() as usize,
             });
         }
-        match Mpsc::claim(buffer, side, len as u64) {
+        match Mpsc::claim(buffer, side, self.alone(), len as u64) {
             Step::Done(first) => {
                 for (i, item) in items.drain(..).enumerate() {
                     // SAFETY: positions first..first + len were claimed by the
@@ -156,7 +156,7 @@ impl Mpsc {
     /// The caller must then [`publish`](Self::publish) every claimed position,
     /// in any order; the consumer takes them in position order.
     #[inline]
-    pub(crate) fn claim<R: Ring>(ring: &R, side: &Side, n: u64) -> Step<u64> {
+    pub(crate) fn claim<R: Ring>(ring: &R, side: &Side, alone: bool, n: u64) -> Step<u64> {
         let cap = ring.capacity();
         debug_assert!(n >= 1 && n <= cap);
         let mut retries = Retries::new(R::HOSTILE);
@@ -182,6 +182,11 @@ impl Mpsc {
                 if used + n > cap {
                     return Step::NotNow;
                 }
+            }
+            if alone {
+                // No other producer exists to race for `head`.
+                ring.head().store(head.wrapping_add(n), Relaxed);
+                return Step::Done(head);
             }
             match ring
                 .head()
@@ -216,14 +221,21 @@ impl Mpsc {
 impl Protocol for Mpsc {
     const TAG: u64 = 2;
     const NAME: &'static str = "MP-SC";
+    const MULTI_PRODUCER: bool = true;
+    const MULTI_CONSUMER: bool = false;
 
     fn initial_stamp(_: u64) -> u64 {
         0
     }
 
     #[inline]
-    fn push<R: Ring>(ring: &R, side: &Side, item: R::Item) -> Result<(), (Step<()>, R::Item)> {
-        match Self::claim(ring, side, 1) {
+    fn push<R: Ring>(
+        ring: &R,
+        side: &Side,
+        alone: bool,
+        item: R::Item,
+    ) -> Result<(), (Step<()>, R::Item)> {
+        match Self::claim(ring, side, alone, 1) {
             Step::Done(pos) => {
                 // SAFETY: `pos` was just claimed by us.
                 unsafe { Self::publish(ring, pos, item) };
@@ -235,7 +247,7 @@ impl Protocol for Mpsc {
     }
 
     #[inline]
-    fn pop<R: Ring>(ring: &R, side: &Side) -> Step<R::Item> {
+    fn pop<R: Ring>(ring: &R, side: &Side, _alone: bool) -> Step<R::Item> {
         let tail = side.pos.get();
         let slot = ring.slot(tail);
         let flag = ring.stamp(slot);

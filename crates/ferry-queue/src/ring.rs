@@ -143,17 +143,52 @@ pub trait Protocol {
     const NAME: &'static str;
     /// The stamp every slot starts with.
     fn initial_stamp(slot: u64) -> u64;
-    /// Pushes one item.
-    fn push<R: Ring>(ring: &R, side: &Side, item: R::Item) -> Result<(), (Step<()>, R::Item)>;
+    /// Whether producer handles can be many (`Clone`).
+    const MULTI_PRODUCER: bool;
+    /// Whether consumer handles can be many (`Clone`).
+    const MULTI_CONSUMER: bool;
+    /// Pushes one item. `alone`: see [`pop`](Self::pop).
+    fn push<R: Ring>(
+        ring: &R,
+        side: &Side,
+        alone: bool,
+        item: R::Item,
+    ) -> Result<(), (Step<()>, R::Item)>;
     /// Pops one item.
-    fn pop<R: Ring>(ring: &R, side: &Side) -> Step<R::Item>;
+    ///
+    /// `alone` says that the caller's handle is, for the whole call, the only
+    /// live handle of its side, so a multi side may claim a position with a
+    /// plain store instead of a CAS (frugality decided per operation). It
+    /// holds when an in-process side's handle count is 1: handles are only
+    /// made by cloning a live handle of the same side, so while the lone
+    /// handle is busy in this call no other can appear; and the count's
+    /// Acquire load orders every operation of handles already dropped before
+    /// this one. Shared-memory handles cannot know their peers and pass false.
+    fn pop<R: Ring>(ring: &R, side: &Side, alone: bool) -> Step<R::Item>;
 }
 
 /// The consumer side shared by SP-MC and MP-MC: claim `tail` with a CAS once
-/// the slot's stamp says it holds the item of that position.
+/// the slot's stamp says it holds the item of that position (with a plain
+/// store when the consumer is `alone`).
 #[inline]
-pub fn pop_multi<R: Ring>(ring: &R) -> Step<R::Item> {
+pub fn pop_multi<R: Ring>(ring: &R, alone: bool) -> Step<R::Item> {
     let cap = ring.capacity();
+    if alone {
+        let tail = ring.tail().load(Relaxed);
+        let slot = ring.slot(tail);
+        // Acquire: pairs with the producer's Release store of `tail + 1`.
+        if ring.stamp(slot).load(Acquire) != tail.wrapping_add(1) {
+            return Step::NotNow;
+        }
+        // No other consumer exists to race for `tail`.
+        ring.tail().store(tail.wrapping_add(1), Relaxed);
+        // SAFETY: position `tail` is ours (we are the only consumer) and its
+        // stamp says the slot holds its item.
+        let item = unsafe { ring.read(slot) };
+        // Release: the read is done before a producer reuses the slot.
+        ring.stamp(slot).store(tail.wrapping_add(cap), Release);
+        return Step::Done(item);
+    }
     let mut retries = Retries::new(R::HOSTILE);
     let mut tail = ring.tail().load(Relaxed);
     loop {

@@ -432,7 +432,7 @@ impl<'r, T: Pod, K: Kind> Producer<'r, T, K> {
     /// [`PushError::Full`], or [`PushError::Corrupt`] if the peer broke the
     /// protocol.
     pub fn try_push(&self, item: T) -> Result<(), PushError> {
-        match K::push(&self.ring, &self.side, item) {
+        match K::push(&self.ring, &self.side, false, item) {
             Ok(()) => Ok(()),
             Err((Step::Corrupt, _)) => Err(PushError::Corrupt),
             Err(_) => Err(PushError::Full),
@@ -481,7 +481,7 @@ impl<'r, T: Pod, K: Kind> Consumer<'r, T, K> {
     /// # Errors
     /// [`Corrupt`] if the peer broke the protocol.
     pub fn try_pop(&self) -> Result<Option<T>, Corrupt> {
-        match K::pop(&self.ring, &self.side) {
+        match K::pop(&self.ring, &self.side, false) {
             Step::Done(item) => Ok(Some(item)),
             Step::NotNow => Ok(None),
             Step::Corrupt => Err(Corrupt),
@@ -526,7 +526,7 @@ impl<'r, T: Pod> Producer<'r, T, Mpsc> {
                 capacity: self.capacity(),
             });
         }
-        match Mpsc::claim(&self.ring, &self.side, items.len() as u64) {
+        match Mpsc::claim(&self.ring, &self.side, false, items.len() as u64) {
             Step::Done(first) => {
                 for (i, item) in items.iter().enumerate() {
                     // SAFETY: positions first..first + len were claimed for

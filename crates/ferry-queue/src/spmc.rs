@@ -73,13 +73,20 @@ pub type ShmConsumer<'r, T> = crate::shm::Consumer<'r, T, Spmc>;
 impl Protocol for Spmc {
     const TAG: u64 = 3;
     const NAME: &'static str = "SP-MC";
+    const MULTI_PRODUCER: bool = false;
+    const MULTI_CONSUMER: bool = true;
 
     fn initial_stamp(slot: u64) -> u64 {
         slot
     }
 
     #[inline]
-    fn push<R: Ring>(ring: &R, side: &Side, item: R::Item) -> Result<(), (Step<()>, R::Item)> {
+    fn push<R: Ring>(
+        ring: &R,
+        side: &Side,
+        _alone: bool,
+        item: R::Item,
+    ) -> Result<(), (Step<()>, R::Item)> {
         let head = side.pos.get();
         let slot = ring.slot(head);
         let stamp = ring.stamp(slot);
@@ -99,7 +106,7 @@ impl Protocol for Spmc {
     }
 
     #[inline]
-    fn pop<R: Ring>(ring: &R, _side: &Side) -> Step<R::Item> {
-        crate::ring::pop_multi(ring)
+    fn pop<R: Ring>(ring: &R, _side: &Side, alone: bool) -> Step<R::Item> {
+        crate::ring::pop_multi(ring, alone)
     }
 }

@@ -76,13 +76,20 @@ pub type ShmConsumer<'r, T> = crate::shm::Consumer<'r, T, Spsc>;
 impl Protocol for Spsc {
     const TAG: u64 = 1;
     const NAME: &'static str = "SP-SC";
+    const MULTI_PRODUCER: bool = false;
+    const MULTI_CONSUMER: bool = false;
 
     fn initial_stamp(_: u64) -> u64 {
         0
     }
 
     #[inline]
-    fn push<R: Ring>(ring: &R, side: &Side, item: R::Item) -> Result<(), (Step<()>, R::Item)> {
+    fn push<R: Ring>(
+        ring: &R,
+        side: &Side,
+        _alone: bool,
+        item: R::Item,
+    ) -> Result<(), (Step<()>, R::Item)> {
         let head = side.pos.get();
         let cap = ring.capacity();
         if head.wrapping_sub(side.cached.get()) >= cap {
@@ -108,7 +115,7 @@ impl Protocol for Spsc {
     }
 
     #[inline]
-    fn pop<R: Ring>(ring: &R, side: &Side) -> Step<R::Item> {
+    fn pop<R: Ring>(ring: &R, side: &Side, _alone: bool) -> Step<R::Item> {
         let tail = side.pos.get();
         if tail == side.cached.get() {
             // Acquire: the producer's write of the slot happens before we read it.

@@ -11,7 +11,7 @@
 //! This module never touches a queue's indices; it only re-runs the `ready`
 //! closure it is given.
 
-use core::sync::atomic::{AtomicU32, Ordering, fence};
+use core::sync::atomic::{AtomicU8, AtomicU32, Ordering, compiler_fence, fence};
 
 use crate::primitive::{spin_loop, yield_now};
 
@@ -125,12 +125,30 @@ impl Wait for SpinYield {
 /// | `waiters` | the waiter, `+1` before its last check of `ready`, `-1` after it wakes | how many threads may be about to sleep or are asleep |
 /// | `epoch`   | the notifier, `+1` before `FUTEX_WAKE` | changes whenever a wakeup is sent; the futex word |
 ///
-/// The waiter reads `epoch`, increments `waiters`, issues a SeqCst fence,
+/// The waiter reads `epoch`, increments `waiters`, issues the *heavy* fence,
 /// checks `ready` once more and only then sleeps on `epoch` with the value it
-/// read. The notifier has already published its change, issues a SeqCst fence
-/// and reads `waiters`. The two fences are ordered one way or the other: either
-/// the waiter's last check sees the change, or the notifier sees the waiter and
-/// bumps `epoch`, which makes the `FUTEX_WAIT` return at once or wakes it.
+/// read. The notifier has already published its change, issues the *light*
+/// fence and reads `waiters`. The two fences are ordered one way or the other:
+/// either the waiter's last check sees the change, or the notifier sees the
+/// waiter and bumps `epoch`, which makes the `FUTEX_WAIT` return at once or
+/// wakes it.
+///
+/// The fences are asymmetric, because the notifier runs on every operation and
+/// the waiter only when it is about to sleep anyway: the light fence is a
+/// compiler fence and the heavy one is `membarrier(PRIVATE_EXPEDITED)`, which
+/// makes every running thread of the process execute a full barrier, so the
+/// fast path has no barrier instruction at all. Where the kernel refuses
+/// `membarrier` (and under Miri and loom) both are SeqCst fences. The choice is
+/// made once per process in `FENCE_MODE`:
+///
+/// | `FENCE_MODE` | set by | light fence | heavy fence |
+/// |--------------|--------|-------------|-------------|
+/// | `UNKNOWN`    | initial | SeqCst fence | try to register; then as the mode it set |
+/// | `ASYMMETRIC` | the first waiter, after registration succeeded | compiler fence | `membarrier` |
+/// | `SYMMETRIC`  | the first waiter, after registration failed | SeqCst fence | SeqCst fence |
+///
+/// A notifier that still reads `UNKNOWN` uses the full fence, which pairs with
+/// either heavy fence; the mode never leaves `ASYMMETRIC` once there.
 #[derive(Debug, Default)]
 pub struct SpinPark {
     epoch: AtomicU32,
@@ -153,7 +171,7 @@ impl Wait for SpinPark {
         loop {
             let epoch = self.epoch.load(Ordering::Acquire);
             self.waiters.fetch_add(1, Ordering::SeqCst);
-            fence(Ordering::SeqCst);
+            heavy_fence();
             if let Some(r) = ready() {
                 self.waiters.fetch_sub(1, Ordering::Relaxed);
                 return r;
@@ -168,7 +186,7 @@ impl Wait for SpinPark {
 
     #[inline]
     fn notify_one(&self) {
-        fence(Ordering::SeqCst);
+        light_fence();
         if self.waiters.load(Ordering::Relaxed) != 0 {
             self.wake(1);
         }
@@ -176,7 +194,7 @@ impl Wait for SpinPark {
 
     #[inline]
     fn notify_all(&self) {
-        fence(Ordering::SeqCst);
+        light_fence();
         if self.waiters.load(Ordering::Relaxed) != 0 {
             self.wake(u32::MAX);
         }
@@ -188,5 +206,50 @@ impl SpinPark {
     fn wake(&self, count: u32) {
         self.epoch.fetch_add(1, Ordering::Release);
         crate::sys::futex_wake(&self.epoch, count);
+    }
+}
+
+const UNKNOWN: u8 = 0;
+const ASYMMETRIC: u8 = 1;
+const SYMMETRIC: u8 = 2;
+
+/// How [`SpinPark`]'s two sides fence; see its protocol table.
+static FENCE_MODE: AtomicU8 = AtomicU8::new(UNKNOWN);
+
+/// The notifier's half: orders its published change before its read of
+/// `waiters`.
+#[inline(always)]
+fn light_fence() {
+    if FENCE_MODE.load(Ordering::Relaxed) == ASYMMETRIC {
+        compiler_fence(Ordering::SeqCst);
+    } else {
+        fence(Ordering::SeqCst);
+    }
+}
+
+/// The waiter's half: orders its increment of `waiters` before its last
+/// check, and (asymmetric mode) forces a full barrier on every notifier.
+#[cold]
+fn heavy_fence() {
+    let mut mode = FENCE_MODE.load(Ordering::Relaxed);
+    if mode == UNKNOWN {
+        let wanted = if cfg!(any(miri, ferry_loom)) || !crate::sys::membarrier_register() {
+            SYMMETRIC
+        } else {
+            ASYMMETRIC
+        };
+        mode = match FENCE_MODE.compare_exchange(
+            UNKNOWN,
+            wanted,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => wanted,
+            Err(now) => now,
+        };
+    }
+    fence(Ordering::SeqCst);
+    if mode == ASYMMETRIC {
+        crate::sys::membarrier();
     }
 }
