@@ -1,0 +1,149 @@
+//! How busy the rest of the machine was while an experiment ran, read from
+//! `/proc/stat` (all CPUs) and `/proc/self/stat` (this process).
+//!
+//! This module owns the noise check: a benchmark on a 2-core machine is only
+//! as good as the absence of other work on those cores, so every experiment
+//! reports how many CPUs other processes (and the hypervisor, as steal time)
+//! took during its run.
+
+use std::fs;
+
+/// CPU time counters at one instant, in kernel clock ticks (`USER_HZ`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuSnapshot {
+    /// All ticks of all CPUs, idle included.
+    total: u64,
+    /// Non-idle ticks of all CPUs, steal excluded.
+    busy: u64,
+    /// Ticks the hypervisor gave to someone else.
+    steal: u64,
+    /// User + system ticks of this process.
+    own: u64,
+}
+
+/// What happened between two snapshots, in CPUs (1.0 = one CPU fully busy
+/// for the whole interval).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Interference {
+    /// CPUs used by other processes and the kernel on their behalf.
+    pub others: f64,
+    /// CPUs lost to the hypervisor.
+    pub steal: f64,
+    /// CPUs in the machine.
+    pub cpus: usize,
+}
+
+impl CpuSnapshot {
+    /// Reads the counters now; `None` if `/proc` is unreadable or unexpected.
+    pub fn now() -> Option<CpuSnapshot> {
+        let stat = fs::read_to_string("/proc/stat").ok()?;
+        let own = fs::read_to_string("/proc/self/stat").ok()?;
+        CpuSnapshot::parse(&stat, &own)
+    }
+
+    fn parse(proc_stat: &str, self_stat: &str) -> Option<CpuSnapshot> {
+        // "cpu  user nice system idle iowait irq softirq steal guest guest_nice"
+        let line = proc_stat.lines().find(|l| l.starts_with("cpu "))?;
+        let f: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .map(|x| x.parse().ok())
+            .collect::<Option<_>>()?;
+        if f.len() < 8 {
+            return None;
+        }
+        let (user, nice, system, idle, iowait, irq, softirq, steal) =
+            (f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]);
+        // guest time is already counted in user, so it is not added again.
+        let busy = user + nice + system + irq + softirq;
+        let total = busy + idle + iowait + steal;
+        // The command name may contain spaces: fields start after the last ')'.
+        // Then: state ppid pgrp session tty tpgid flags minflt cminflt majflt
+        // cmajflt utime stime, i.e. utime and stime are the 12th and 13th.
+        let rest = &self_stat[self_stat.rfind(')')? + 1..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let utime: u64 = fields.get(11)?.parse().ok()?;
+        let stime: u64 = fields.get(12)?.parse().ok()?;
+        Some(CpuSnapshot {
+            total,
+            busy,
+            steal,
+            own: utime + stime,
+        })
+    }
+
+    /// Interference from `self` (earlier) to `later`; `None` if no time passed.
+    pub fn interference_until(&self, later: &CpuSnapshot, cpus: usize) -> Option<Interference> {
+        let total = later.total.checked_sub(self.total)?;
+        if total == 0 || cpus == 0 {
+            return None;
+        }
+        let busy = later.busy.saturating_sub(self.busy);
+        let own = later.own.saturating_sub(self.own);
+        let steal = later.steal.saturating_sub(self.steal);
+        let per_cpu = total as f64 / cpus as f64;
+        Some(Interference {
+            others: busy.saturating_sub(own) as f64 / per_cpu,
+            steal: steal as f64 / per_cpu,
+            cpus,
+        })
+    }
+}
+
+impl Interference {
+    /// True if others took enough CPU (a tenth of one) to distort cross-core
+    /// timings.
+    pub fn is_noisy(&self) -> bool {
+        self.others + self.steal > 0.1
+    }
+}
+
+/// Number of CPUs the machine has online (not only those we may use).
+pub fn online_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SELF_STAT: &str = "4242 (ferry bench) R 1 2 3 0 -1 4194304 100 0 0 0 250 50 0 0 20 0 3 0";
+
+    #[test]
+    fn parses_proc_stat_and_self_stat() {
+        let stat = "cpu  100 5 20 1000 7 1 2 3 0 0\ncpu0 50 2 10 500 3 0 1 1 0 0\n";
+        let s = CpuSnapshot::parse(stat, SELF_STAT).unwrap();
+        assert_eq!(s.busy, 100 + 5 + 20 + 1 + 2);
+        assert_eq!(s.total, 128 + 1000 + 7 + 3);
+        assert_eq!(s.steal, 3);
+        assert_eq!(s.own, 300);
+    }
+
+    #[test]
+    fn interference_subtracts_own_time() {
+        // 2 CPUs, 200 ticks each: 400 total. 300 busy, 200 of it ours.
+        let a = CpuSnapshot {
+            total: 0,
+            busy: 0,
+            steal: 0,
+            own: 0,
+        };
+        let b = CpuSnapshot {
+            total: 400,
+            busy: 300,
+            steal: 20,
+            own: 200,
+        };
+        let i = a.interference_until(&b, 2).unwrap();
+        assert_eq!(i.others, 0.5);
+        assert_eq!(i.steal, 0.1);
+        assert!(i.is_noisy());
+        assert_eq!(a.interference_until(&a, 2), None);
+    }
+
+    #[test]
+    fn reads_this_machine() {
+        let a = CpuSnapshot::now().expect("/proc is readable on Linux");
+        assert!(a.total > 0 && a.busy <= a.total);
+    }
+}
