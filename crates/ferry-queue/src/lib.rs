@@ -13,6 +13,10 @@
 //! | [`spmc`] | one  | many | one CAS per pop |
 //! | [`mpmc`] | many | many | one CAS per push and one per pop |
 //!
+//! Frugality is also decided per operation: a multi side that currently has a
+//! single handle claims its positions with a plain store, as the single kinds
+//! do, so a CAS is paid only while the side is really shared.
+//!
 //! Every queue is bounded with a power-of-two capacity fixed at creation and
 //! offers, like Synthesis, both **asynchronous** operations (`try_push` gives
 //! the item back when full, `try_pop` returns `None` when empty) and

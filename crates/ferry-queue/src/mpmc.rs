@@ -7,11 +7,12 @@
 //!
 //! | word       | written by | when | orderings |
 //! |------------|------------|------|-----------|
-//! | `head`     | producers, CAS `h -> h + 1` | to claim position `h` once its stamp is `h` | Relaxed: the stamp orders the slot |
-//! | slot stamp | the producer of `p` stores `p + 1`; the consumer of `p` stores `p + capacity` | after writing / after reading the item | stores Release / loads Acquire |
-//! | `tail`     | consumers, CAS `t -> t + 1` | to claim position `t` once its stamp is `t + 1` | Relaxed |
+//! | `head`     | producers, CAS `h -> h + 1` | to claim position `h` once its stamp is `free(h)` | Relaxed: the stamp orders the slot |
+//! | slot stamp | the producer of `p` stores `full(p)`; the consumer of `p` stores `free(p + capacity)` | after writing / after reading the item | stores Release / loads Acquire |
+//! | `tail`     | consumers, CAS `t -> t + 1` | to claim position `t` once its stamp is `full(t)` | Relaxed |
 //!
-//! Stamp values as in [`crate::spmc`].
+//! Stamp values as in [`crate::spmc`]. A side with a single handle (count 1)
+//! claims its positions with a plain store instead of the CAS.
 //!
 //! ```
 //! let (tx, rx) = ferry_queue::mpmc::channel::<u32>(4);
@@ -24,7 +25,7 @@
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 use crate::Kind;
-use crate::ring::{Protocol, Retries, Ring, Side, Step};
+use crate::ring::{Protocol, Retries, Ring, Side, Step, free_stamp, full_stamp};
 use crate::wait::{SpinPark, Wait};
 
 /// Marker of the MP-MC kind.
@@ -72,7 +73,7 @@ impl Protocol for Mpmc {
     const MULTI_CONSUMER: bool = true;
 
     fn initial_stamp(slot: u64) -> u64 {
-        slot
+        free_stamp(slot)
     }
 
     #[inline]
@@ -86,7 +87,7 @@ impl Protocol for Mpmc {
         if alone {
             let slot = ring.slot(head);
             // Acquire: the consumer of the slot's previous item finished reading it.
-            if ring.stamp(slot).load(Acquire) != head {
+            if ring.stamp(slot).load(Acquire) != free_stamp(head) {
                 return Err((Step::NotNow, item));
             }
             // No other producer exists to race for `head`.
@@ -95,7 +96,7 @@ impl Protocol for Mpmc {
             // its stamp says the slot is free at this lap.
             unsafe { ring.write(slot, item) };
             // Release: the item is written before a consumer claims it.
-            ring.stamp(slot).store(head.wrapping_add(1), Release);
+            ring.stamp(slot).store(full_stamp(head), Release);
             return Ok(());
         }
         let mut retries = Retries::new(R::HOSTILE);
@@ -103,7 +104,7 @@ impl Protocol for Mpmc {
             let slot = ring.slot(head);
             // Acquire: the consumer of the slot's previous item finished reading it.
             let stamp = ring.stamp(slot).load(Acquire);
-            let lag = stamp.wrapping_sub(head) as i64;
+            let lag = stamp.wrapping_sub(free_stamp(head)) as i64;
             if lag == 0 {
                 match ring.head().compare_exchange_weak(
                     head,
@@ -116,7 +117,7 @@ impl Protocol for Mpmc {
                         // the stamp says is free at this lap.
                         unsafe { ring.write(slot, item) };
                         // Release: the item is written before a consumer claims it.
-                        ring.stamp(slot).store(head.wrapping_add(1), Release);
+                        ring.stamp(slot).store(full_stamp(head), Release);
                         return Ok(());
                     }
                     Err(now) => head = now,

@@ -22,7 +22,9 @@
 //!
 //! Each producer handle caches `tail` and reads it only when the cache says
 //! there is no room; the consumer keeps `tail` in its handle and never reads
-//! `head`.
+//! `head`. While only one producer handle exists (count 1), it claims with a
+//! plain store instead of the CAS: no other handle can appear during its call,
+//! since handles are made only by cloning one.
 //!
 //! ```
 //! let (tx, rx) = ferry_queue::mpsc::channel::<u32>(16);

@@ -1,7 +1,7 @@
 //! The four queue protocols, written once over a [`Ring`] of slots.
 //!
 //! A `Ring` is storage: a head word, a tail word, and `capacity` slots each
-//! holding a stamp word and an item. The in-process queues (`heap`) and the
+//! holding a stamp word and an item. The in-process queues (`local`) and the
 //! shared-memory queues (`shm`) are two `Ring`s; the protocol code here is the
 //! same for both. This module owns the orderings; it must not allocate, block
 //! or call a wait strategy (the handles do that around it).
@@ -19,7 +19,7 @@
 //! |------|--------|--------|------------|
 //! | SP-SC | next position to fill; stored (Release) only by the producer, after the slot is written | next position to take; stored (Release) only by the consumer, after the slot is read | unused |
 //! | MP-SC | next unclaimed position; producers claim `n` positions with one CAS (Synthesis Figure 2) | as SP-SC | valid flag: `1` = the producer has written the item, `0` = free; the consumer clears it before advancing `tail` |
-//! | SP-MC | as SP-SC (informational: consumers use stamps) | next unclaimed position; consumers claim one with a CAS | sequence: `pos` = free for the producer of `pos`; `pos + 1` = holds item `pos`; the consumer that took `pos` stores `pos + capacity` |
+//! | SP-MC | as SP-SC (informational: consumers use stamps) | next unclaimed position; consumers claim one with a CAS | sequence: `2·pos` = free for the producer of `pos`; `2·pos + 1` = holds item `pos`; the consumer that took `pos` stores `2·(pos + capacity)` |
 //! | MP-MC | producers claim one position with a CAS | as SP-MC | as SP-MC |
 //!
 //! Each side keeps in its handle ([`Side`]) the words that only it writes, so
@@ -167,6 +167,21 @@ pub trait Protocol {
     fn pop<R: Ring>(ring: &R, side: &Side, alone: bool) -> Step<R::Item>;
 }
 
+/// The stamp of a slot that is free for the producer of position `pos`.
+///
+/// Stamps count in half-steps so that "free for `pos + capacity`" and "holds
+/// `pos`" differ even at capacity 1: free = `2·pos`, full = `2·pos + 1`.
+#[inline(always)]
+pub fn free_stamp(pos: u64) -> u64 {
+    pos.wrapping_mul(2)
+}
+
+/// The stamp of a slot that holds the item of position `pos`.
+#[inline(always)]
+pub fn full_stamp(pos: u64) -> u64 {
+    pos.wrapping_mul(2) | 1
+}
+
 /// The consumer side shared by SP-MC and MP-MC: claim `tail` with a CAS once
 /// the slot's stamp says it holds the item of that position (with a plain
 /// store when the consumer is `alone`).
@@ -176,8 +191,8 @@ pub fn pop_multi<R: Ring>(ring: &R, alone: bool) -> Step<R::Item> {
     if alone {
         let tail = ring.tail().load(Relaxed);
         let slot = ring.slot(tail);
-        // Acquire: pairs with the producer's Release store of `tail + 1`.
-        if ring.stamp(slot).load(Acquire) != tail.wrapping_add(1) {
+        // Acquire: pairs with the producer's Release store of the full stamp.
+        if ring.stamp(slot).load(Acquire) != full_stamp(tail) {
             return Step::NotNow;
         }
         // No other consumer exists to race for `tail`.
@@ -186,16 +201,17 @@ pub fn pop_multi<R: Ring>(ring: &R, alone: bool) -> Step<R::Item> {
         // stamp says the slot holds its item.
         let item = unsafe { ring.read(slot) };
         // Release: the read is done before a producer reuses the slot.
-        ring.stamp(slot).store(tail.wrapping_add(cap), Release);
+        ring.stamp(slot)
+            .store(free_stamp(tail.wrapping_add(cap)), Release);
         return Step::Done(item);
     }
     let mut retries = Retries::new(R::HOSTILE);
     let mut tail = ring.tail().load(Relaxed);
     loop {
         let slot = ring.slot(tail);
-        // Acquire: pairs with the producer's Release store of `tail + 1`.
+        // Acquire: pairs with the producer's Release store of the full stamp.
         let stamp = ring.stamp(slot).load(Acquire);
-        let lag = stamp.wrapping_sub(tail.wrapping_add(1)) as i64;
+        let lag = stamp.wrapping_sub(full_stamp(tail)) as i64;
         if lag == 0 {
             // Relaxed: the stamp already ordered the item's write before us.
             match ring
@@ -208,7 +224,8 @@ pub fn pop_multi<R: Ring>(ring: &R, alone: bool) -> Step<R::Item> {
                     // slot until we store `tail + capacity`.
                     let item = unsafe { ring.read(slot) };
                     // Release: the read is done before a producer reuses the slot.
-                    ring.stamp(slot).store(tail.wrapping_add(cap), Release);
+                    ring.stamp(slot)
+                        .store(free_stamp(tail.wrapping_add(cap)), Release);
                     return Step::Done(item);
                 }
                 Err(now) => tail = now,

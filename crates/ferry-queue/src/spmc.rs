@@ -7,13 +7,15 @@
 //!
 //! | word       | written by | when | orderings |
 //! |------------|------------|------|-----------|
-//! | slot stamp | producer stores `pos + 1`; the consumer that took `pos` stores `pos + capacity` | after writing / after reading the item | stores Release / loads Acquire on both sides |
-//! | `tail`     | consumers, CAS `t -> t + 1` | to claim position `t` once its stamp is `t + 1` | Relaxed: the stamp ordered the item |
+//! | slot stamp | producer stores `full(p)`; the consumer that took `p` stores `free(p + capacity)` | after writing / after reading the item | stores Release / loads Acquire on both sides |
+//! | `tail`     | consumers, CAS `t -> t + 1` | to claim position `t` once its stamp is `full(t)` | Relaxed: the stamp ordered the item |
 //! | `head`     | producer   | after each push | Relaxed, informational (`len`, drop) |
 //!
-//! Stamp values for the slot of position `p`: `p` = free for the producer of
-//! `p`; `p + 1` = holds item `p`; `p + capacity` = item taken, free for
-//! position `p + capacity`.
+//! Stamp values for the slot of position `p`: `free(p) = 2p` = free for the
+//! producer of `p`; `full(p) = 2p + 1` = holds item `p`; `free(p + capacity)`
+//! = item taken, free for position `p + capacity`. Counting in half-steps
+//! keeps "full at `p`" and "free at `p + capacity`" apart even at capacity 1.
+//! A single consumer handle (count 1) claims `tail` with a plain store.
 //!
 //! ```
 //! let (tx, rx) = ferry_queue::spmc::channel::<u32>(16);
@@ -30,7 +32,7 @@
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 use crate::Kind;
-use crate::ring::{Protocol, Ring, Side, Step};
+use crate::ring::{Protocol, Ring, Side, Step, free_stamp, full_stamp};
 use crate::wait::{SpinPark, Wait};
 
 /// Marker of the SP-MC kind.
@@ -77,7 +79,7 @@ impl Protocol for Spmc {
     const MULTI_CONSUMER: bool = true;
 
     fn initial_stamp(slot: u64) -> u64 {
-        slot
+        free_stamp(slot)
     }
 
     #[inline]
@@ -91,14 +93,14 @@ impl Protocol for Spmc {
         let slot = ring.slot(head);
         let stamp = ring.stamp(slot);
         // Acquire: the consumer of the slot's previous item finished reading it.
-        if stamp.load(Acquire) != head {
+        if stamp.load(Acquire) != free_stamp(head) {
             return Err((Step::NotNow, item));
         }
         // SAFETY: the stamp says the slot is free at this lap, and only this
         // single producer writes slots.
         unsafe { ring.write(slot, item) };
         // Release: the item is written before a consumer can claim it.
-        stamp.store(head.wrapping_add(1), Release);
+        stamp.store(full_stamp(head), Release);
         // Informational (len, drop); consumers go by the stamps.
         ring.head().store(head.wrapping_add(1), Relaxed);
         side.pos.set(head.wrapping_add(1));
