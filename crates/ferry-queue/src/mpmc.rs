@@ -127,7 +127,10 @@ impl Protocol for Mpmc {
                 return Err((Step::NotNow, item));
             } else {
                 // Another producer took `head` already.
-                head = ring.head().load(Relaxed);
+                match retries.reread(ring.head(), head) {
+                    Some(now) => head = now,
+                    None => return Err((Step::Corrupt, item)),
+                }
             }
             if !retries.again() {
                 return Err((Step::Corrupt, item));

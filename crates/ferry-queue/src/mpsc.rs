@@ -175,10 +175,10 @@ impl Mpsc {
                 if used > cap {
                     // `head` is stale (others claimed and the consumer took
                     // past it since we read it), or the ring is corrupt.
-                    if !retries.again() {
-                        return Step::Corrupt;
+                    match retries.reread(ring.head(), head) {
+                        Some(now) => head = now,
+                        None => return Step::Corrupt,
                     }
-                    head = ring.head().load(Relaxed);
                     continue;
                 }
                 if used + n > cap {

@@ -98,6 +98,7 @@ pub struct Side {
 }
 
 impl Side {
+    #[cfg_attr(ferry_loom, allow(dead_code))] // only the shared-memory form uses it
     pub(crate) fn new(pos: u64, cached: u64) -> Self {
         Side {
             pos: Cell::new(pos),
@@ -132,6 +133,21 @@ impl Retries {
         }
         self.count += 1;
         self.count <= RETRY_LIMIT
+    }
+
+    /// Re-reads an index that the caller found stale: in an honest ring,
+    /// what the caller saw (a `tail` past it, a stamp past it) proves the
+    /// index has already moved beyond `stale`, and the caller's Acquire load
+    /// of that evidence makes the move visible. So a hostile ring whose index
+    /// still reads `stale` is corrupt, said at once instead of after
+    /// [`RETRY_LIMIT`] turns. `None` means corrupt.
+    #[inline]
+    pub fn reread(&mut self, index: &AtomicU64, stale: u64) -> Option<u64> {
+        let now = index.load(Relaxed);
+        if self.hostile && (now == stale || !self.again()) {
+            return None;
+        }
+        Some(now)
     }
 }
 
@@ -235,7 +251,10 @@ pub fn pop_multi<R: Ring>(ring: &R, alone: bool) -> Step<R::Item> {
             return Step::NotNow;
         } else {
             // Another consumer took `tail` already.
-            tail = ring.tail().load(Relaxed);
+            match retries.reread(ring.tail(), tail) {
+                Some(now) => tail = now,
+                None => return Step::Corrupt,
+            }
         }
         if !retries.again() {
             return Step::Corrupt;

@@ -9,7 +9,14 @@
 //! or get a [`Corrupt`] error, but never panic, read or write out of bounds,
 //! or loop without bound. This module must never trust a value it did not
 //! write itself: the capacity and item size are read once, checked, and kept
-//! locally.
+//! locally. (So a peer that rewrites the header's capacity between `init` and
+//! another side's `attach` can make the two sides disagree on it: that side
+//! reads garbage, within its own checked bounds.)
+//!
+//! What each side can notice: SP-SC checks `head` against `tail` and the
+//! multi sides check that an index they found stale has moved, reporting
+//! [`Corrupt`]; the MP-SC consumer reads only the valid flags, so a hostile
+//! producer can feed it garbage items but never an error.
 //!
 //! # Layout (version [`LAYOUT_VERSION`]), in 8-byte words
 //!
