@@ -36,6 +36,15 @@
 //! assert_eq!(sum, 2 * 4950);
 //! ```
 //!
+//! Handles are `Send` but not `Sync`: each keeps private cached indices, so a
+//! thread gets its own handle (a clone, on a multi side) instead of sharing one.
+//!
+//! ```compile_fail,E0277
+//! fn shared<T: Sync>(_: &T) {}
+//! let (tx, _rx) = ferry_queue::mpmc::channel::<u8>(8);
+//! shared(&tx);
+//! ```
+//!
 //! Each kind also has a **shared-memory form** ([`shm`]) for plain-old-data
 //! items, laid over a byte region that two processes map: offsets instead of
 //! pointers, a layout version word, and hardening so that a hostile peer that

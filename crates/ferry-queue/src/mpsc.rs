@@ -40,6 +40,13 @@
 //! assert!(batch.is_empty());
 //! assert_eq!((rx.pop(), rx.pop(), rx.pop()), (Ok(1), Ok(2), Ok(3)));
 //! ```
+//!
+//! The consumer is not `Clone`: there is one.
+//!
+//! ```compile_fail,E0599
+//! let (_tx, rx) = ferry_queue::mpsc::channel::<u8>(8);
+//! let rx2 = rx.clone();
+//! ```
 
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 

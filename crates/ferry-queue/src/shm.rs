@@ -20,15 +20,17 @@
 //!
 //! # Layout (version [`LAYOUT_VERSION`]), in 8-byte words
 //!
+//! The fixed part is the `#[repr(C)]` [`Header`]; the slots follow it.
+//!
 //! | word | content |
 //! |------|---------|
-//! | 0 | magic `"FRYQ"` in the high half, layout version in the low half; written last by [`init`] (Release) |
-//! | 1 | kind tag: 1 SP-SC, 2 MP-SC, 3 SP-MC, 4 MP-MC |
-//! | 2 | capacity (a power of two) |
-//! | 3 | item size in bytes |
-//! | 16 | `head` (own 128-byte line) |
-//! | 32 | `tail` (own 128-byte line) |
-//! | 48 + i·(1 + w) | slot `i`: stamp word, then `w = ceil(size / 8)` item words |
+//! | 0 | [`Header::version`]: magic `"FRYQ"` in the high half, layout version in the low half; written last by [`init`] (Release) |
+//! | 1 | [`Header::kind`]: 1 SP-SC, 2 MP-SC, 3 SP-MC, 4 MP-MC |
+//! | 2 | [`Header::capacity`] (a power of two) |
+//! | 3 | [`Header::item_size`] in bytes |
+//! | 16 | [`Header::head`] (own 128-byte line) |
+//! | 32 | [`Header::tail`] (own 128-byte line) |
+//! | 48 + i·(1 + w) | slot `i`: stamp word, then `w = ceil(size / 8)` item words (native byte order) |
 //!
 //! The words' protocols are those of the in-process kinds ([`crate::spsc`],
 //! [`crate::mpsc`], [`crate::spmc`], [`crate::mpmc`]).
@@ -72,13 +74,35 @@ pub const LAYOUT_VERSION: u64 = 1;
 const MAGIC: u64 = 0x4652_5951; // "FRYQ"
 const VERSION_WORD: u64 = (MAGIC << 32) | LAYOUT_VERSION;
 
-const W_VERSION: usize = 0;
-const W_KIND: usize = 1;
-const W_CAPACITY: usize = 2;
-const W_ITEM_SIZE: usize = 3;
-const W_HEAD: usize = 16;
-const W_TAIL: usize = 32;
-const W_SLOTS: usize = 48;
+/// The fixed part of a shared-memory queue: the first 384 bytes of its
+/// region, followed by the slots. Every field is an atomic word, because the
+/// other process may write any of them at any time.
+#[repr(C)]
+#[derive(Debug)]
+pub struct Header {
+    /// Magic `"FRYQ"` in the high half, [`LAYOUT_VERSION`] in the low half;
+    /// written last by [`init`].
+    pub version: AtomicU64,
+    /// Kind tag: 1 SP-SC, 2 MP-SC, 3 SP-MC, 4 MP-MC.
+    pub kind: AtomicU64,
+    /// Number of slots, a power of two.
+    pub capacity: AtomicU64,
+    /// `size_of` the item type, in bytes.
+    pub item_size: AtomicU64,
+    _pad0: [AtomicU64; 12],
+    /// The producers' index, on its own 128 bytes.
+    pub head: AtomicU64,
+    _pad1: [AtomicU64; 15],
+    /// The consumers' index, on its own 128 bytes.
+    pub tail: AtomicU64,
+    _pad2: [AtomicU64; 15],
+}
+
+/// Words in the [`Header`]; the slots start at this word.
+const HEADER_WORDS: usize = size_of::<Header>() / 8;
+const _: () = assert!(size_of::<Header>() == 384 && align_of::<Header>() == 8);
+const _: () = assert!(core::mem::offset_of!(Header, head) == 128);
+const _: () = assert!(core::mem::offset_of!(Header, tail) == 256);
 
 /// The memory a shared-memory queue lives in: a run of 8-byte words that
 /// only atomic operations touch.
@@ -118,6 +142,20 @@ impl<'r> Region<'r> {
     /// The region's size in bytes.
     pub fn len_bytes(&self) -> usize {
         self.words.len() * 8
+    }
+
+    /// The header and the words after it, or `None` if the region is
+    /// smaller than a header.
+    fn split(&self) -> Option<(&'r Header, &'r [AtomicU64])> {
+        if self.words.len() < HEADER_WORDS {
+            return None;
+        }
+        let (head, slots) = self.words.split_at(HEADER_WORDS);
+        // SAFETY: `Header` is `repr(C)`, made only of `AtomicU64`s (size 384,
+        // align 8, checked at compile time), and `head` is exactly
+        // `HEADER_WORDS` 8-aligned `AtomicU64`s that live for `'r`.
+        let header = unsafe { &*head.as_ptr().cast::<Header>() };
+        Some((header, slots))
     }
 }
 
@@ -236,7 +274,7 @@ pub fn words_needed<T: Pod>(capacity: usize) -> Result<usize, LayoutError> {
     if !capacity.is_power_of_two() || capacity > MAX_CAPACITY {
         return Err(LayoutError::BadCapacity(capacity as u64));
     }
-    Ok(W_SLOTS + capacity * (1 + item_words::<T>()))
+    Ok(HEADER_WORDS + capacity * (1 + item_words::<T>()))
 }
 
 /// Bytes a queue of `capacity` items of type `T` needs: the size of the
@@ -263,20 +301,20 @@ pub fn init<T: Pod, K: Kind>(region: Region<'_>, capacity: usize) -> Result<(), 
             got: region.len_bytes(),
         });
     }
-    let w = region.words;
-    w[W_VERSION].store(0, Relaxed);
-    w[W_KIND].store(K::TAG, Relaxed);
-    w[W_CAPACITY].store(capacity as u64, Relaxed);
-    w[W_ITEM_SIZE].store(size_of::<T>() as u64, Relaxed);
-    w[W_HEAD].store(0, Relaxed);
-    w[W_TAIL].store(0, Relaxed);
+    let (header, slots) = region.split().expect("the size was checked above");
+    header.version.store(0, Relaxed);
+    header.kind.store(K::TAG, Relaxed);
+    header.capacity.store(capacity as u64, Relaxed);
+    header.item_size.store(size_of::<T>() as u64, Relaxed);
+    header.head.store(0, Relaxed);
+    header.tail.store(0, Relaxed);
     let stride = 1 + item_words::<T>();
     for i in 0..capacity {
-        w[W_SLOTS + i * stride].store(K::initial_stamp(i as u64), Relaxed);
+        slots[i * stride].store(K::initial_stamp(i as u64), Relaxed);
     }
     // Release: everything above is visible to whoever reads the version word
     // with Acquire in `attach`.
-    w[W_VERSION].store(VERSION_WORD, Release);
+    header.version.store(VERSION_WORD, Release);
     Ok(())
 }
 
@@ -285,7 +323,8 @@ pub fn init<T: Pod, K: Kind>(region: Region<'_>, capacity: usize) -> Result<(), 
 /// re-read.
 #[derive(Debug, Clone, Copy)]
 struct ShmRing<'r, T> {
-    words: &'r [AtomicU64],
+    header: &'r Header,
+    slots: &'r [AtomicU64],
     capacity: u64,
     stride: usize,
     item: PhantomData<T>,
@@ -293,43 +332,43 @@ struct ShmRing<'r, T> {
 
 impl<'r, T: Pod> ShmRing<'r, T> {
     fn attach<K: Kind>(region: Region<'r>) -> Result<Self, LayoutError> {
-        let w = region.words;
-        if w.len() < W_SLOTS {
+        let Some((header, slots)) = region.split() else {
             return Err(LayoutError::TooSmall {
-                needed: W_SLOTS * 8,
+                needed: size_of::<Header>(),
                 got: region.len_bytes(),
             });
-        }
-        let version = w[W_VERSION].load(Acquire);
+        };
+        let version = header.version.load(Acquire);
         if version != VERSION_WORD {
             return Err(LayoutError::Version { found: version });
         }
-        let kind = w[W_KIND].load(Relaxed);
+        let kind = header.kind.load(Relaxed);
         if kind != K::TAG {
             return Err(LayoutError::WrongKind {
                 found: kind,
                 expected: K::TAG,
             });
         }
-        let item_size = w[W_ITEM_SIZE].load(Relaxed);
+        let item_size = header.item_size.load(Relaxed);
         if item_size != size_of::<T>() as u64 {
             return Err(LayoutError::WrongItemSize {
                 found: item_size,
                 expected: size_of::<T>() as u64,
             });
         }
-        let capacity = w[W_CAPACITY].load(Relaxed);
+        let capacity = header.capacity.load(Relaxed);
         let needed = usize::try_from(capacity)
             .map_err(|_| LayoutError::BadCapacity(capacity))
             .and_then(words_needed::<T>)?;
-        if w.len() < needed {
+        if region.words.len() < needed {
             return Err(LayoutError::TooSmall {
                 needed: needed * 8,
                 got: region.len_bytes(),
             });
         }
         Ok(ShmRing {
-            words: w,
+            header,
+            slots,
             capacity,
             stride: 1 + item_words::<T>(),
             item: PhantomData,
@@ -347,24 +386,24 @@ impl<'r, T: Pod> ShmRing<'r, T> {
     }
 
     fn item_word(&self, slot: usize, i: usize) -> &AtomicU64 {
-        &self.words[W_SLOTS + slot * self.stride + 1 + i]
+        &self.slots[slot * self.stride + 1 + i]
     }
 }
 
-// SAFETY: `attach` checked that the region holds `W_SLOTS + capacity * stride`
-// words, so every slot below `capacity` (a checked power of two, kept locally)
-// is in bounds; all accesses are atomic, so any concurrent write by a peer is
+// SAFETY: `attach` checked that the words after the header hold
+// `capacity * stride` words, so every slot below `capacity` (a checked power
+// of two, kept locally) is in bounds (and indexing checks it again); all accesses are atomic, so any concurrent write by a peer is
 // a race on values, never undefined behaviour.
 unsafe impl<T: Pod> Ring for ShmRing<'_, T> {
     type Item = T;
     const HOSTILE: bool = true;
 
     fn head(&self) -> &AtomicU64 {
-        &self.words[W_HEAD]
+        &self.header.head
     }
 
     fn tail(&self) -> &AtomicU64 {
-        &self.words[W_TAIL]
+        &self.header.tail
     }
 
     fn capacity(&self) -> u64 {
@@ -372,7 +411,7 @@ unsafe impl<T: Pod> Ring for ShmRing<'_, T> {
     }
 
     fn stamp(&self, slot: usize) -> &AtomicU64 {
-        &self.words[W_SLOTS + slot * self.stride]
+        &self.slots[slot * self.stride]
     }
 
     unsafe fn write(&self, slot: usize, item: T) {

@@ -28,6 +28,13 @@
 //! assert_eq!(got, [1, 2]);
 //! assert!(rx.pop().is_err());
 //! ```
+//!
+//! The producer is not `Clone`: there is one.
+//!
+//! ```compile_fail,E0599
+//! let (tx, _rx) = ferry_queue::spmc::channel::<u8>(8);
+//! let tx2 = tx.clone();
+//! ```
 
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 

@@ -26,7 +26,7 @@
 //! Neither handle is `Clone`, so "one producer, one consumer" is checked by
 //! the compiler:
 //!
-//! ```compile_fail
+//! ```compile_fail,E0599
 //! let (tx, _rx) = ferry_queue::spsc::channel::<u8>(8);
 //! let tx2 = tx.clone();
 //! ```
