@@ -11,8 +11,8 @@
 //!
 //! | word        | written by | meaning |
 //! |-------------|------------|---------|
-//! | `producers` | producer handles: `+1` on clone, `-1` on drop (AcqRel) | live producer handles; `0` = no item will ever arrive again |
-//! | `consumers` | consumer handles: `+1` on clone, `-1` on drop (AcqRel) | live consumer handles; `0` = blocked producers give up |
+//! | `producers` | producer handles: `+1` on clone (Relaxed), `-1` on drop (AcqRel) | live producer handles; `0` = no item will ever arrive again; `1` = the lone handle may claim without a CAS (read Acquire) |
+//! | `consumers` | consumer handles: `+1` on clone (Relaxed), `-1` on drop (AcqRel) | live consumer handles; `0` = blocked producers give up; `1` as for producers |
 //!
 //! The last handle of a side to drop notifies every waiter of the other side,
 //! whose `ready` check then reads the count (Acquire) and, for a consumer, pops
@@ -29,9 +29,9 @@ use crate::ring::{MultiConsumer, MultiProducer, Protocol, Ring, Side, Step};
 use crate::wait::{SpinPark, Wait};
 use crate::{Disconnected, Kind};
 
-/// Largest capacity accepted: 2^32 slots. Beyond that the allocation, not the
-/// protocol, is the problem.
-pub const MAX_CAPACITY: usize = 1 << 32;
+/// Largest capacity accepted: 2^32 slots (2^30 on 32-bit targets). Beyond
+/// that the allocation, not the protocol, is the problem.
+pub const MAX_CAPACITY: usize = 1 << (if usize::BITS > 32 { 32 } else { 30 });
 
 struct Slot<T> {
     stamp: AtomicU64,
@@ -44,6 +44,10 @@ pub(crate) struct Buffer<T, W> {
     tail: CachePadded<AtomicU64>,
     not_empty: CachePadded<W>,
     not_full: CachePadded<W>,
+    /// Producers waiting for room for a whole batch (MP-SC `push_many`): kept
+    /// apart from `not_full`, whose `notify_one` must reach a waiter that one
+    /// free slot satisfies.
+    not_full_batch: CachePadded<W>,
     producers: AtomicUsize,
     consumers: AtomicUsize,
     capacity: u64,
@@ -61,7 +65,7 @@ unsafe impl<T: Send, W: Wait> Sync for Buffer<T, W> {}
 pub(crate) fn check_capacity(capacity: usize) -> u64 {
     assert!(
         capacity.is_power_of_two() && capacity <= MAX_CAPACITY,
-        "ferry-queue: capacity must be a power of two between 1 and 2^32, got {capacity}"
+        "ferry-queue: capacity must be a power of two between 1 and {MAX_CAPACITY}, got {capacity}"
     );
     capacity as u64
 }
@@ -80,6 +84,7 @@ impl<T, W: Wait> Buffer<T, W> {
             tail: CachePadded(AtomicU64::new(0)),
             not_empty: CachePadded(W::default()),
             not_full: CachePadded(W::default()),
+            not_full_batch: CachePadded(W::default()),
             producers: AtomicUsize::new(1),
             consumers: AtomicUsize::new(1),
             capacity,
@@ -88,7 +93,10 @@ impl<T, W: Wait> Buffer<T, W> {
     }
 
     fn len(&self) -> usize {
-        let tail = self.tail.load(Relaxed);
+        // Acquire on `tail`, then `head`: every kind publishes `head` past a
+        // position before a consumer can move `tail` past it, so this `head`
+        // is at least this `tail`.
+        let tail = self.tail.load(Acquire);
         let head = self.head.load(Relaxed);
         head.wrapping_sub(tail).min(self.capacity) as usize
     }
@@ -184,7 +192,7 @@ pub struct Consumer<T, K: Kind, W: Wait = SpinPark> {
 /// through `W` in the synchronous operations.
 ///
 /// # Panics
-/// If `capacity` is not a power of two in `1..=2^32`.
+/// If `capacity` is not a power of two in `1..=`[`MAX_CAPACITY`](crate::MAX_CAPACITY).
 pub(crate) fn channel<T, K: Kind, W: Wait>(
     capacity: usize,
 ) -> (Producer<T, K, W>, Consumer<T, K, W>) {
@@ -303,8 +311,9 @@ impl<T, K: Kind, W: Wait> Producer<T, K, W> {
         self.buffer.not_empty.notify_all();
     }
 
-    pub(crate) fn wait_for_room<R>(&self, ready: impl FnMut() -> Option<R>) -> R {
-        self.buffer.not_full.wait_until(ready)
+    /// Waits, among the batch producers, until `ready` says the batch went in.
+    pub(crate) fn wait_for_batch_room<R>(&self, ready: impl FnMut() -> Option<R>) -> R {
+        self.buffer.not_full_batch.wait_until(ready)
     }
 }
 
@@ -316,6 +325,11 @@ impl<T, K: Kind, W: Wait> Consumer<T, K, W> {
         match K::pop(&*self.buffer, &self.side, self.alone()) {
             Step::Done(item) => {
                 self.buffer.not_full.notify_one();
+                if K::BATCHES {
+                    // Batch producers need different amounts of room: wake
+                    // them all to re-check (free when none waits).
+                    self.buffer.not_full_batch.notify_all();
+                }
                 Some(item)
             }
             step => {
@@ -423,6 +437,7 @@ impl<T, K: Kind, W: Wait> Drop for Consumer<T, K, W> {
     fn drop(&mut self) {
         if self.buffer.consumers.fetch_sub(1, AcqRel) == 1 {
             self.buffer.not_full.notify_all();
+            self.buffer.not_full_batch.notify_all();
         }
     }
 }

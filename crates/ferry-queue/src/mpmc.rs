@@ -9,7 +9,7 @@
 //! |------------|------------|------|-----------|
 //! | `head`     | producers, CAS `h -> h + 1` | to claim position `h` once its stamp is `free(h)` | Relaxed: the stamp orders the slot |
 //! | slot stamp | the producer of `p` stores `full(p)`; the consumer of `p` stores `free(p + capacity)` | after writing / after reading the item | stores Release / loads Acquire |
-//! | `tail`     | consumers, CAS `t -> t + 1` | to claim position `t` once its stamp is `full(t)` | Relaxed |
+//! | `tail`     | consumers, CAS `t -> t + 1` | to claim position `t` once its stamp is `full(t)` | CAS Release, as in [`crate::spmc`] |
 //!
 //! Stamp values as in [`crate::spmc`]. A side with a single handle (count 1)
 //! claims its positions with a plain store instead of the CAS.
@@ -41,7 +41,7 @@ pub type Consumer<T, W = SpinPark> = crate::Consumer<T, Mpmc, W>;
 /// strategy ([`SpinPark`]).
 ///
 /// # Panics
-/// If `capacity` is not a power of two in `1..=2^32`.
+/// If `capacity` is not a power of two in `1..=`[`MAX_CAPACITY`](crate::MAX_CAPACITY).
 pub fn channel<T>(capacity: usize) -> (Producer<T>, Consumer<T>) {
     crate::local::channel(capacity)
 }
@@ -50,7 +50,7 @@ pub fn channel<T>(capacity: usize) -> (Producer<T>, Consumer<T>) {
 /// operations wait through `W`.
 ///
 /// # Panics
-/// If `capacity` is not a power of two in `1..=2^32`.
+/// If `capacity` is not a power of two in `1..=`[`MAX_CAPACITY`](crate::MAX_CAPACITY).
 pub fn channel_with<T, W: Wait>(capacity: usize) -> (Producer<T, W>, Consumer<T, W>) {
     crate::local::channel(capacity)
 }

@@ -67,7 +67,7 @@ pub type Consumer<T, W = SpinPark> = crate::Consumer<T, Mpsc, W>;
 /// strategy ([`SpinPark`]).
 ///
 /// # Panics
-/// If `capacity` is not a power of two in `1..=2^32`.
+/// If `capacity` is not a power of two in `1..=`[`MAX_CAPACITY`](crate::MAX_CAPACITY).
 pub fn channel<T>(capacity: usize) -> (Producer<T>, Consumer<T>) {
     crate::local::channel(capacity)
 }
@@ -76,7 +76,7 @@ pub fn channel<T>(capacity: usize) -> (Producer<T>, Consumer<T>) {
 /// operations wait through `W`.
 ///
 /// # Panics
-/// If `capacity` is not a power of two in `1..=2^32`.
+/// If `capacity` is not a power of two in `1..=`[`MAX_CAPACITY`](crate::MAX_CAPACITY).
 pub fn channel_with<T, W: Wait>(capacity: usize) -> (Producer<T, W>, Consumer<T, W>) {
     crate::local::channel(capacity)
 }
@@ -147,7 +147,7 @@ impl<T, W: Wait> crate::Producer<T, Mpsc, W> {
 
     #[cold]
     fn push_many_slow(&self, items: &mut Vec<T>) -> Result<(), BatchError> {
-        self.wait_for_room(|| match self.try_push_many(items) {
+        self.wait_for_batch_room(|| match self.try_push_many(items) {
             Err(BatchError::Full) if self.is_disconnected() => Some(Err(BatchError::Disconnected)),
             Err(BatchError::Full) => None,
             done => Some(done),
@@ -181,7 +181,7 @@ impl Mpsc {
         let mut head = ring.head().load(Relaxed);
         loop {
             if head.wrapping_sub(side.cached.get()).wrapping_add(n) > cap {
-                // Acquire: the consumer cleared the flags and read the items
+                // Acquire: the consumer read the items
                 // of every position below `tail` before storing it.
                 let tail = ring.tail().load(Acquire);
                 side.cached.set(tail);
@@ -239,6 +239,7 @@ impl Protocol for Mpsc {
     const NAME: &'static str = "MP-SC";
     const MULTI_PRODUCER: bool = true;
     const MULTI_CONSUMER: bool = false;
+    const BATCHES: bool = true;
 
     fn initial_stamp(_: u64) -> u64 {
         0

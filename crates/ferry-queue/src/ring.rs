@@ -19,7 +19,7 @@
 //! |------|--------|--------|------------|
 //! | SP-SC | next position to fill; stored (Release) only by the producer, after the slot is written | next position to take; stored (Release) only by the consumer, after the slot is read | unused |
 //! | MP-SC | next unclaimed position; producers claim `n` positions with one CAS (Synthesis Figure 2) | as SP-SC | valid flag stamped with its position: `2·pos + 1` = the producer has written item `pos`; anything else = not yet |
-//! | SP-MC | as SP-SC (informational: consumers use stamps) | next unclaimed position; consumers claim one with a CAS | sequence: `2·pos` = free for the producer of `pos`; `2·pos + 1` = holds item `pos`; the consumer that took `pos` stores `2·(pos + capacity)` |
+//! | SP-MC | next position to fill; stored (Relaxed) by the producer *before* the slot's stamp, informational (`len`, drop): consumers go by the stamps | next unclaimed position; consumers claim one with a CAS | sequence: `2·pos` = free for the producer of `pos`; `2·pos + 1` = holds item `pos`; the consumer that took `pos` stores `2·(pos + capacity)` |
 //! | MP-MC | producers claim one position with a CAS | as SP-MC | as SP-MC |
 //!
 //! Each side keeps in its handle ([`Side`]) the words that only it writes, so
@@ -163,6 +163,8 @@ pub trait Protocol {
     const MULTI_PRODUCER: bool;
     /// Whether consumer handles can be many (`Clone`).
     const MULTI_CONSUMER: bool;
+    /// Whether producers can push batches (and wait for room for them).
+    const BATCHES: bool = false;
     /// Pushes one item. `alone`: see [`pop`](Self::pop).
     fn push<R: Ring>(
         ring: &R,
@@ -211,8 +213,9 @@ pub fn pop_multi<R: Ring>(ring: &R, alone: bool) -> Step<R::Item> {
         if ring.stamp(slot).load(Acquire) != full_stamp(tail) {
             return Step::NotNow;
         }
-        // No other consumer exists to race for `tail`.
-        ring.tail().store(tail.wrapping_add(1), Relaxed);
+        // No other consumer exists to race for `tail`. Release: whoever reads
+        // this `tail` (Acquire) also sees the producer's `head` past it.
+        ring.tail().store(tail.wrapping_add(1), Release);
         // SAFETY: position `tail` is ours (we are the only consumer) and its
         // stamp says the slot holds its item.
         let item = unsafe { ring.read(slot) };
@@ -229,10 +232,12 @@ pub fn pop_multi<R: Ring>(ring: &R, alone: bool) -> Step<R::Item> {
         let stamp = ring.stamp(slot).load(Acquire);
         let lag = stamp.wrapping_sub(full_stamp(tail)) as i64;
         if lag == 0 {
-            // Relaxed: the stamp already ordered the item's write before us.
+            // The stamp already ordered the item's write before us. Release:
+            // whoever reads this `tail` (Acquire) also sees the producer's
+            // `head` past it, so `head - tail` never looks negative.
             match ring
                 .tail()
-                .compare_exchange_weak(tail, tail.wrapping_add(1), Relaxed, Relaxed)
+                .compare_exchange_weak(tail, tail.wrapping_add(1), Release, Relaxed)
             {
                 Ok(_) => {
                     // SAFETY: the CAS gave us position `tail`, whose stamp says

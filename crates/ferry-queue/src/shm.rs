@@ -164,7 +164,7 @@ impl<'r> Region<'r> {
 pub enum LayoutError {
     /// The region does not start on an 8-byte boundary.
     Misaligned,
-    /// The capacity is not a power of two in `1..=2^32`.
+    /// The capacity is not a power of two in `1..=`[`MAX_CAPACITY`], or the size overflows.
     BadCapacity(u64),
     /// The region is smaller than the queue needs.
     TooSmall {
@@ -202,7 +202,10 @@ impl fmt::Display for LayoutError {
         match self {
             LayoutError::Misaligned => f.write_str("region is not 8-byte aligned"),
             LayoutError::BadCapacity(c) => {
-                write!(f, "capacity {c} is not a power of two between 1 and 2^32")
+                write!(
+                    f,
+                    "capacity {c} is not a power of two between 1 and {MAX_CAPACITY}, or too large for this item type"
+                )
             }
             LayoutError::TooSmall { needed, got } => {
                 write!(f, "region has {got} bytes, the queue needs {needed}")
@@ -269,12 +272,17 @@ fn item_words<T>() -> usize {
 ///
 /// # Errors
 /// [`LayoutError::BadCapacity`] if `capacity` is not a power of two in
-/// `1..=2^32`.
+/// `1..=`[`MAX_CAPACITY`], or the queue's size in bytes
+/// would not fit in a `usize`.
 pub fn words_needed<T: Pod>(capacity: usize) -> Result<usize, LayoutError> {
     if !capacity.is_power_of_two() || capacity > MAX_CAPACITY {
         return Err(LayoutError::BadCapacity(capacity as u64));
     }
-    Ok(HEADER_WORDS + capacity * (1 + item_words::<T>()))
+    capacity
+        .checked_mul(1 + item_words::<T>())
+        .and_then(|slots| slots.checked_add(HEADER_WORDS))
+        .filter(|words| words.checked_mul(8).is_some())
+        .ok_or(LayoutError::BadCapacity(capacity as u64))
 }
 
 /// Bytes a queue of `capacity` items of type `T` needs: the size of the

@@ -8,8 +8,8 @@
 //! | word       | written by | when | orderings |
 //! |------------|------------|------|-----------|
 //! | slot stamp | producer stores `full(p)`; the consumer that took `p` stores `free(p + capacity)` | after writing / after reading the item | stores Release / loads Acquire on both sides |
-//! | `tail`     | consumers, CAS `t -> t + 1` | to claim position `t` once its stamp is `full(t)` | Relaxed: the stamp ordered the item |
-//! | `head`     | producer   | after each push | Relaxed, informational (`len`, drop) |
+//! | `tail`     | consumers, CAS `t -> t + 1` | to claim position `t` once its stamp is `full(t)` | CAS Release (the stamp already ordered the item; Release makes `head >= tail` for a reader that loads `tail` Acquire first) |
+//! | `head`     | producer   | before the stamp of each push | Relaxed, informational (`len`, drop) |
 //!
 //! Stamp values for the slot of position `p`: `free(p) = 2p` = free for the
 //! producer of `p`; `full(p) = 2p + 1` = holds item `p`; `free(p + capacity)`
@@ -55,7 +55,7 @@ pub type Consumer<T, W = SpinPark> = crate::Consumer<T, Spmc, W>;
 /// strategy ([`SpinPark`]).
 ///
 /// # Panics
-/// If `capacity` is not a power of two in `1..=2^32`.
+/// If `capacity` is not a power of two in `1..=`[`MAX_CAPACITY`](crate::MAX_CAPACITY).
 pub fn channel<T>(capacity: usize) -> (Producer<T>, Consumer<T>) {
     crate::local::channel(capacity)
 }
@@ -64,7 +64,7 @@ pub fn channel<T>(capacity: usize) -> (Producer<T>, Consumer<T>) {
 /// operations wait through `W`.
 ///
 /// # Panics
-/// If `capacity` is not a power of two in `1..=2^32`.
+/// If `capacity` is not a power of two in `1..=`[`MAX_CAPACITY`](crate::MAX_CAPACITY).
 pub fn channel_with<T, W: Wait>(capacity: usize) -> (Producer<T, W>, Consumer<T, W>) {
     crate::local::channel(capacity)
 }
@@ -106,10 +106,13 @@ impl Protocol for Spmc {
         // SAFETY: the stamp says the slot is free at this lap, and only this
         // single producer writes slots.
         unsafe { ring.write(slot, item) };
-        // Release: the item is written before a consumer can claim it.
-        stamp.store(full_stamp(head), Release);
-        // Informational (len, drop); consumers go by the stamps.
+        // Consumers go by the stamps; `head` serves `len` and drop. Stored
+        // before the stamp, so whoever sees a consumer's `tail` past this
+        // position (tail Release, reader Acquire) also sees `head` past it.
         ring.head().store(head.wrapping_add(1), Relaxed);
+        // Release: the item (and `head`) are written before a consumer can
+        // claim the position.
+        stamp.store(full_stamp(head), Release);
         side.pos.set(head.wrapping_add(1));
         Ok(())
     }

@@ -50,7 +50,7 @@ pub type Consumer<T, W = SpinPark> = crate::Consumer<T, Spsc, W>;
 /// strategy ([`SpinPark`]).
 ///
 /// # Panics
-/// If `capacity` is not a power of two in `1..=2^32`.
+/// If `capacity` is not a power of two in `1..=`[`MAX_CAPACITY`](crate::MAX_CAPACITY).
 pub fn channel<T>(capacity: usize) -> (Producer<T>, Consumer<T>) {
     crate::local::channel(capacity)
 }
@@ -59,7 +59,7 @@ pub fn channel<T>(capacity: usize) -> (Producer<T>, Consumer<T>) {
 /// operations wait through `W`.
 ///
 /// # Panics
-/// If `capacity` is not a power of two in `1..=2^32`.
+/// If `capacity` is not a power of two in `1..=`[`MAX_CAPACITY`](crate::MAX_CAPACITY).
 pub fn channel_with<T, W: Wait>(capacity: usize) -> (Producer<T, W>, Consumer<T, W>) {
     crate::local::channel(capacity)
 }

@@ -19,8 +19,14 @@ use crate::primitive::{spin_loop, yield_now};
 ///
 /// # Contract
 /// - `wait_until(ready)` returns the first `Some` that `ready` produces. It may
-///   call `ready` any number of times, but must call it again after every
-///   `notify_*` that happens after the previous call began (no lost wakeups).
+///   call `ready` any number of times.
+/// - No lost wakeups: after a `notify_one`, at least one waiter whose last
+///   call of `ready` began before it (if there is any) calls `ready` again;
+///   after a `notify_all`, every such waiter does. The queues call
+///   `notify_one` only on a strategy whose waiters all want the same thing (one
+///   item, one slot), so whichever waiter wakes can use the change; waiters
+///   with different needs (batches of different sizes) wait on a strategy of
+///   their own that is woken with `notify_all`.
 /// - `notify_one` / `notify_all` are called by the other side after it changed
 ///   the queue (pushed, popped, or dropped its last handle). They must be cheap
 ///   when nobody waits: they run on every operation.
@@ -116,7 +122,8 @@ impl Wait for SpinYield {
 /// Spins briefly, then parks the kernel thread on a futex until notified.
 ///
 /// This is the default strategy: it never burns a core for long, and costs the
-/// notifying side one fence and one load when nobody sleeps.
+/// notifying side two loads and a compiler fence when nobody sleeps (see the
+/// fence modes below).
 ///
 /// # Protocol
 ///
