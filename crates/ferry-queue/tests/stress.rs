@@ -990,3 +990,29 @@ fn mpmc_leftovers_dropped_after_threads() {
         leftovers_dropped_after_threads((clones(tx, 2), clones(rx, 2)));
     }
 }
+
+/// A batch producer and a single-item producer both blocked on a full MP-SC
+/// queue: one pop frees one slot, which the single push can use. Its wakeup
+/// must not be swallowed by the batch producer, which still cannot fit and
+/// goes back to sleep (a lost wakeup found in review).
+#[test]
+fn mpsc_single_push_not_starved_by_waiting_batch() {
+    let (tx, rx) = mpsc::channel::<u64>(4);
+    for i in 0..4 {
+        tx.try_push(i).unwrap();
+    }
+    let batcher = tx.clone();
+    let batch = thread::spawn(move || batcher.push_many(&mut vec![10, 11, 12, 13]));
+    // Let the batch producer park first, so it is the one a lone wakeup finds.
+    thread::sleep(Duration::from_millis(50));
+    let single = thread::spawn(move || tx.push(99));
+    thread::sleep(Duration::from_millis(50));
+    assert_eq!(rx.pop(), Ok(0));
+    let deadline = Instant::now() + DEADLINE;
+    assert_eq!(join_by(single, deadline, "single push"), Ok(()));
+    // Drain: the batch fits only once all four slots are free, so it comes
+    // last, whole and in order.
+    let got: Vec<u64> = (0..8).map(|_| rx.pop().unwrap()).collect();
+    assert_eq!(join_by(batch, deadline, "batch push"), Ok(()));
+    assert_eq!(got, [1, 2, 3, 99, 10, 11, 12, 13]);
+}
