@@ -1,7 +1,8 @@
 //! CPU pinning for benchmark threads, via `sched_getaffinity` /
 //! `sched_setaffinity` on the calling thread.
 //!
-//! This module owns the only `unsafe` code of the crate (the libc calls).
+//! This module owns the crate's libc calls (the other `unsafe` is the
+//! `switch` experiment driving `ferry::arch`).
 //! Failures are returned, never fatal: a benchmark on a machine where pinning is
 //! not allowed still runs and says so on stderr.
 
@@ -58,13 +59,13 @@ pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
 /// per process on stderr (naming `role`) and carries on unpinned.
 pub fn pin_or_warn(cpu: Option<usize>, role: &str) {
     let Some(cpu) = cpu else { return };
-    if let Err(e) = pin_current_thread(cpu) {
-        if !WARNED.swap(true, Ordering::Relaxed) {
-            eprintln!(
-                "ferry-bench: warning: could not pin the {role} thread to cpu {cpu} ({e}); \
-                 running unpinned (further pinning failures not reported)"
-            );
-        }
+    if let Err(e) = pin_current_thread(cpu)
+        && !WARNED.swap(true, Ordering::Relaxed)
+    {
+        eprintln!(
+            "ferry-bench: warning: could not pin the {role} thread to cpu {cpu} ({e}); \
+             running unpinned (further pinning failures not reported)"
+        );
     }
 }
 

@@ -103,6 +103,29 @@ pub fn online_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+/// Prints on stderr how much CPU other processes (and steal) took since
+/// `before`, with a warning when that disturbed the run of `experiment`.
+pub fn report_interference(experiment: &str, before: Option<CpuSnapshot>) {
+    let cpus = online_cpus();
+    let Some(i) = before
+        .zip(CpuSnapshot::now())
+        .and_then(|(a, b)| a.interference_until(&b, cpus))
+    else {
+        return;
+    };
+    eprintln!(
+        "ferry-bench {experiment}: other processes used {:.2} of {} CPUs during the run, steal {:.2}{}",
+        i.others,
+        i.cpus,
+        i.steal,
+        if i.is_noisy() {
+            " -- WARNING: results are disturbed, rerun on a quiet machine"
+        } else {
+            ""
+        }
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

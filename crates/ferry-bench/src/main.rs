@@ -13,6 +13,7 @@ mod machine;
 mod measure;
 mod queues;
 mod report;
+mod switch;
 
 use std::process::ExitCode;
 
@@ -32,12 +33,15 @@ enum Command {
     /// ns per push+pop of a u64 through ferry's queues and peers (crossbeam,
     /// std), on one thread and across two pinned cores
     Queues(queues::Args),
+    /// ns per one-way user-level context switch: ferry's switch, variants of it, corosensei
+    Switch(switch::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Queues(args) => queues::run(args),
+        Command::Switch(args) => return switch::main(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

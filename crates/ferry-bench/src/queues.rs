@@ -669,31 +669,8 @@ pub fn run(args: &Args) -> Result<(), VerifyError> {
         "ferry-bench queues: done in {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    report_interference(cpu_before);
+    machine::report_interference("queues", cpu_before);
     Ok(())
-}
-
-/// Says on stderr how much CPU other processes took since `before`, with a
-/// warning when that is enough to distort the 2-thread numbers.
-fn report_interference(before: Option<CpuSnapshot>) {
-    let cpus = machine::online_cpus();
-    let Some(i) = before
-        .zip(CpuSnapshot::now())
-        .and_then(|(a, b)| a.interference_until(&b, cpus))
-    else {
-        return;
-    };
-    eprintln!(
-        "ferry-bench queues: other processes used {:.2} of {} CPUs during the run, steal {:.2}{}",
-        i.others,
-        i.cpus,
-        i.steal,
-        if i.is_noisy() {
-            " -- WARNING: results are disturbed, rerun on a quiet machine"
-        } else {
-            ""
-        }
-    );
 }
 
 fn fmt_cpu(cpu: Option<usize>) -> String {

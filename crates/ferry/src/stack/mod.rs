@@ -1,0 +1,370 @@
+//! Guarded stacks for user-level threads: their mappings, their cache, and the
+//! report that names a thread which ran off the end of one. This room owns the
+//! stack memory, the guard registry and the SIGSEGV/SIGBUS handler; it must
+//! never know how threads are scheduled, and its signal handler must never
+//! lock, allocate or touch anything but atomics, the stack and `write(2)`.
+//!
+//! # Layout of one stack
+//!
+//! ```text
+//!   low addresses                                          high addresses
+//!   | guard: PROT_NONE | usable: read-write, committed page by page       |
+//!   ^ mapping start    ^ bottom()                                  top() ^
+//! ```
+//!
+//! One anonymous private mapping per stack, made with `MAP_NORESERVE |
+//! MAP_STACK`: the kernel commits a page only when it is first touched, so a
+//! stack costs address space, not memory, until it is used. The guard is at
+//! the low end because stacks grow down; a thread that runs into it faults,
+//! and the fault handler ([`install_overflow_handler`]) looks the address up
+//! in a lock-free registry of guard ranges and prints which thread overflowed
+//! (id, name, stack size) before the process dies with SIGSEGV.
+//!
+//! Each stack is two kernel mappings (VMAs): guard and usable part differ in
+//! protection and cannot merge. Linux caps a process at `vm.max_map_count`
+//! mappings (65,530 by default; Fedora, Ubuntu 24.04 and Arch ship 1,048,576),
+//! so with the old default about 32,000 stacks can be alive at once. 100,000
+//! threads need `sysctl vm.max_map_count=262144` or more; when the cap is hit
+//! [`Stack::new`] fails with an error that says so.
+//!
+//! # The default size
+//!
+//! [`DEFAULT_STACK_SIZE`] is 256 KiB (plus one 4 KiB guard page). A stack
+//! cannot grow or move (pointers into it are everywhere), so its size is the
+//! thread's lifetime maximum, unlike Go's 8 KiB stacks that are copied when
+//! they grow. What a stack costs is what it touches, not what it reserves:
+//!
+//! - **memory**: only touched pages are committed. A thread that calls a few
+//!   functions deep touches 2–4 pages, so 100,000 such threads commit about
+//!   0.8–1.6 GiB of a 24 GiB machine. (If every one of them touched its whole
+//!   256 KiB they would need 25 GiB: the size is an upper bound, not a
+//!   budget.)
+//! - **page tables**: stacks are packed side by side, so one page-table page
+//!   (covering 2 MiB) serves about eight 260 KiB stacks: 100,000 stacks need
+//!   about 50 MiB of page tables. Stacks of 2 MiB (Rust's `std::thread`
+//!   default) or 8 MiB (glibc's) need at least one page-table page each:
+//!   400 MiB for 100,000.
+//! - **huge pages**: a 256 KiB region never contains an aligned 2 MiB extent,
+//!   so transparent huge pages can never turn one touched byte into 2 MiB of
+//!   committed memory (Linux 6.7+ also excludes `MAP_STACK` mappings from
+//!   THP; larger stacks get `MADV_NOHUGEPAGE` for older kernels).
+//! - **address space**: 100,000 × 260 KiB is 25 GiB of the 128 TiB user half.
+//!
+//! 256 KiB is enough for ordinary Rust: formatting, I/O, a panic with its
+//! message. 64 KiB would be tight for a panic that prints a backtrace; 2 MiB
+//! would buy nothing but page tables. Threads that recurse deeply ask for
+//! more when they are spawned.
+//!
+//! # Reuse
+//!
+//! [`StackCache`] keeps freed stacks per size for the next spawn, as C-Threads
+//! kept exited threads; see its documentation for the limits and for why cold
+//! cached stacks are released with `MADV_DONTNEED`.
+
+mod cache;
+mod overflow;
+mod registry;
+
+use std::io;
+use std::ops::Range;
+use std::ptr::NonNull;
+
+use rustix::io::Errno;
+use rustix::mm::{self, Advice, MapFlags, MprotectFlags, ProtFlags};
+
+pub use cache::{CacheLimits, CacheStats, StackCache};
+pub use overflow::{ensure_signal_stack, install_overflow_handler};
+
+/// The usable size of a stack made without an explicit size: 256 KiB.
+///
+/// Only touched pages are committed, so 100,000 threads that each touch a few
+/// pages cost a few hundred MiB of memory, not 25 GiB; see the module
+/// documentation for the full reasoning.
+pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
+
+/// Bytes of a thread's name kept for the overflow report; longer names are
+/// cut at a character boundary.
+pub const OWNER_NAME_MAX: usize = registry::NAME_CAP;
+
+/// Transparent huge page size on the platforms ferry supports; stacks at
+/// least this large are marked `MADV_NOHUGEPAGE`.
+const HUGE_PAGE: usize = 2 * 1024 * 1024;
+
+/// The system page size.
+pub fn page_size() -> usize {
+    rustix::param::page_size()
+}
+
+/// `bytes` rounded up to a whole number of pages, or `None` on overflow.
+fn round_to_pages(bytes: usize) -> Option<usize> {
+    let page = page_size();
+    bytes.checked_add(page - 1).map(|b| b & !(page - 1))
+}
+
+/// One anonymous mapping: `guard` bytes of `PROT_NONE` at the low end, the
+/// rest read-write. Unmapped on drop. Used for thread stacks and for the
+/// alternate signal stacks.
+pub(crate) struct Mapping {
+    base: NonNull<u8>,
+    len: usize,
+    guard: usize,
+}
+
+// SAFETY: a `Mapping` is an address range owned by this value alone; nothing
+// in it is tied to the kernel thread that made it, so it may move between
+// threads, and `&Mapping` only hands out addresses.
+unsafe impl Send for Mapping {}
+// SAFETY: see `Send`; shared references expose no interior mutability.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// Maps `guard + usable` bytes (both already page multiples, `usable > 0`)
+    /// and opens the usable part for reading and writing. `what` names the
+    /// mapping in error messages.
+    pub(crate) fn new(usable: usize, guard: usize, what: &str) -> io::Result<Mapping> {
+        let len = guard
+            .checked_add(usable)
+            .ok_or_else(|| too_big(usable, guard))?;
+        // SAFETY: a fresh anonymous mapping at an address the kernel chooses
+        // cannot alias any existing Rust object.
+        let base = unsafe {
+            mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::empty(),
+                MapFlags::PRIVATE | MapFlags::NORESERVE | MapFlags::STACK,
+            )
+        }
+        .map_err(|e| map_failed(what, usable, guard, e))?;
+        let base = NonNull::new(base.cast::<u8>()).ok_or_else(|| {
+            io::Error::other(format!("ferry: mmap returned a null {what} mapping"))
+        })?;
+        // From here on, dropping `map` unmaps the whole range.
+        let map = Mapping { base, len, guard };
+        // SAFETY: `[base + guard, base + len)` lies inside the mapping just
+        // made, which nothing else references yet.
+        unsafe {
+            mm::mprotect(
+                map.bottom().cast(),
+                usable,
+                MprotectFlags::READ | MprotectFlags::WRITE,
+            )
+        }
+        .map_err(|e| map_failed(what, usable, guard, e))?;
+        if usable >= HUGE_PAGE {
+            // SAFETY: advice on our own usable range; it changes no contents.
+            // Failure (a kernel without THP) is harmless and ignored.
+            let _ = unsafe { mm::madvise(map.bottom().cast(), usable, Advice::LinuxNoHugepage) };
+        }
+        Ok(map)
+    }
+
+    /// Lowest usable address (just above the guard).
+    pub(crate) fn bottom(&self) -> *mut u8 {
+        self.base.as_ptr().wrapping_add(self.guard)
+    }
+
+    /// One past the highest usable address.
+    pub(crate) fn top(&self) -> *mut u8 {
+        self.base.as_ptr().wrapping_add(self.len)
+    }
+
+    /// Usable bytes.
+    pub(crate) fn usable(&self) -> usize {
+        self.len - self.guard
+    }
+
+    /// The guard's address range.
+    pub(crate) fn guard_range(&self) -> Range<usize> {
+        let lo = self.base.as_ptr() as usize;
+        lo..lo + self.guard
+    }
+
+    /// Gives the usable part's pages back to the kernel (`MADV_DONTNEED`):
+    /// the next touch of each page gets a fresh zero page.
+    fn release_pages(&mut self) -> io::Result<()> {
+        // SAFETY: `&mut self` means no thread runs on this memory and no
+        // reference into it exists; discarding its contents is then only a
+        // change of values (to zero), which the caller asked for.
+        unsafe { mm::madvise(self.bottom().cast(), self.usable(), Advice::LinuxDontNeed) }
+            .map_err(io::Error::from)
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: the range is exactly the mapping this value owns, and
+        // dropping it means nothing uses the memory any more. munmap of a
+        // range we mapped can only fail on a kernel bug; there is nothing to
+        // do about it in a destructor.
+        let _ = unsafe { mm::munmap(self.base.as_ptr().cast(), self.len) };
+    }
+}
+
+fn too_big(usable: usize, guard: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "ferry: a stack of {usable} bytes with a {guard}-byte guard does not fit the address space"
+        ),
+    )
+}
+
+fn map_failed(what: &str, usable: usize, guard: usize, e: Errno) -> io::Error {
+    let hint = if e == Errno::NOMEM {
+        let cap = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_else(|_| "?".to_owned());
+        format!(
+            "; the address space, the overcommit limit or vm.max_map_count ({cap}; each stack takes two mappings) is exhausted"
+        )
+    } else {
+        String::new()
+    };
+    let err = io::Error::from(e);
+    io::Error::new(
+        err.kind(),
+        format!(
+            "ferry: cannot map a {} KiB {what} with a {} KiB guard: {err}{hint}",
+            usable / 1024,
+            guard / 1024
+        ),
+    )
+}
+
+/// A thread stack: one mapping with a `PROT_NONE` guard below a read-write
+/// part that the kernel commits page by page as it is touched.
+///
+/// Every stack is entered in the guard registry when it is made, so a thread
+/// that overflows it is reported even before [`set_owner`](Stack::set_owner)
+/// names it. Dropping the stack unregisters and unmaps it.
+///
+/// The memory of a fresh stack reads as zero; a stack reused from a
+/// [`StackCache`] keeps whatever its previous thread left, unless the cache
+/// released its pages.
+pub struct Stack {
+    map: Mapping,
+    slot: u32,
+}
+
+impl Stack {
+    /// Maps a stack with `size` usable bytes (rounded up to whole pages) and
+    /// one guard page.
+    ///
+    /// Installs the overflow handler the first time it is called in the
+    /// process. Fails with `InvalidInput` for a zero or absurd size and with
+    /// the kernel's error (usually `OutOfMemory`, with a message naming the
+    /// likely limit) when the mapping cannot be made.
+    pub fn new(size: usize) -> io::Result<Stack> {
+        Stack::with_guard(size, page_size())
+    }
+
+    /// Like [`Stack::new`] with `guard` bytes of guard (rounded up to whole
+    /// pages, at least one page). Code that may skip more than a page in one
+    /// frame without probing it (C built without `-fstack-clash-protection`)
+    /// wants a larger guard; Rust probes every page of a large frame.
+    pub fn with_guard(size: usize, guard: usize) -> io::Result<Stack> {
+        let usable = round_to_pages(size)
+            .filter(|&s| s > 0)
+            .ok_or_else(|| invalid_size(size))?;
+        let guard = round_to_pages(guard.max(1)).ok_or_else(|| too_big(usable, guard))?;
+        install_overflow_handler()?;
+        let map = Mapping::new(usable, guard, "stack")?;
+        let g = map.guard_range();
+        let slot = registry::register(g.start, g.end, usable)?;
+        Ok(Stack { map, slot })
+    }
+
+    /// One past the highest usable address: the initial stack pointer.
+    /// Page-aligned, so 16-byte aligned as every supported ABI requires.
+    pub fn top(&self) -> *mut u8 {
+        self.map.top()
+    }
+
+    /// The lowest usable address, just above the guard.
+    pub fn bottom(&self) -> *mut u8 {
+        self.map.bottom()
+    }
+
+    /// Usable bytes: `top() - bottom()`.
+    pub fn size(&self) -> usize {
+        self.map.usable()
+    }
+
+    /// Bytes of guard below [`bottom`](Stack::bottom).
+    pub fn guard_size(&self) -> usize {
+        self.map.guard
+    }
+
+    /// The guard's address range (`guard_range().end == bottom()`).
+    pub fn guard_range(&self) -> Range<usize> {
+        self.map.guard_range()
+    }
+
+    /// Address space the stack occupies, guard included.
+    pub fn reserved(&self) -> usize {
+        self.map.len
+    }
+
+    /// Whether `addr` lies in the usable part.
+    pub fn contains(&self, addr: usize) -> bool {
+        (self.bottom() as usize..self.top() as usize).contains(&addr)
+    }
+
+    /// Names the thread that runs on this stack, for the overflow report.
+    /// Call it before the thread first runs. `name` is cut to
+    /// [`OWNER_NAME_MAX`] bytes at a character boundary.
+    pub fn set_owner(&mut self, id: u64, name: Option<&str>) {
+        let name = name.unwrap_or("");
+        let mut n = name.len().min(OWNER_NAME_MAX);
+        while !name.is_char_boundary(n) {
+            n -= 1;
+        }
+        registry::set_owner(self.slot, id, &name.as_bytes()[..n]);
+    }
+
+    /// Forgets the owner; an overflow is then reported as an unowned stack's.
+    pub fn clear_owner(&mut self) {
+        registry::clear_owner(self.slot);
+    }
+
+    /// The owner as registered: id and (possibly cut) name, empty when none
+    /// was given.
+    pub fn owner(&self) -> Option<(u64, String)> {
+        registry::owner(self.slot)
+            .map(|(id, name)| (id, String::from_utf8_lossy(&name).into_owned()))
+    }
+
+    /// Returns the usable part's pages to the kernel (`MADV_DONTNEED`): the
+    /// stack keeps its address range and reads as zero afterwards. Must not
+    /// be called for a stack a thread is running on, which `&mut` ensures.
+    pub fn release_pages(&mut self) -> io::Result<()> {
+        self.map.release_pages()
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        // Unregister before the mapping goes, so a new mapping at the same
+        // address is never mistaken for this stack's guard.
+        registry::unregister(self.slot);
+    }
+}
+
+impl std::fmt::Debug for Stack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stack")
+            .field("bottom", &self.bottom())
+            .field("top", &self.top())
+            .field("size", &self.size())
+            .field("guard", &self.guard_size())
+            .finish()
+    }
+}
+
+fn invalid_size(size: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("ferry: invalid stack size {size} (must be between 1 byte and the address space)"),
+    )
+}

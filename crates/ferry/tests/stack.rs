@@ -1,0 +1,585 @@
+//! Tests of `ferry::stack`: the mappings and their guard pages, the cache, and
+//! the overflow report. The overflow tests re-run this test binary as a
+//! child process (selected by the `FERRY_STACK_TEST_CHILD` variable) that
+//! really overflows a ferry stack, and check how the child died.
+
+use std::env;
+use std::io::{self, Read};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use ferry::stack::{CacheLimits, DEFAULT_STACK_SIZE, OWNER_NAME_MAX, Stack, StackCache, page_size};
+
+const CHILD_ROLE: &str = "FERRY_STACK_TEST_CHILD";
+
+/// One line of /proc/self/maps: start, end, permissions.
+fn maps() -> Vec<(usize, usize, String)> {
+    let text = std::fs::read_to_string("/proc/self/maps").expect("read /proc/self/maps");
+    text.lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let range = fields.next()?;
+            let perms = fields.next()?.to_owned();
+            let (lo, hi) = range.split_once('-')?;
+            Some((
+                usize::from_str_radix(lo, 16).ok()?,
+                usize::from_str_radix(hi, 16).ok()?,
+                perms,
+            ))
+        })
+        .collect()
+}
+
+/// The mapping containing `addr`, if any.
+fn mapping_at(addr: usize) -> Option<(usize, usize, String)> {
+    maps()
+        .into_iter()
+        .find(|(lo, hi, _)| (*lo..*hi).contains(&addr))
+}
+
+#[test]
+fn stack_geometry_and_alignment() {
+    let page = page_size();
+    let s = Stack::new(DEFAULT_STACK_SIZE).unwrap();
+    assert_eq!(s.size(), DEFAULT_STACK_SIZE);
+    assert_eq!(s.top() as usize - s.bottom() as usize, s.size());
+    assert_eq!(s.top() as usize % 16, 0, "top must be 16-byte aligned");
+    assert_eq!(s.bottom() as usize % page, 0);
+    assert_eq!(s.guard_size(), page);
+    assert_eq!(s.guard_range().end, s.bottom() as usize);
+    assert_eq!(s.guard_range().len(), page);
+    assert_eq!(s.reserved(), s.size() + s.guard_size());
+    assert!(s.contains(s.bottom() as usize));
+    assert!(s.contains(s.top() as usize - 1));
+    assert!(!s.contains(s.top() as usize));
+    assert!(!s.contains(s.bottom() as usize - 1));
+
+    // Sizes round up to pages; the guard too, to at least one page.
+    assert_eq!(Stack::new(1).unwrap().size(), page);
+    assert_eq!(Stack::new(page + 1).unwrap().size(), 2 * page);
+    let g = Stack::with_guard(3 * page, page + 1).unwrap();
+    assert_eq!((g.size(), g.guard_size()), (3 * page, 2 * page));
+    assert_eq!(Stack::with_guard(page, 0).unwrap().guard_size(), page);
+}
+
+#[test]
+fn bad_sizes_are_errors_not_panics() {
+    for size in [0, usize::MAX, usize::MAX - page_size() + 2] {
+        let e = Stack::new(size).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "size {size}: {e}");
+    }
+    // Larger than the whole user address space: the kernel refuses, and the
+    // error says what was asked and what may be exhausted.
+    let e = Stack::new(1 << 60).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::OutOfMemory, "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("cannot map") && msg.contains("vm.max_map_count"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn guard_is_prot_none_and_usable_part_is_read_write() {
+    let s = Stack::new(16 * page_size()).unwrap();
+    let guard = s.guard_range();
+    let (lo, hi, perms) = mapping_at(guard.start).expect("guard is mapped");
+    assert!(
+        lo <= guard.start && guard.end <= hi,
+        "guard {guard:x?} in {lo:x}-{hi:x}"
+    );
+    assert!(perms.starts_with("---"), "guard perms {perms}");
+    let (lo, hi, perms) = mapping_at(s.bottom() as usize).expect("stack is mapped");
+    assert!(lo <= s.bottom() as usize && s.top() as usize <= hi);
+    assert!(perms.starts_with("rw-"), "stack perms {perms}");
+}
+
+#[test]
+fn whole_usable_range_is_zeroed_and_writable() {
+    let s = Stack::new(DEFAULT_STACK_SIZE).unwrap();
+    // SAFETY: [bottom, top) is the stack's read-write part, owned by `s`,
+    // and no thread runs on it.
+    let mem = unsafe { std::slice::from_raw_parts_mut(s.bottom(), s.size()) };
+    assert!(mem.iter().all(|&b| b == 0), "a fresh stack reads as zero");
+    for (i, b) in mem.iter_mut().enumerate() {
+        *b = (i % 251) as u8;
+    }
+    assert!(mem.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8));
+}
+
+#[test]
+fn ten_thousand_default_stacks_map_and_unmap() {
+    const N: usize = 10_000;
+    let before = maps().len();
+    let mut stacks = Vec::with_capacity(N);
+    for i in 0..N {
+        let s = Stack::new(DEFAULT_STACK_SIZE).unwrap_or_else(|e| panic!("stack {i}: {e}"));
+        // Touch the top word of each, as a thread's first call would.
+        // SAFETY: top - 8 is inside the read-write part, owned by `s`.
+        unsafe { s.top().cast::<u64>().sub(1).write(i as u64) };
+        stacks.push(s);
+    }
+    for (i, s) in stacks.iter().enumerate() {
+        // SAFETY: as above.
+        assert_eq!(unsafe { s.top().cast::<u64>().sub(1).read() }, i as u64);
+    }
+    let mut bottoms: Vec<usize> = stacks.iter().map(|s| s.bottom() as usize).collect();
+    bottoms.sort_unstable();
+    bottoms.dedup();
+    assert_eq!(bottoms.len(), N, "stacks are distinct");
+    let during = maps().len();
+    assert!(
+        during >= before + 2 * N - 200,
+        "two mappings per stack: {before} -> {during}"
+    );
+    drop(stacks);
+    let after = maps().len();
+    assert!(
+        after < before + 200,
+        "stacks unmapped on drop: {before} -> {during} -> {after}"
+    );
+}
+
+#[test]
+fn owner_is_recorded_cut_and_cleared() {
+    let mut s = Stack::new(page_size()).unwrap();
+    assert_eq!(s.owner(), None);
+    s.set_owner(7, Some("deep-recursion"));
+    assert_eq!(s.owner(), Some((7, "deep-recursion".to_owned())));
+    s.set_owner(8, None);
+    assert_eq!(s.owner(), Some((8, String::new())));
+    // A long name is cut at OWNER_NAME_MAX bytes, on a character boundary.
+    let long = "é".repeat(OWNER_NAME_MAX); // 2 bytes each
+    s.set_owner(9, Some(&format!("x{long}")));
+    let (id, name) = s.owner().unwrap();
+    assert_eq!(id, 9);
+    assert!(name.len() <= OWNER_NAME_MAX && name.len() >= OWNER_NAME_MAX - 1);
+    assert!(name.starts_with("xé"));
+    s.clear_owner();
+    assert_eq!(s.owner(), None);
+}
+
+#[test]
+fn stacks_move_between_threads() {
+    let mut s = Stack::new(page_size()).unwrap();
+    s.set_owner(1, Some("mover"));
+    let s = std::thread::spawn(move || {
+        assert_eq!(s.owner(), Some((1, "mover".to_owned())));
+        s
+    })
+    .join()
+    .unwrap();
+    assert_eq!(s.size(), page_size());
+}
+
+fn small_cache(max_stacks: usize, max_warm: usize, size: usize) -> StackCache {
+    let reserved = size + page_size();
+    StackCache::new(CacheLimits {
+        max_stacks,
+        max_bytes: usize::MAX,
+        max_warm_bytes: max_warm * reserved,
+    })
+}
+
+#[test]
+fn cache_reuses_the_same_mapping_without_its_owner() {
+    let size = 16 * page_size();
+    let cache = small_cache(8, 8, size);
+    let mut s = cache.get(size).unwrap();
+    let bottom = s.bottom();
+    s.set_owner(3, Some("first"));
+    cache.put(s);
+    assert_eq!(cache.stats().stacks, 1);
+    let again = cache.get(size - 100).unwrap(); // rounds to the same class
+    assert_eq!(again.bottom(), bottom, "the cached mapping is reused");
+    assert_eq!(again.owner(), None, "a cached stack has no owner");
+    let other = cache.get(2 * size).unwrap();
+    assert_ne!(other.bottom(), bottom);
+    let st = cache.stats();
+    assert_eq!((st.hits, st.misses, st.stacks), (1, 2, 0));
+}
+
+#[test]
+fn cache_respects_its_count_and_byte_bounds() {
+    let size = 4 * page_size();
+    let cache = small_cache(4, 4, size);
+    let stacks: Vec<Stack> = (0..10).map(|_| cache.get(size).unwrap()).collect();
+    for s in stacks {
+        cache.put(s);
+    }
+    let st = cache.stats();
+    assert_eq!(st.stacks, 4);
+    assert_eq!(st.dropped, 6);
+    assert_eq!(st.bytes, 4 * (size + page_size()));
+
+    let reserved = size + page_size();
+    let cache = StackCache::new(CacheLimits {
+        max_stacks: 100,
+        max_bytes: 3 * reserved,
+        max_warm_bytes: usize::MAX,
+    });
+    for _ in 0..5 {
+        cache.put(Stack::new(size).unwrap());
+    }
+    let st = cache.stats();
+    assert_eq!((st.stacks, st.bytes, st.dropped), (3, 3 * reserved, 2));
+
+    // A stack with a non-default guard is not cached.
+    cache.clear();
+    cache.put(Stack::with_guard(size, 2 * page_size()).unwrap());
+    assert_eq!(cache.stats().stacks, 0);
+}
+
+/// Fills a stack with a byte and says whether it still holds it.
+fn fill(s: &Stack, byte: u8) {
+    // SAFETY: the read-write part of a stack nobody runs on.
+    unsafe { std::ptr::write_bytes(s.bottom(), byte, s.size()) };
+}
+
+fn holds(s: &Stack, byte: u8) -> bool {
+    // SAFETY: as in `fill`.
+    let mem = unsafe { std::slice::from_raw_parts(s.bottom(), s.size()) };
+    mem.iter().all(|&b| b == byte)
+}
+
+#[test]
+fn cache_keeps_warm_stacks_and_releases_cold_ones() {
+    let size = 8 * page_size();
+    let cache = small_cache(16, 2, size);
+    let stacks: Vec<Stack> = (0..4).map(|_| cache.get(size).unwrap()).collect();
+    for s in &stacks {
+        fill(s, 0xAB);
+    }
+    for s in stacks {
+        cache.put(s);
+    }
+    let st = cache.stats();
+    assert_eq!((st.stacks, st.warm), (4, 2), "warm budget is two stacks");
+    // Warm stacks come back first, with their contents; cold ones were
+    // released with MADV_DONTNEED and read as zero.
+    let got: Vec<Stack> = (0..4).map(|_| cache.get(size).unwrap()).collect();
+    assert!(holds(&got[0], 0xAB) && holds(&got[1], 0xAB));
+    assert!(holds(&got[2], 0) && holds(&got[3], 0));
+    assert_eq!(cache.stats().hits, 8 - 4);
+
+    // trim() makes warm stacks cold.
+    for s in got {
+        fill(&s, 0xCD);
+        cache.put(s);
+    }
+    assert_eq!(cache.trim(), 2);
+    let st = cache.stats();
+    assert_eq!((st.stacks, st.warm, st.warm_bytes), (4, 0, 0));
+    for _ in 0..4 {
+        assert!(holds(&cache.get(size).unwrap(), 0));
+    }
+}
+
+#[test]
+fn cache_survives_concurrent_use() {
+    let size = 4 * page_size();
+    let cache = small_cache(8, 4, size);
+    std::thread::scope(|scope| {
+        for t in 0..4u64 {
+            let cache = &cache;
+            scope.spawn(move || {
+                for i in 0..500 {
+                    let mut s = cache.get(size).unwrap();
+                    s.set_owner(t, Some("churn"));
+                    // SAFETY: top - 8 is in the read-write part of our stack.
+                    unsafe { s.top().cast::<u64>().sub(1).write(i) };
+                    cache.put(s);
+                }
+            });
+        }
+    });
+    let st = cache.stats();
+    assert!(st.stacks <= 8 && st.warm <= 4, "{st:?}");
+    assert_eq!(st.hits + st.misses, 2000);
+    assert!(st.hits > 0);
+}
+
+/// This kernel thread's alternate signal stack: (address, size, flags).
+fn current_altstack() -> (usize, usize, i32) {
+    // SAFETY: zero is a valid stack_t to be overwritten; query only.
+    let mut cur: libc::stack_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer, query only.
+    assert_eq!(unsafe { libc::sigaltstack(std::ptr::null(), &mut cur) }, 0);
+    (cur.ss_sp as usize, cur.ss_size, cur.ss_flags)
+}
+
+/// Turns off this kernel thread's alternate signal stack (whoever made it
+/// keeps its memory).
+fn disable_altstack() {
+    let off = libc::stack_t {
+        ss_sp: std::ptr::null_mut(),
+        ss_flags: libc::SS_DISABLE,
+        ss_size: 0,
+    };
+    // SAFETY: disabling is always allowed when not running on it.
+    assert_eq!(unsafe { libc::sigaltstack(&off, std::ptr::null_mut()) }, 0);
+}
+
+#[test]
+fn ensure_signal_stack_gives_a_thread_one_when_it_has_none() {
+    std::thread::spawn(|| {
+        disable_altstack();
+        assert_ne!(current_altstack().2 & libc::SS_DISABLE, 0);
+        ferry::stack::ensure_signal_stack().unwrap();
+        let (sp, size, flags) = current_altstack();
+        assert_eq!(flags & libc::SS_DISABLE, 0, "an alternate stack is set");
+        assert!(size >= 64 * 1024, "size {size}");
+        // It has a guard page below it.
+        let (_, _, perms) = mapping_at(sp - 1).expect("guard mapped");
+        assert!(perms.starts_with("---"), "{perms}");
+        // A second call keeps it.
+        ferry::stack::ensure_signal_stack().unwrap();
+        assert_eq!(current_altstack().0, sp);
+    })
+    .join()
+    .unwrap();
+}
+
+// ---- overflow: child processes ----
+
+/// Runs this test binary's test `name` alone in a child with the child role
+/// `role`; returns how it ended and its stderr. A child that is still alive
+/// after a minute (a handler that returned into the fault forever) is killed
+/// and the test fails.
+fn run_child(name: &str, role: &str) -> (ExitStatus, String) {
+    let mut child = Command::new(env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ROLE, role)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run child");
+    let mut pipe = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = pipe.read_to_string(&mut text);
+        text
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for child") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("child {role} hung; stderr:\n{}", reader.join().unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    (status, reader.join().unwrap())
+}
+
+fn child_role() -> Option<String> {
+    env::var(CHILD_ROLE).ok()
+}
+
+/// No core files from the children that die on purpose.
+fn no_core_dumps() {
+    let zero = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a valid rlimit; lowering a limit is always allowed.
+    unsafe { libc::setrlimit(libc::RLIMIT_CORE, &zero) };
+}
+
+/// Sets the stack pointer to `top` and calls `f` there; never returns.
+///
+/// # Safety
+///
+/// `top` must be the 16-byte aligned top of a stack that stays mapped and
+/// unused by anything else for the rest of the process.
+#[cfg(target_arch = "x86_64")]
+unsafe fn run_on(top: *mut u8, f: extern "C" fn() -> !) -> ! {
+    // SAFETY: the caller gives us a private, aligned stack; `call` pushes
+    // the return address so `f` starts with the ABI's alignment, and `f`
+    // never returns (ud2 guards that).
+    unsafe {
+        std::arch::asm!(
+            "mov rsp, {top}",
+            "call {f}",
+            "ud2",
+            top = in(reg) top,
+            f = in(reg) f,
+            options(noreturn)
+        )
+    }
+}
+
+/// See the x86_64 version.
+///
+/// # Safety
+///
+/// As for the x86_64 version.
+#[cfg(target_arch = "aarch64")]
+unsafe fn run_on(top: *mut u8, f: extern "C" fn() -> !) -> ! {
+    // SAFETY: as for x86_64; `blr` puts the return address in x30.
+    unsafe {
+        std::arch::asm!(
+            "mov sp, {top}",
+            "blr {f}",
+            "brk #0",
+            top = in(reg) top,
+            f = in(reg) f,
+            options(noreturn)
+        )
+    }
+}
+
+/// Recursion that only ends by overflowing: every frame keeps a live local
+/// array and adds to the callee's result, so it is not a tail call.
+#[inline(never)]
+fn recurse(depth: u64) -> u64 {
+    let mut frame = [0u8; 512];
+    frame[(depth % 512) as usize] = depth as u8;
+    std::hint::black_box(&mut frame);
+    if std::hint::black_box(depth) == u64::MAX {
+        return 0;
+    }
+    recurse(depth + 1) + u64::from(frame[(depth % 512) as usize])
+}
+
+extern "C" fn overflow_entry() -> ! {
+    let r = recurse(0);
+    eprintln!("recursion returned {r}");
+    std::process::exit(3);
+}
+
+/// Child: overflow a 128 KiB ferry stack, with or without an owner.
+fn child_overflow(owner: Option<(u64, &str)>) -> ! {
+    no_core_dumps();
+    // Use an alternate stack made by ferry, not the one std gave this thread.
+    disable_altstack();
+    ferry::stack::ensure_signal_stack().unwrap();
+    let mut stack = Stack::new(128 * 1024).unwrap();
+    if let Some((id, name)) = owner {
+        stack.set_owner(id, Some(name));
+    }
+    let top = stack.top();
+    std::mem::forget(stack);
+    eprintln!("child: recursing on a ferry stack");
+    // SAFETY: the stack is leaked, so it stays mapped, and nothing else
+    // uses it.
+    unsafe { run_on(top, overflow_entry) }
+}
+
+fn assert_died_by_signal(status: ExitStatus, stderr: &str, signals: &[i32]) {
+    assert!(
+        status.signal().is_some_and(|s| signals.contains(&s)),
+        "child should die by one of signals {signals:?}, got {status:?}; stderr:\n{stderr}"
+    );
+}
+
+#[test]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn overflow_is_reported_with_thread_id_name_and_size() {
+    const NAME: &str = "overflow_is_reported_with_thread_id_name_and_size";
+    if child_role().as_deref() == Some("owned") {
+        child_overflow(Some((7, "deep-recursion")));
+    }
+    let (status, stderr) = run_child(NAME, "owned");
+    assert_died_by_signal(status, &stderr, &[libc::SIGSEGV, libc::SIGABRT]);
+    assert!(stderr.contains("child: recursing"), "child ran: {stderr}");
+    assert!(
+        stderr.contains(r#"ferry: thread 7 "deep-recursion" overflowed its 128 KiB stack"#),
+        "report names the thread and stack size; stderr:\n{stderr}"
+    );
+    assert!(stderr.contains("fault at 0x"), "{stderr}");
+    assert!(!stderr.contains("recursion returned"), "{stderr}");
+}
+
+#[test]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn overflow_of_an_unowned_stack_is_still_reported() {
+    const NAME: &str = "overflow_of_an_unowned_stack_is_still_reported";
+    if child_role().as_deref() == Some("unowned") {
+        child_overflow(None);
+    }
+    let (status, stderr) = run_child(NAME, "unowned");
+    assert_died_by_signal(status, &stderr, &[libc::SIGSEGV, libc::SIGABRT]);
+    assert!(
+        stderr.contains("ferry: a thread with no registered owner overflowed its 128 KiB stack"),
+        "stderr:\n{stderr}"
+    );
+}
+
+/// Child: with the handler installed, fault with the stack pointer inside a
+/// guard page but the faulting address elsewhere (as when a large frame
+/// jumps the stack pointer past `bottom()` and its first access misses the
+/// guard).
+#[cfg(target_arch = "x86_64")]
+fn child_sp_in_guard() -> ! {
+    no_core_dumps();
+    ferry::stack::ensure_signal_stack().unwrap();
+    let mut stack = Stack::new(64 * 1024).unwrap();
+    stack.set_owner(11, Some("big-frame"));
+    let sp = stack.guard_range().start + 64;
+    std::mem::forget(stack);
+    eprintln!("child: faulting with sp in the guard");
+    // SAFETY: the process dies at the load; the stack pointer is never used
+    // for a push before that.
+    unsafe {
+        std::arch::asm!(
+            "mov rsp, {sp}",
+            "mov {sp}, qword ptr [{wild}]",
+            "ud2",
+            sp = in(reg) sp,
+            wild = in(reg) 8usize,
+            options(noreturn)
+        )
+    }
+}
+
+#[test]
+#[cfg(target_arch = "x86_64")]
+fn fault_with_stack_pointer_in_a_guard_is_reported() {
+    const NAME: &str = "fault_with_stack_pointer_in_a_guard_is_reported";
+    if child_role().as_deref() == Some("sp") {
+        child_sp_in_guard();
+    }
+    let (status, stderr) = run_child(NAME, "sp");
+    assert_died_by_signal(status, &stderr, &[libc::SIGSEGV, libc::SIGABRT]);
+    assert!(
+        stderr
+            .contains(r#"ferry: thread 11 "big-frame" overflowed its 64 KiB stack (fault at 0x8,"#),
+        "stderr:\n{stderr}"
+    );
+}
+
+/// Child: an ordinary wild-pointer fault, with the ferry handler installed.
+fn child_wild_pointer() -> ! {
+    no_core_dumps();
+    ferry::stack::ensure_signal_stack().unwrap();
+    let mut stack = Stack::new(64 * 1024).unwrap();
+    stack.set_owner(5, Some("bystander"));
+    eprintln!("child: reading a wild pointer");
+    let wild = std::ptr::without_provenance::<u64>(16);
+    // SAFETY: not safe at all: this is the fault under test. A volatile read
+    // is emitted as a real load.
+    let v = unsafe { std::ptr::read_volatile(wild) };
+    eprintln!("read {v}");
+    std::process::exit(3);
+}
+
+#[test]
+fn wild_pointer_fault_dies_by_sigsegv_without_an_overflow_report() {
+    const NAME: &str = "wild_pointer_fault_dies_by_sigsegv_without_an_overflow_report";
+    if child_role().as_deref() == Some("wild") {
+        child_wild_pointer();
+    }
+    let (status, stderr) = run_child(NAME, "wild");
+    assert!(stderr.contains("child: reading a wild pointer"), "{stderr}");
+    assert_died_by_signal(status, &stderr, &[libc::SIGSEGV]);
+    assert!(
+        !stderr.contains("ferry:"),
+        "no overflow report for a wild pointer:\n{stderr}"
+    );
+    assert!(!stderr.contains("overflowed"), "{stderr}");
+}
