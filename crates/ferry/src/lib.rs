@@ -2,11 +2,27 @@
 //! running when a thread blocks, and calls into other processes over shared
 //! memory.
 //!
-//! This crate is being built in layers (see `docs/architecture.md`). Present so
-//! far: [`arch`]'s context switch and [`stack`]'s guarded stacks, the floor the
-//! user-level threads stand on.
+//! This crate is being built in layers (see `docs/architecture.md`). Present
+//! so far: [`arch`]'s context switch, [`stack`]'s guarded stacks, and the
+//! first cut of user-level threads on processors: [`run`], [`spawn`],
+//! [`JoinHandle::join`], [`yield_now`], [`park`] / [`Thread::unpark`].
+//!
+//! ```
+//! let answer = ferry::run(|| {
+//!     let t = ferry::spawn(|| 6 * 7);
+//!     t.join().unwrap()
+//! })
+//! .unwrap();
+//! assert_eq!(answer, 42);
+//! ```
 
 #![deny(missing_docs)]
 
 pub mod arch;
+mod processor;
+mod runtime;
 pub mod stack;
+pub mod thread;
+
+pub use runtime::{Builder, Runtime, run};
+pub use thread::{JoinHandle, Panic, Thread, ThreadId, current, park, spawn, yield_now};

@@ -1,0 +1,217 @@
+//! User-level threads on processors: spawn, join, yield, park/unpark, panics,
+//! with one processor and with two.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+use ferry::Runtime;
+
+/// Runs `f` on a runtime of 1 processor, then of 2.
+fn on_one_and_two<T: Send + 'static>(f: impl Fn() -> T + Send + Sync + Clone + 'static) {
+    for n in [1, 2] {
+        let f = f.clone();
+        Runtime::builder().processors(n).run(f).unwrap();
+    }
+}
+
+fn scaled(n: u64) -> u64 {
+    if cfg!(miri) { n / 1000 + 1 } else { n }
+}
+
+#[test]
+fn spawn_join_returns_the_value() {
+    on_one_and_two(|| {
+        let h = ferry::spawn(|| 6 * 7);
+        assert_eq!(h.join().unwrap(), 42);
+    });
+}
+
+#[test]
+fn run_returns_main_result() {
+    let v = Runtime::builder()
+        .processors(2)
+        .run(|| "done".to_string())
+        .unwrap();
+    assert_eq!(v, "done");
+}
+
+#[test]
+fn many_spawn_join_in_sequence() {
+    let n = scaled(if cfg!(debug_assertions) {
+        100_000
+    } else {
+        1_000_000
+    });
+    on_one_and_two(move || {
+        let mut sum = 0u64;
+        for i in 0..n {
+            sum += ferry::spawn(move || i).join().unwrap();
+        }
+        assert_eq!(sum, n * (n - 1) / 2);
+    });
+}
+
+#[test]
+fn many_threads_alive_then_joined() {
+    on_one_and_two(|| {
+        let counter = Arc::new(AtomicU64::new(0));
+        let handles: Vec<_> = (0..1000)
+            .map(|i| {
+                let c = Arc::clone(&counter);
+                ferry::spawn(move || {
+                    ferry::yield_now();
+                    c.fetch_add(i, Ordering::Relaxed);
+                    i
+                })
+            })
+            .collect();
+        let total: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+        assert_eq!(total, 999 * 1000 / 2);
+        assert_eq!(counter.load(Ordering::Relaxed), total);
+    });
+}
+
+#[test]
+fn nested_spawns() {
+    on_one_and_two(|| {
+        fn tree(depth: u32) -> u64 {
+            if depth == 0 {
+                return 1;
+            }
+            let l = ferry::spawn(move || tree(depth - 1));
+            let r = ferry::spawn(move || tree(depth - 1));
+            l.join().unwrap() + r.join().unwrap()
+        }
+        assert_eq!(tree(10), 1024);
+    });
+}
+
+#[test]
+fn a_panic_comes_back_as_join_error_and_others_go_on() {
+    on_one_and_two(|| {
+        let bad = ferry::spawn(|| -> u32 { panic!("boom {}", 7) });
+        let good = ferry::spawn(|| 5u32);
+        let err = bad.join().unwrap_err();
+        assert_eq!(err.message(), Some("boom 7"));
+        assert_eq!(good.join().unwrap(), 5);
+        assert_eq!(ferry::spawn(|| 1).join().unwrap(), 1);
+    });
+}
+
+#[test]
+fn a_panic_in_main_reaches_the_caller() {
+    let r = std::panic::catch_unwind(|| {
+        Runtime::builder()
+            .processors(2)
+            .run(|| -> () { panic!("main failed") })
+    });
+    let payload = r.unwrap_err();
+    assert_eq!(payload.downcast_ref::<&str>(), Some(&"main failed"));
+}
+
+#[test]
+fn yield_interleaves_threads_on_one_processor() {
+    Runtime::builder()
+        .processors(1)
+        .run(|| {
+            let turn = Arc::new(AtomicUsize::new(0));
+            let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let hs: Vec<_> = (0..2)
+                .map(|me| {
+                    let (turn, log) = (Arc::clone(&turn), Arc::clone(&log));
+                    ferry::spawn(move || {
+                        for _ in 0..5 {
+                            while turn.load(Ordering::Acquire) % 2 != me {
+                                ferry::yield_now();
+                            }
+                            log.lock().unwrap().push(me);
+                            turn.fetch_add(1, Ordering::Release);
+                        }
+                    })
+                })
+                .collect();
+            for h in hs {
+                h.join().unwrap();
+            }
+            assert_eq!(*log.lock().unwrap(), [0, 1, 0, 1, 0, 1, 0, 1, 0, 1]);
+        })
+        .unwrap();
+}
+
+#[test]
+fn park_unpark_ping_pong() {
+    on_one_and_two(|| {
+        let rounds = scaled(10_000);
+        let ball = Arc::new(AtomicU64::new(0));
+        let main = ferry::current();
+        let b = Arc::clone(&ball);
+        let partner = ferry::spawn(move || {
+            let me = ferry::current();
+            let mut seen = 0;
+            while seen < 2 * rounds {
+                let v = b.load(Ordering::Acquire);
+                if v % 2 == 1 {
+                    b.store(v + 1, Ordering::Release);
+                    seen = v + 1;
+                    main.unpark();
+                } else {
+                    ferry::park();
+                }
+            }
+            me.id()
+        });
+        let partner_thread = partner.thread().clone();
+        for i in 0..rounds {
+            ball.store(2 * i + 1, Ordering::Release);
+            partner_thread.unpark();
+            while ball.load(Ordering::Acquire) != 2 * i + 2 {
+                ferry::park();
+            }
+        }
+        assert_eq!(partner.join().unwrap(), partner_thread.id());
+    });
+}
+
+#[test]
+fn join_from_a_plain_kernel_thread() {
+    on_one_and_two(|| {
+        let started = Arc::new(AtomicBool::new(false));
+        let s = Arc::clone(&started);
+        let h = ferry::spawn(move || {
+            while !s.load(Ordering::Acquire) {
+                ferry::yield_now();
+            }
+            99
+        });
+        let k = std::thread::spawn(move || h.join().unwrap());
+        started.store(true, Ordering::Release);
+        // This ferry thread must let the spawned one run (one processor).
+        while !k.is_finished() {
+            ferry::yield_now();
+        }
+        assert_eq!(k.join().unwrap(), 99);
+    });
+}
+
+#[test]
+fn current_names_the_thread() {
+    on_one_and_two(|| {
+        assert_eq!(ferry::current().name(), Some("main"));
+        let h = ferry::thread::Builder::new()
+            .name("worker")
+            .spawn(|| ferry::current().name().map(str::to_owned))
+            .unwrap();
+        assert_eq!(h.join().unwrap().as_deref(), Some("worker"));
+    });
+}
+
+#[test]
+fn runtimes_run_one_after_another() {
+    for i in 0..20u64 {
+        let v = Runtime::builder()
+            .processors(2)
+            .run(move || ferry::spawn(move || i + 1).join().unwrap())
+            .unwrap();
+        assert_eq!(v, i + 1);
+    }
+}
