@@ -22,7 +22,10 @@ pub mod arch;
 mod processor;
 mod runtime;
 pub mod stack;
+mod sys;
 pub mod thread;
+mod timer;
 
 pub use runtime::{Builder, Runtime, run};
 pub use thread::{JoinHandle, Panic, Thread, ThreadId, current, park, spawn, yield_now};
+pub use timer::sleep;

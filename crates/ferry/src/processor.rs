@@ -38,11 +38,15 @@ use ferry_queue::wait::Spin;
 
 use crate::arch::{self, Context};
 use crate::runtime::Shared;
+use crate::sys;
 use crate::thread::{EMPTY, NOTIFIED, PARKED, PARKING, Thread};
 
 /// Slots in each processor's run queue; a full queue overflows to the
 /// runtime's injector.
 pub(crate) const LOCAL_QUEUE: usize = 256;
+
+/// A processor looks at the timers at least once per this many switches.
+const TIMER_CHECK_EVERY: u32 = 64;
 
 /// What the next context to run must do for the one that just left.
 pub(crate) enum Pending {
@@ -69,6 +73,8 @@ pub(crate) struct Owner {
     pending: Pending,
     /// Rotates the first victim of a steal.
     next_victim: usize,
+    /// Switches since the last look at the timers.
+    ticks: u32,
 }
 
 /// One processor: a kernel thread's worth of user-level scheduling.
@@ -137,6 +143,7 @@ impl Processor {
                     current: None,
                     pending: Pending::None,
                     next_victim: 0,
+                    ticks: 0,
                 }),
                 sleep: AtomicU32::new(0),
             })
@@ -214,6 +221,7 @@ impl Processor {
     /// The next thread this processor should run: its own queue first, then
     /// the injector, then the other processors' queues.
     fn find_work(&self, shared: &Shared) -> Option<Thread> {
+        shared.timers.fire_due();
         let owner = self.owner();
         if let Some(t) = owner.local_rx.try_pop() {
             return Some(t);
@@ -242,6 +250,12 @@ impl Processor {
         make_pending: impl FnOnce(Thread) -> Pending,
     ) {
         let owner = self.owner();
+        // Threads handed off among themselves never pass through
+        // `find_work`: look at the timers every so often here too.
+        owner.ticks = owner.ticks.wrapping_add(1);
+        if owner.ticks.is_multiple_of(TIMER_CHECK_EVERY) {
+            shared.timers.fire_due();
+        }
         let me = owner.current.take().expect("switch_away outside a thread");
         let from = me.context_ptr();
         owner.pending = make_pending(me);
@@ -253,6 +267,10 @@ impl Processor {
             }
             None => &owner.sched,
         };
+        // errno belongs to the kernel thread; a user-level thread keeps its
+        // own on its stack across the switch and puts it back wherever it
+        // resumes.
+        let errno = sys::errno();
         // SAFETY: `from` is the running thread's own context slot, kept alive
         // by the `Thread` in `pending` (or by whoever holds it while it is
         // parked) until it is resumed; `to` is a context that was saved or
@@ -262,6 +280,7 @@ impl Processor {
         // Resumed: possibly on another kernel thread, so ask again.
         let p = current().expect("a ferry thread resumed outside a processor");
         p.finish_switch(shared);
+        sys::set_errno(errno);
     }
 
     /// Ends the running thread: its stack is released by whoever runs next.
@@ -329,6 +348,23 @@ impl Processor {
             return;
         }
         while self.sleep.load(Acquire) == 0 && !shared.is_shut_down() {
+            // Sleep no longer than until the earliest timer, then look again.
+            if let Some(wait) = shared.timers.until_next() {
+                if wait.is_zero() {
+                    break;
+                }
+                let timeout = rustix::thread::futex::Timespec {
+                    tv_sec: wait.as_secs().try_into().unwrap_or(i64::MAX),
+                    tv_nsec: wait.subsec_nanos().into(),
+                };
+                let _ = rustix::thread::futex::wait(
+                    &self.sleep,
+                    rustix::thread::futex::Flags::PRIVATE,
+                    0,
+                    Some(&timeout),
+                );
+                break;
+            }
             let _ = rustix::thread::futex::wait(
                 &self.sleep,
                 rustix::thread::futex::Flags::PRIVATE,

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::processor::{self, Processor};
 use crate::stack::DEFAULT_STACK_SIZE;
 use crate::thread::{self, Thread};
+use crate::timer::Timers;
 
 /// State every processor and every thread of one runtime shares.
 pub(crate) struct Shared {
@@ -31,6 +32,7 @@ pub(crate) struct Shared {
     pub(crate) stack_size: usize,
     spin_tries: u32,
     next_thread_id: AtomicU64,
+    pub(crate) timers: Timers,
 }
 
 impl Shared {
@@ -228,6 +230,7 @@ impl Builder {
             stack_size: self.stack_size,
             spin_tries: self.spin_tries,
             next_thread_id: AtomicU64::new(1),
+            timers: Timers::new(),
         });
 
         let first = {

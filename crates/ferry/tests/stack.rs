@@ -4,14 +4,33 @@
 //! really overflows a ferry stack, and check how the child died.
 
 use std::env;
+use std::ffi::{c_int, c_void};
 use std::io::{self, Read};
+use std::os::unix::fs::FileExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use ferry::stack::{CacheLimits, DEFAULT_STACK_SIZE, OWNER_NAME_MAX, Stack, StackCache, page_size};
+use ferry::stack::{
+    CacheLimits, DEFAULT_STACK_SIZE, GuardMethod, OWNER_NAME_MAX, Stack, StackCache, guard_method,
+    page_size,
+};
 
 const CHILD_ROLE: &str = "FERRY_STACK_TEST_CHILD";
+
+/// Held by the tests that count /proc/self/maps lines or map very many
+/// stacks, so they do not disturb each other's counts.
+static MAPS_LOCK: Mutex<()> = Mutex::new(());
+
+fn maps_lock() -> MutexGuard<'static, ()> {
+    MAPS_LOCK.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn method() -> GuardMethod {
+    guard_method().expect("guard method")
+}
 
 /// One line of /proc/self/maps: start, end, permissions.
 fn maps() -> Vec<(usize, usize, String)> {
@@ -80,19 +99,77 @@ fn bad_sizes_are_errors_not_panics() {
     );
 }
 
+/// The running kernel's (major, minor) version.
+fn kernel_version() -> (u32, u32) {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+}
+
+/// Whether /proc/self/pagemap flags the page at `addr` as a guard region
+/// (bit 58, `PM_GUARD_REGION`); `None` on kernels before 6.15, which lack
+/// the bit.
+fn pagemap_guard(addr: usize) -> Option<bool> {
+    if kernel_version() < (6, 15) {
+        return None;
+    }
+    let file = std::fs::File::open("/proc/self/pagemap").expect("open pagemap");
+    let mut entry = [0u8; 8];
+    file.read_exact_at(&mut entry, (addr / page_size() * 8) as u64)
+        .expect("read pagemap");
+    Some(u64::from_ne_bytes(entry) >> 58 & 1 == 1)
+}
+
+/// Checks that the page at `addr` is a guard as the process's method makes
+/// it: `PROT_NONE`, or a guard marker inside a read-write mapping.
+fn assert_guard_page(addr: usize) {
+    let (_, _, perms) = mapping_at(addr).expect("guard is mapped");
+    match method() {
+        GuardMethod::Mprotect => assert!(perms.starts_with("---"), "guard perms {perms}"),
+        GuardMethod::Madvise => {
+            assert!(
+                perms.starts_with("rw-"),
+                "a guard marker lies in the stack's read-write mapping: {perms}"
+            );
+            if let Some(guard) = pagemap_guard(addr) {
+                assert!(guard, "pagemap flags {addr:#x} as a guard region");
+            }
+        }
+    }
+}
+
 #[test]
-fn guard_is_prot_none_and_usable_part_is_read_write() {
-    let s = Stack::new(16 * page_size()).unwrap();
+fn guard_is_a_guard_and_usable_part_is_read_write() {
+    let page = page_size();
+    let s = Stack::new(16 * page).unwrap();
     let guard = s.guard_range();
-    let (lo, hi, perms) = mapping_at(guard.start).expect("guard is mapped");
-    assert!(
-        lo <= guard.start && guard.end <= hi,
-        "guard {guard:x?} in {lo:x}-{hi:x}"
-    );
-    assert!(perms.starts_with("---"), "guard perms {perms}");
+    assert_guard_page(guard.start);
     let (lo, hi, perms) = mapping_at(s.bottom() as usize).expect("stack is mapped");
     assert!(lo <= s.bottom() as usize && s.top() as usize <= hi);
     assert!(perms.starts_with("rw-"), "stack perms {perms}");
+    if method() == GuardMethod::Madvise {
+        // Guard and usable part are one mapping.
+        assert!(lo <= guard.start, "guard {guard:x?} in {lo:x}-{hi:x}");
+    }
+    // Every usable page, first and last byte included, takes a write, and
+    // none of them is a guard.
+    for addr in (s.bottom() as usize..s.top() as usize).step_by(page) {
+        // SAFETY: `addr` is in the read-write part of `s`, which nobody runs
+        // on.
+        unsafe { (addr as *mut u8).write_volatile(0x5A) };
+        assert!(
+            !pagemap_guard(addr).unwrap_or(false),
+            "{addr:#x} is no guard"
+        );
+    }
+    // SAFETY: as above.
+    unsafe { s.top().sub(1).write_volatile(0xA5) };
+    // SAFETY: as above.
+    assert_eq!(unsafe { s.bottom().read_volatile() }, 0x5A);
+    // That touching the guard faults is checked in a child process:
+    // `touching_the_guard_dies_with_the_overflow_report`.
 }
 
 #[test]
@@ -111,6 +188,7 @@ fn whole_usable_range_is_zeroed_and_writable() {
 #[test]
 fn ten_thousand_default_stacks_map_and_unmap() {
     const N: usize = 10_000;
+    let _maps = maps_lock();
     let before = maps().len();
     let mut stacks = Vec::with_capacity(N);
     for i in 0..N {
@@ -129,15 +207,86 @@ fn ten_thousand_default_stacks_map_and_unmap() {
     bottoms.dedup();
     assert_eq!(bottoms.len(), N, "stacks are distinct");
     let during = maps().len();
-    assert!(
-        during >= before + 2 * N - 200,
-        "two mappings per stack: {before} -> {during}"
-    );
+    match method() {
+        GuardMethod::Mprotect => assert!(
+            during >= before + 2 * N - 200,
+            "two mappings per stack: {before} -> {during}"
+        ),
+        GuardMethod::Madvise => assert!(
+            during < before + N * 3 / 2,
+            "at most one mapping per stack: {before} -> {during}"
+        ),
+    }
     drop(stacks);
     let after = maps().len();
     assert!(
         after < before + 200,
         "stacks unmapped on drop: {before} -> {during} -> {after}"
+    );
+}
+
+#[test]
+fn a_stack_with_guard_markers_is_one_mapping() {
+    const N: usize = 1000;
+    if method() == GuardMethod::Mprotect {
+        println!(
+            "note: MADV_GUARD_INSTALL is unavailable (Linux < 6.13?); guards are PROT_NONE \
+             and each stack is two mappings, so the one-mapping check is skipped"
+        );
+        return;
+    }
+    let _maps = maps_lock();
+    let before = maps().len();
+    let stacks: Vec<Stack> = (0..N)
+        .map(|i| {
+            let s = Stack::new(DEFAULT_STACK_SIZE).unwrap_or_else(|e| panic!("stack {i}: {e}"));
+            // SAFETY: top - 1 is in the read-write part of `s`.
+            unsafe { s.top().sub(1).write_volatile(1) };
+            s
+        })
+        .collect();
+    let during = maps().len();
+    drop(stacks);
+    let added = during.saturating_sub(before);
+    println!("{N} stacks with guard markers: /proc/self/maps {before} -> {during} lines");
+    assert!(
+        added * 2 < N * 3,
+        "fewer than 1.5 mappings per stack: {before} -> {during} for {N} stacks"
+    );
+}
+
+#[test]
+fn a_hundred_thousand_default_stacks_are_alive_at_once() {
+    const N: usize = 100_000;
+    if method() == GuardMethod::Mprotect {
+        println!(
+            "note: MADV_GUARD_INSTALL is unavailable (Linux < 6.13?); with PROT_NONE guards \
+             {N} stacks need vm.max_map_count > {}, so this test is skipped",
+            2 * N
+        );
+        return;
+    }
+    let _maps = maps_lock();
+    let start = Instant::now();
+    let mut stacks = Vec::with_capacity(N);
+    for i in 0..N {
+        let s = Stack::new(DEFAULT_STACK_SIZE).unwrap_or_else(|e| panic!("stack {i}: {e}"));
+        // One byte each, as a thread's first frame would: commits one page.
+        // SAFETY: top - 1 is in the read-write part of `s`.
+        unsafe { s.top().sub(1).write_volatile(i as u8) };
+        stacks.push(s);
+    }
+    let made = start.elapsed();
+    let lines = maps().len();
+    for (i, s) in stacks.iter().enumerate().step_by(997) {
+        // SAFETY: as above.
+        assert_eq!(unsafe { s.top().sub(1).read_volatile() }, i as u8);
+    }
+    drop(stacks);
+    println!(
+        "{N} default stacks: made and touched in {made:?}, all dropped after {:?}; \
+         /proc/self/maps had {lines} lines",
+        start.elapsed()
     );
 }
 
@@ -331,8 +480,7 @@ fn ensure_signal_stack_gives_a_thread_one_when_it_has_none() {
         assert_eq!(flags & libc::SS_DISABLE, 0, "an alternate stack is set");
         assert!(size >= 64 * 1024, "size {size}");
         // It has a guard page below it.
-        let (_, _, perms) = mapping_at(sp - 1).expect("guard mapped");
-        assert!(perms.starts_with("---"), "{perms}");
+        assert_guard_page(sp - 1);
         // A second call keeps it.
         ferry::stack::ensure_signal_stack().unwrap();
         assert_eq!(current_altstack().0, sp);
@@ -582,4 +730,120 @@ fn wild_pointer_fault_dies_by_sigsegv_without_an_overflow_report() {
         "no overflow report for a wild pointer:\n{stderr}"
     );
     assert!(!stderr.contains("overflowed"), "{stderr}");
+}
+
+/// ferry's SIGSEGV handler, as found by `record_si_code` when it went in
+/// front of it.
+static FERRY_HANDLER: AtomicUsize = AtomicUsize::new(0);
+
+/// A SIGSEGV handler put in front of ferry's: writes the fault's `si_code`
+/// to stderr, then hands the fault to ferry's handler.
+extern "C" fn record_si_code(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+    // SAFETY: with SA_SIGINFO the kernel passes a valid siginfo_t.
+    let code = unsafe { (*info).si_code };
+    let digit = if (0..10).contains(&code) {
+        b'0' + code as u8
+    } else {
+        b'?'
+    };
+    let line = [
+        b'c', b'h', b'i', b'l', b'd', b':', b' ', b's', b'i', b'_', b'c', b'o', b'd', b'e', b'=',
+        digit, b'\n',
+    ];
+    // SAFETY: a valid buffer; write is async-signal-safe.
+    unsafe { libc::write(libc::STDERR_FILENO, line.as_ptr().cast(), line.len()) };
+    let handler = FERRY_HANDLER.load(Ordering::Relaxed);
+    // SAFETY: ferry installs its handler with SA_SIGINFO, so it has this
+    // signature; it gets the arguments we were given.
+    let ferry: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) =
+        unsafe { std::mem::transmute::<usize, _>(handler) };
+    ferry(sig, info, ctx);
+}
+
+/// Child: touch the guard of a 64 KiB stack (after releasing its pages with
+/// `MADV_DONTNEED` when `released`), with a handler in front of ferry's that
+/// reports the fault's `si_code`.
+fn child_touch_guard(released: bool) -> ! {
+    no_core_dumps();
+    let mut stack = Stack::new(64 * 1024).unwrap();
+    stack.set_owner(21, Some("guard-toucher"));
+    let guard = stack.guard_range();
+    if released {
+        fill(&stack, 0xEE);
+        stack.release_pages().unwrap();
+        assert!(holds(&stack, 0), "released pages read as zero");
+        // Also release the whole mapping, guard included, as a careless
+        // release would: guard markers must survive MADV_DONTNEED.
+        // SAFETY: the stack's own mapping, which nobody runs on; its
+        // contents are discarded, which is the point.
+        let r = unsafe {
+            libc::madvise(
+                guard.start as *mut c_void,
+                stack.reserved(),
+                libc::MADV_DONTNEED,
+            )
+        };
+        assert_eq!(r, 0, "{}", io::Error::last_os_error());
+    }
+    // SAFETY: zero is a valid sigaction to be overwritten.
+    let mut new: libc::sigaction = unsafe { std::mem::zeroed() };
+    new.sa_sigaction = record_si_code as *const () as usize;
+    new.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+    // SAFETY: as above.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointers; `record_si_code` has the SA_SIGINFO signature.
+    assert_eq!(unsafe { libc::sigaction(libc::SIGSEGV, &new, &mut old) }, 0);
+    assert_ne!(
+        old.sa_flags & libc::SA_SIGINFO,
+        0,
+        "ferry's handler is in place"
+    );
+    FERRY_HANDLER.store(old.sa_sigaction, Ordering::Relaxed);
+    let addr = guard.start + guard.len() / 2;
+    eprintln!("child: {:?} guard, touching {addr:#x}", method());
+    // SAFETY: not safe at all: this is the fault under test.
+    unsafe { (addr as *mut u8).write_volatile(1) };
+    eprintln!("child: wrote to the guard");
+    std::process::exit(3);
+}
+
+/// Checks how a `child_touch_guard` child ended.
+fn check_guard_child(status: ExitStatus, stderr: &str) {
+    assert_died_by_signal(status, stderr, &[libc::SIGSEGV]);
+    assert!(!stderr.contains("wrote to the guard"), "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("child: ") && l.contains(" guard, touching "))
+        .unwrap_or_else(|| panic!("child ran:\n{stderr}"));
+    let addr = line.rsplit(' ').next().unwrap();
+    // A guard marker faults like an unmapped page, PROT_NONE like a
+    // forbidden access; the overflow handler accepts either.
+    // (SEGV_MAPERR = 1, SEGV_ACCERR = 2; the libc crate names neither.)
+    let code = if line.contains("Madvise") { 1 } else { 2 };
+    assert!(
+        stderr.contains(&format!("child: si_code={code}\n")),
+        "si_code {code} expected; stderr:\n{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            r#"ferry: thread 21 "guard-toucher" overflowed its 64 KiB stack (fault at {addr}, guard "#
+        )),
+        "stderr:\n{stderr}"
+    );
+}
+
+#[test]
+fn touching_the_guard_dies_with_the_overflow_report() {
+    const NAME: &str = "touching_the_guard_dies_with_the_overflow_report";
+    match child_role().as_deref() {
+        Some("guard") => child_touch_guard(false),
+        Some("guard-released") => child_touch_guard(true),
+        _ => {}
+    }
+    let (status, stderr) = run_child(NAME, "guard");
+    check_guard_child(status, &stderr);
+    // The guard survives MADV_DONTNEED (the cache's release of a cold
+    // stack), even one that covers it.
+    let (status, stderr) = run_child(NAME, "guard-released");
+    check_guard_child(status, &stderr);
 }

@@ -215,3 +215,73 @@ fn runtimes_run_one_after_another() {
         assert_eq!(v, i + 1);
     }
 }
+
+#[test]
+fn sleepers_wake_in_deadline_order_and_others_run_meanwhile() {
+    use std::time::{Duration, Instant};
+    on_one_and_two(|| {
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let start = Instant::now();
+        let hs: Vec<_> = [30u64, 10, 20]
+            .into_iter()
+            .map(|ms| {
+                let order = Arc::clone(&order);
+                ferry::spawn(move || {
+                    ferry::sleep(Duration::from_millis(ms));
+                    assert!(start.elapsed() >= Duration::from_millis(ms));
+                    order.lock().unwrap().push(ms);
+                })
+            })
+            .collect();
+        // While they sleep, this thread keeps computing and yielding.
+        let mut spins = 0u64;
+        while hs.iter().any(|h| !h.is_finished()) {
+            spins += 1;
+            ferry::yield_now();
+        }
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert!(spins > 0);
+        assert_eq!(*order.lock().unwrap(), [10, 20, 30]);
+    });
+}
+
+#[test]
+fn sleep_from_a_kernel_thread_is_std_sleep() {
+    let start = std::time::Instant::now();
+    ferry::sleep(std::time::Duration::from_millis(2));
+    assert!(start.elapsed() >= std::time::Duration::from_millis(2));
+}
+
+fn set_errno(v: i32) {
+    // SAFETY: the calling kernel thread's errno slot, written as an int.
+    unsafe { *libc::__errno_location() = v };
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap()
+}
+
+#[test]
+fn errno_is_per_thread_across_yields_and_processors() {
+    on_one_and_two(|| {
+        let hs: Vec<_> = (0..8)
+            .map(|i| {
+                ferry::spawn(move || {
+                    let mine = 1000 + i;
+                    let mut seen = std::collections::HashSet::new();
+                    for _ in 0..2000 {
+                        set_errno(mine);
+                        ferry::yield_now();
+                        assert_eq!(errno(), mine, "errno of thread {i} changed across a yield");
+                        seen.insert(std::thread::current().id());
+                    }
+                    seen.len()
+                })
+            })
+            .collect();
+        let kernel_threads_seen: usize = hs.into_iter().map(|h| h.join().unwrap()).max().unwrap();
+        assert!(kernel_threads_seen >= 1);
+    });
+}

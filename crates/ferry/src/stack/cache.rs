@@ -10,7 +10,9 @@
 //! calls. Warm stacks are bounded by [`CacheLimits::max_warm_bytes`] of
 //! address space, which bounds the memory they can hold. A stack put back
 //! when the warm budget is spent is made *cold*: its pages are released with
-//! `MADV_DONTNEED` and it keeps only its address range (two VMAs, no memory).
+//! `MADV_DONTNEED` and it keeps only its address range and its guard (one
+//! VMA or two, see [`GuardMethod`](super::GuardMethod); no memory). Guard
+//! markers survive `MADV_DONTNEED`, which only covers the usable part anyway.
 //! [`StackCache::trim`] turns every warm stack cold.
 //!
 //! `MADV_DONTNEED` rather than `MADV_FREE`: `MADV_FREE` is cheaper when the

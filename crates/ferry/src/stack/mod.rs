@@ -8,8 +8,8 @@
 //!
 //! ```text
 //!   low addresses                                          high addresses
-//!   | guard: PROT_NONE | usable: read-write, committed page by page       |
-//!   ^ mapping start    ^ bottom()                                  top() ^
+//!   | guard             | usable: read-write, committed page by page      |
+//!   ^ mapping start     ^ bottom()                                  top() ^
 //! ```
 //!
 //! One anonymous private mapping per stack, made with `MAP_NORESERVE |
@@ -20,12 +20,50 @@
 //! in a lock-free registry of guard ranges and prints which thread overflowed
 //! (id, name, stack size) before the process dies with SIGSEGV.
 //!
-//! Each stack is two kernel mappings (VMAs): guard and usable part differ in
-//! protection and cannot merge. Linux caps a process at `vm.max_map_count`
-//! mappings (65,530 by default; Fedora, Ubuntu 24.04 and Arch ship 1,048,576),
-//! so with the old default about 32,000 stacks can be alive at once. 100,000
-//! threads need `sysctl vm.max_map_count=262144` or more; when the cap is hit
-//! [`Stack::new`] fails with an error that says so.
+//! # Two ways to make the guard, and `vm.max_map_count`
+//!
+//! Linux caps a process at `vm.max_map_count` kernel mappings (VMAs): 65,530
+//! by default (Fedora, Ubuntu 24.04 and Arch ship 1,048,576). How many VMAs a
+//! stack takes depends on how its guard is made ([`GuardMethod`]):
+//!
+//! - **Guard markers** ([`GuardMethod::Madvise`], Linux 6.13+): the whole
+//!   stack is mapped read-write and `madvise(MADV_GUARD_INSTALL)` puts guard
+//!   markers in the page-table entries of the guard pages. A marker is not a
+//!   VMA and not a protection change, so a stack is **one VMA**, and stacks
+//!   the kernel places side by side even merge into one. A stack no longer
+//!   counts against `vm.max_map_count` on its own: 100,000 stacks fit under
+//!   the default cap. (Freeing stacks out of order splits merged VMAs again,
+//!   but never into more than one VMA per live stack plus one.) Touching a
+//!   marker faults with SIGSEGV like `PROT_NONE` does, with `si_code`
+//!   `SEGV_MAPERR` rather than `SEGV_ACCERR`; the handler accepts any
+//!   kernel-raised code. Markers survive `MADV_DONTNEED` and `MADV_FREE`
+//!   (checked on Linux 6.18, as documented), so releasing a cached stack's
+//!   pages keeps its guard; they are gone only with the mapping. A marker
+//!   needs a page-table entry, so the guard may cost one page-table page
+//!   when it is the only page of its 2 MiB region that is used. The guard
+//!   no longer shows in `/proc/self/maps` (the stack is one `rw-p` line);
+//!   `/proc/self/pagemap` flags its pages (bit 58) on Linux 6.15+.
+//! - **`PROT_NONE`** ([`GuardMethod::Mprotect`], the fallback): the stack is
+//!   mapped `PROT_NONE` and its usable part opened read-write with
+//!   `mprotect`. Guard and usable part differ in protection and cannot
+//!   merge, so each stack is **two VMAs**: with the 65,530 default about
+//!   32,000 stacks can be alive at once, and 100,000 threads need `sysctl
+//!   vm.max_map_count=262144` or more. When the cap is hit [`Stack::new`]
+//!   fails with an error that says so.
+//!
+//! The method is decided once per process, by the first mapping made (a
+//! stack, a signal stack or [`guard_method`]): it tries the markers, and if
+//! the kernel answers `EINVAL` (too old: unknown advice) or `ENOSYS`, that
+//! mapping gets a `PROT_NONE` guard and every later one is made the old way.
+//! Should the kernel refuse markers after having accepted them (a process
+//! that called `mlockall(MCL_FUTURE)`: locked VMAs take no markers), that one
+//! mapping gets a `PROT_NONE` guard. Alternate signal stacks are made the
+//! same way.
+//!
+//! One cost of merging: unmapping a stack from the middle of a merged VMA
+//! splits it, and the kernel refuses that split when the process is exactly
+//! at `vm.max_map_count`. A dropped stack whose `munmap` fails has its pages
+//! released instead and its (still guarded) address range leaked.
 //!
 //! # The default size
 //!
@@ -68,6 +106,7 @@ mod registry;
 use std::io;
 use std::ops::Range;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use rustix::io::Errno;
 use rustix::mm::{self, Advice, MapFlags, MprotectFlags, ProtFlags};
@@ -101,9 +140,53 @@ fn round_to_pages(bytes: usize) -> Option<usize> {
     bytes.checked_add(page - 1).map(|b| b & !(page - 1))
 }
 
-/// One anonymous mapping: `guard` bytes of `PROT_NONE` at the low end, the
-/// rest read-write. Unmapped on drop. Used for thread stacks and for the
-/// alternate signal stacks.
+/// How this process makes the guards of its stacks (and of the alternate
+/// signal stacks); see the module documentation. Chosen once per process, on
+/// the first mapping made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GuardMethod {
+    /// Guard markers installed with `madvise(MADV_GUARD_INSTALL)` in the low
+    /// pages of one read-write mapping: one VMA per stack (Linux 6.13+).
+    Madvise,
+    /// A `PROT_NONE` part made with `mprotect` below the read-write part:
+    /// two VMAs per stack.
+    Mprotect,
+}
+
+/// `MADV_GUARD_INSTALL` (Linux 6.13+); neither rustix nor libc names it yet.
+const MADV_GUARD_INSTALL: libc::c_int = 102;
+
+/// Values of [`METHOD`].
+const METHOD_UNKNOWN: u8 = 0;
+const METHOD_MADVISE: u8 = 1;
+const METHOD_MPROTECT: u8 = 2;
+
+/// The process's guard method: unknown until the first mapping tries
+/// `MADV_GUARD_INSTALL`; the first answer is kept for good.
+static METHOD: AtomicU8 = AtomicU8::new(METHOD_UNKNOWN);
+
+/// The guard method this process uses. Decides it first if no stack has been
+/// made yet, by mapping (and unmapping) a one-page stack; fails only when
+/// that mapping cannot be made.
+pub fn guard_method() -> io::Result<GuardMethod> {
+    if METHOD.load(Ordering::Relaxed) == METHOD_UNKNOWN {
+        drop(Mapping::new(page_size(), page_size(), "probe stack")?);
+    }
+    Ok(match METHOD.load(Ordering::Relaxed) {
+        METHOD_MADVISE => GuardMethod::Madvise,
+        _ => GuardMethod::Mprotect,
+    })
+}
+
+/// Records the first decision about the guard method; later ones are
+/// ignored (a concurrent first mapping may have decided already).
+fn decide(method: u8) {
+    let _ = METHOD.compare_exchange(METHOD_UNKNOWN, method, Ordering::Relaxed, Ordering::Relaxed);
+}
+
+/// One anonymous mapping: `guard` bytes of guard at the low end (markers or
+/// `PROT_NONE`, see [`GuardMethod`]), the rest read-write. Unmapped on drop.
+/// Used for thread stacks and for the alternate signal stacks.
 pub(crate) struct Mapping {
     base: NonNull<u8>,
     len: usize,
@@ -119,44 +202,110 @@ unsafe impl Sync for Mapping {}
 
 impl Mapping {
     /// Maps `guard + usable` bytes (both already page multiples, `usable > 0`)
-    /// and opens the usable part for reading and writing. `what` names the
-    /// mapping in error messages.
+    /// with the guard at the low end, made by the process's [`GuardMethod`]
+    /// (deciding it on the first call). `what` names the mapping in error
+    /// messages.
     pub(crate) fn new(usable: usize, guard: usize, what: &str) -> io::Result<Mapping> {
         let len = guard
             .checked_add(usable)
             .ok_or_else(|| too_big(usable, guard))?;
+        let map = if METHOD.load(Ordering::Relaxed) == METHOD_MPROTECT {
+            Mapping::with_prot_none_guard(len, guard)
+        } else {
+            Mapping::with_guard_markers(len, guard)
+        }
+        .map_err(|e| map_failed(what, usable, guard, e))?;
+        if len >= HUGE_PAGE {
+            // SAFETY: advice on our own mapping; it changes no contents. The
+            // whole range, so a guard-marker stack stays one VMA. Failure (a
+            // kernel without THP) is harmless and ignored.
+            let _ = unsafe { mm::madvise(map.base.as_ptr().cast(), len, Advice::LinuxNoHugepage) };
+        }
+        Ok(map)
+    }
+
+    /// An anonymous private mapping of `len` bytes with protection `prot`,
+    /// owned (and unmapped on drop) by the returned value.
+    fn map(len: usize, guard: usize, prot: ProtFlags) -> Result<Mapping, Errno> {
         // SAFETY: a fresh anonymous mapping at an address the kernel chooses
         // cannot alias any existing Rust object.
         let base = unsafe {
             mm::mmap_anonymous(
                 std::ptr::null_mut(),
                 len,
-                ProtFlags::empty(),
+                prot,
                 MapFlags::PRIVATE | MapFlags::NORESERVE | MapFlags::STACK,
             )
-        }
-        .map_err(|e| map_failed(what, usable, guard, e))?;
-        let base = NonNull::new(base.cast::<u8>()).ok_or_else(|| {
-            io::Error::other(format!("ferry: mmap returned a null {what} mapping"))
-        })?;
-        // From here on, dropping `map` unmaps the whole range.
-        let map = Mapping { base, len, guard };
+        }?;
+        // mmap never returns null for a non-fixed mapping.
+        let base = NonNull::new(base.cast::<u8>()).ok_or(Errno::NOMEM)?;
+        Ok(Mapping { base, len, guard })
+    }
+
+    /// The fallback: a `PROT_NONE` mapping whose usable part is then opened
+    /// read-write, leaving the guard a separate `PROT_NONE` VMA.
+    fn with_prot_none_guard(len: usize, guard: usize) -> Result<Mapping, Errno> {
+        let map = Mapping::map(len, guard, ProtFlags::empty())?;
         // SAFETY: `[base + guard, base + len)` lies inside the mapping just
         // made, which nothing else references yet.
         unsafe {
             mm::mprotect(
                 map.bottom().cast(),
-                usable,
+                map.usable(),
                 MprotectFlags::READ | MprotectFlags::WRITE,
             )
-        }
-        .map_err(|e| map_failed(what, usable, guard, e))?;
-        if usable >= HUGE_PAGE {
-            // SAFETY: advice on our own usable range; it changes no contents.
-            // Failure (a kernel without THP) is harmless and ignored.
-            let _ = unsafe { mm::madvise(map.bottom().cast(), usable, Advice::LinuxNoHugepage) };
-        }
+        }?;
         Ok(map)
+    }
+
+    /// A read-write mapping whose guard pages get guard markers; if the
+    /// kernel has none (`EINVAL`, `ENOSYS`) the guard is made `PROT_NONE`
+    /// instead and, if this was the first try, the process switches to the
+    /// `mprotect` method for good.
+    fn with_guard_markers(len: usize, guard: usize) -> Result<Mapping, Errno> {
+        let map = Mapping::map(len, guard, ProtFlags::READ | ProtFlags::WRITE)?;
+        match map.install_guard_markers() {
+            Ok(()) => {
+                decide(METHOD_MADVISE);
+                Ok(map)
+            }
+            Err(e) if e == Errno::INVAL || e == Errno::NOSYS => {
+                decide(METHOD_MPROTECT);
+                // A kernel that refuses markers after accepting them (the
+                // process called `mlockall(MCL_FUTURE)`, say) still gets a
+                // guard: protect this mapping's guard the old way.
+                // SAFETY: `[base, base + guard)` lies inside the mapping just
+                // made, which nothing references yet.
+                unsafe { mm::mprotect(map.base.as_ptr().cast(), guard, MprotectFlags::empty()) }?;
+                Ok(map)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `madvise(MADV_GUARD_INSTALL)` over the guard pages, retried when the
+    /// kernel asks for it.
+    fn install_guard_markers(&self) -> Result<(), Errno> {
+        let mut tries = 0;
+        loop {
+            // SAFETY: `[base, base + guard)` is the low end of the mapping
+            // this value owns, whose pages nothing references: fresh
+            // mappings are only handed out after this call. The advice turns
+            // those pages into guard markers (any contents would be
+            // discarded; there are none) and touches nothing else. libc
+            // rather than rustix because rustix's `Advice` has no guard
+            // value; 102 is the kernel's `MADV_GUARD_INSTALL`.
+            let r =
+                unsafe { libc::madvise(self.base.as_ptr().cast(), self.guard, MADV_GUARD_INSTALL) };
+            if r == 0 {
+                return Ok(());
+            }
+            let e = Errno::from_io_error(&io::Error::last_os_error()).unwrap_or(Errno::INVAL);
+            tries += 1;
+            if (e != Errno::INTR && e != Errno::AGAIN) || tries >= 8 {
+                return Err(e);
+            }
+        }
     }
 
     /// Lowest usable address (just above the guard).
@@ -181,7 +330,9 @@ impl Mapping {
     }
 
     /// Gives the usable part's pages back to the kernel (`MADV_DONTNEED`):
-    /// the next touch of each page gets a fresh zero page.
+    /// the next touch of each page gets a fresh zero page. The guard is not
+    /// in the range, and would survive it anyway: `MADV_DONTNEED` keeps guard
+    /// markers (checked on Linux 6.18), as it keeps `PROT_NONE`.
     fn release_pages(&mut self) -> io::Result<()> {
         // SAFETY: `&mut self` means no thread runs on this memory and no
         // reference into it exists; discarding its contents is then only a
@@ -193,11 +344,19 @@ impl Mapping {
 
 impl Drop for Mapping {
     fn drop(&mut self) {
+        let (base, len) = (self.base.as_ptr().cast(), self.len);
         // SAFETY: the range is exactly the mapping this value owns, and
-        // dropping it means nothing uses the memory any more. munmap of a
-        // range we mapped can only fail on a kernel bug; there is nothing to
-        // do about it in a destructor.
-        let _ = unsafe { mm::munmap(self.base.as_ptr().cast(), self.len) };
+        // dropping it means nothing uses the memory any more.
+        if unsafe { mm::munmap(base, len) }.is_err() {
+            // Only ENOMEM: with guard markers, neighbouring stacks may have
+            // merged into one VMA, and unmapping one from the middle splits
+            // it, which the kernel refuses when the process is exactly at
+            // vm.max_map_count. Give the memory back and leak the address
+            // range (still guarded, never reused) rather than fail a drop.
+            // SAFETY: as above; discarding the contents of memory nobody
+            // uses changes nothing observable.
+            let _ = unsafe { mm::madvise(base, len, Advice::LinuxDontNeed) };
+        }
     }
 }
 
@@ -216,7 +375,11 @@ fn map_failed(what: &str, usable: usize, guard: usize, e: Errno) -> io::Error {
             .map(|s| s.trim().to_owned())
             .unwrap_or_else(|_| "?".to_owned());
         format!(
-            "; the address space, the overcommit limit or vm.max_map_count ({cap}; each stack takes two mappings) is exhausted"
+            "; the address space, the overcommit limit or vm.max_map_count ({cap}; each stack takes {}) is exhausted",
+            match METHOD.load(Ordering::Relaxed) {
+                METHOD_MADVISE => "one mapping, guard markers in use",
+                _ => "two mappings, PROT_NONE guards in use",
+            }
         )
     } else {
         String::new()
@@ -232,8 +395,9 @@ fn map_failed(what: &str, usable: usize, guard: usize, e: Errno) -> io::Error {
     )
 }
 
-/// A thread stack: one mapping with a `PROT_NONE` guard below a read-write
-/// part that the kernel commits page by page as it is touched.
+/// A thread stack: one mapping with a guard (guard markers or `PROT_NONE`,
+/// see [`GuardMethod`]) below a read-write part that the kernel commits page
+/// by page as it is touched.
 ///
 /// Every stack is entered in the guard registry when it is made, so a thread
 /// that overflows it is reported even before [`set_owner`](Stack::set_owner)
@@ -336,7 +500,8 @@ impl Stack {
     }
 
     /// Returns the usable part's pages to the kernel (`MADV_DONTNEED`): the
-    /// stack keeps its address range and reads as zero afterwards. Must not
+    /// stack keeps its address range and its guard and reads as zero
+    /// afterwards. Must not
     /// be called for a stack a thread is running on, which `&mut` ensures.
     pub fn release_pages(&mut self) -> io::Result<()> {
         self.map.release_pages()

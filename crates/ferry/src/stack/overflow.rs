@@ -5,7 +5,11 @@
 //!
 //! A fault is an overflow when the kernel raised it (`si_code > 0`) and
 //! either the faulting address or the interrupted stack pointer lies in a
-//! registered guard. Then the handler writes one line to stderr, e.g.
+//! registered guard. Any kernel code will do: touching a `PROT_NONE` guard
+//! gives `SEGV_ACCERR`, touching a guard marker (`MADV_GUARD_INSTALL`, see
+//! [`GuardMethod`](super::GuardMethod)) gives `SEGV_MAPERR`, both with the
+//! faulting address in `si_addr`. Then the handler writes one line to
+//! stderr, e.g.
 //!
 //! ```text
 //! ferry: thread 42 "worker" overflowed its 256 KiB stack (fault at 0x7f3a1c2fefff, guard 0x7f3a1c2fe000..0x7f3a1c2ff000)

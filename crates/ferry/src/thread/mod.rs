@@ -4,7 +4,7 @@
 //!
 //! This room owns a thread's identity, stack, saved context and its park
 //! state; it must not pick which thread runs next (that is
-//! [`crate::processor`]'s job).
+//! the `processor` module's job).
 //!
 //! # The thread's park state
 //!
@@ -112,6 +112,11 @@ impl Thread {
         }
     }
 
+    /// The runtime the thread belongs to.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.0.shared
+    }
+
     pub(crate) fn state(&self) -> &AtomicU32 {
         &self.0.state
     }
@@ -163,7 +168,7 @@ pub fn yield_now() {
         return;
     };
     let shared = p.current_thread().0.shared.clone();
-    if p.local_is_empty() && !shared.has_work_hint() {
+    if p.local_is_empty() && !shared.has_work_hint() && shared.timers.fire_due() == 0 {
         return;
     }
     p.switch_away(&shared, Pending::Requeue);

@@ -1,0 +1,160 @@
+//! Timers: the sleeping threads of one runtime, ordered by deadline, and
+//! [`sleep`].
+//!
+//! This room owns the deadline heap and the cheap "is anything due?" check
+//! the processors make while scheduling; it must not switch contexts (a
+//! sleeper parks through [`crate::thread::park`]) and must not hold its lock
+//! while waking anyone.
+//!
+//! # The `next_due` word
+//!
+//! | value | meaning | written by |
+//! |-------|---------|------------|
+//! | `u64::MAX` | no timer pending | whoever pops the last entry (under the heap lock) |
+//! | `n` | the earliest deadline, in nanoseconds since the runtime's `epoch` | whoever pushes or pops (under the heap lock) |
+//!
+//! Readers compare it with the clock without the lock; a stale value only
+//! delays a check to the next scheduling point, and it is re-read under the
+//! lock before anything is popped.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::atomic::Ordering::{Acquire, Release};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::processor;
+use crate::thread::{Unparker, park};
+
+/// One sleeping thread.
+struct Entry {
+    due: u64,
+    seq: u64,
+    fired: Arc<AtomicBool>,
+    who: Unparker,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        (self.due, self.seq) == (other.due, other.seq)
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.due, self.seq).cmp(&(other.due, other.seq))
+    }
+}
+
+/// The sleeping threads of one runtime.
+pub(crate) struct Timers {
+    epoch: Instant,
+    heap: Mutex<(BinaryHeap<Reverse<Entry>>, u64)>,
+    next_due: AtomicU64,
+}
+
+impl Timers {
+    pub(crate) fn new() -> Timers {
+        Timers {
+            epoch: Instant::now(),
+            heap: Mutex::new((BinaryHeap::new(), 0)),
+            next_due: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX - 1)
+    }
+
+    /// Registers `who` to be woken (its flag set, then unparked) at `due`.
+    fn add(&self, due: Instant, who: Unparker) -> Arc<AtomicBool> {
+        let due = u64::try_from(due.saturating_duration_since(self.epoch).as_nanos())
+            .unwrap_or(u64::MAX - 1);
+        let fired = Arc::new(AtomicBool::new(false));
+        let mut heap = self.heap.lock().unwrap_or_else(PoisonError::into_inner);
+        let seq = heap.1;
+        heap.1 += 1;
+        heap.0.push(Reverse(Entry {
+            due,
+            seq,
+            fired: Arc::clone(&fired),
+            who,
+        }));
+        let first = heap.0.peek().map_or(u64::MAX, |e| e.0.due);
+        self.next_due.store(first, Release);
+        fired
+    }
+
+    /// How long until the earliest deadline, if any timer is pending.
+    pub(crate) fn until_next(&self) -> Option<Duration> {
+        let due = self.next_due.load(Acquire);
+        (due != u64::MAX).then(|| Duration::from_nanos(due.saturating_sub(self.now())))
+    }
+
+    /// Wakes every thread whose deadline has passed; returns how many.
+    pub(crate) fn fire_due(&self) -> usize {
+        let due = self.next_due.load(Acquire);
+        if due == u64::MAX {
+            return 0;
+        }
+        let now = self.now();
+        if now < due {
+            return 0;
+        }
+        let mut woken = Vec::new();
+        {
+            let mut heap = self.heap.lock().unwrap_or_else(PoisonError::into_inner);
+            while heap.0.peek().is_some_and(|e| e.0.due <= now) {
+                if let Some(Reverse(e)) = heap.0.pop() {
+                    woken.push(e);
+                }
+            }
+            let first = heap.0.peek().map_or(u64::MAX, |e| e.0.due);
+            self.next_due.store(first, Release);
+        }
+        let n = woken.len();
+        for e in woken {
+            e.fired.store(true, Release);
+            e.who.unpark();
+        }
+        n
+    }
+}
+
+/// Puts the calling thread to sleep for at least `duration`; its processor
+/// runs other threads meanwhile. On a plain kernel thread this is
+/// `std::thread::sleep`.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// ferry::run(|| {
+///     let start = Instant::now();
+///     ferry::sleep(Duration::from_millis(5));
+///     assert!(start.elapsed() >= Duration::from_millis(5));
+/// })
+/// .unwrap();
+/// ```
+pub fn sleep(duration: Duration) {
+    let Some(p) = processor::current().filter(|p| p.in_thread()) else {
+        std::thread::sleep(duration);
+        return;
+    };
+    let due = Instant::now() + duration;
+    let fired = p
+        .current_thread()
+        .shared()
+        .timers
+        .add(due, Unparker::current());
+    // Spurious returns from `park` are possible; the flag is the truth. A
+    // token the timer leaves behind only makes some later `park` return
+    // once, which every caller of `park` tolerates.
+    while !fired.load(Acquire) {
+        park();
+    }
+}
