@@ -285,3 +285,116 @@ fn errno_is_per_thread_across_yields_and_processors() {
         assert!(kernel_threads_seen >= 1);
     });
 }
+
+#[test]
+fn a_hundred_thousand_threads_alive_at_once() {
+    let n = if cfg!(miri) { 100 } else { 100_000 };
+    Runtime::builder()
+        .processors(2)
+        .run(move || {
+            let release = Arc::new(AtomicBool::new(false));
+            let alive = Arc::new(AtomicUsize::new(0));
+            let hs: Vec<_> = (0..n)
+                .map(|_| {
+                    let (release, alive) = (Arc::clone(&release), Arc::clone(&alive));
+                    ferry::spawn(move || {
+                        alive.fetch_add(1, Ordering::AcqRel);
+                        while !release.load(Ordering::Acquire) {
+                            ferry::park();
+                        }
+                    })
+                })
+                .collect();
+            while alive.load(Ordering::Acquire) < n {
+                ferry::yield_now();
+            }
+            // Every thread has started and none has finished: all n are
+            // alive, each on its own stack.
+            assert!(hs.iter().all(|h| !h.is_finished()));
+            release.store(true, Ordering::Release);
+            for h in &hs {
+                h.thread().unpark();
+            }
+            for h in hs {
+                h.join().unwrap();
+            }
+        })
+        .unwrap();
+}
+
+ferry::thread_local! {
+    static COUNTER: std::cell::Cell<u64> = std::cell::Cell::new(0);
+}
+
+struct DropCounter(Option<Arc<AtomicUsize>>);
+
+impl Drop for DropCounter {
+    fn drop(&mut self) {
+        if let Some(c) = &self.0 {
+            c.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+}
+
+#[test]
+fn thread_locals_are_per_thread_follow_it_and_drop_at_exit() {
+    on_one_and_two(|| {
+        let hs: Vec<_> = (0..20u64)
+            .map(|i| {
+                ferry::spawn(move || {
+                    for k in 1..=100 {
+                        COUNTER.with(|c| c.set(c.get() + i));
+                        ferry::yield_now();
+                        assert_eq!(COUNTER.with(std::cell::Cell::get), k * i);
+                    }
+                    COUNTER.with(std::cell::Cell::get)
+                })
+            })
+            .collect();
+        for (i, h) in hs.into_iter().enumerate() {
+            assert_eq!(h.join().unwrap(), 100 * i as u64);
+        }
+        assert_eq!(
+            COUNTER.with(std::cell::Cell::get),
+            0,
+            "main's own value is untouched"
+        );
+    });
+}
+
+#[test]
+fn thread_local_destructors_run_when_the_thread_ends() {
+    ferry::thread_local! {
+        static GUARD: std::cell::RefCell<Option<DropCounter>> = const { std::cell::RefCell::new(None) };
+    }
+    on_one_and_two(|| {
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let d = Arc::clone(&dropped);
+        let h = ferry::spawn(move || {
+            GUARD.with(|g| *g.borrow_mut() = Some(DropCounter(Some(d))));
+        });
+        // Keep the thread's control block alive past its end: its locals
+        // must go when it ends, not when the last handle does.
+        let t = h.thread().clone();
+        h.join().unwrap();
+        // The destructors run just after the result is handed over.
+        for _ in 0..100_000 {
+            if dropped.load(Ordering::Acquire) != 0 {
+                break;
+            }
+            ferry::yield_now();
+        }
+        assert_eq!(dropped.load(Ordering::Acquire), 1);
+        drop(t);
+    });
+}
+
+#[test]
+fn thread_locals_work_on_plain_kernel_threads() {
+    let a = std::thread::spawn(|| {
+        COUNTER.with(|c| c.set(7));
+        COUNTER.with(std::cell::Cell::get)
+    });
+    assert_eq!(a.join().unwrap(), 7);
+    assert_eq!(COUNTER.with(std::cell::Cell::get), 0);
+}

@@ -21,6 +21,25 @@
 //! The thread states themselves (new, runnable, running, parked, exited) are
 //! where a thread is: in a run queue (runnable), in a processor's `current`
 //! (running), nowhere but a waiter list (parked), or gone (exited).
+//!
+//! # What must not be held across a switch
+//!
+//! A ferry thread can stop at any blocking call (`park`, `join`, `sleep`,
+//! `yield_now`, and every `ferry::sync` wait) and resume on another kernel
+//! thread. So, across such a call, do not hold:
+//!
+//! - a reference obtained from a `std::thread_local!` (the value belongs to
+//!   the kernel thread, which may by then run another ferry thread); use
+//!   [`thread_local!`](crate::thread_local) for per-thread state instead;
+//! - a `std::sync::Mutex`/`RwLock` guard, or anything else that blocks the
+//!   *kernel* thread: another ferry thread on the same processor that waits
+//!   for it would block the processor, and the guard may be released from a
+//!   different kernel thread than took it (pthread forbids that);
+//! - raw pointers to the current processor: the runtime itself always asks
+//!   for the current processor again after a switch, never through an
+//!   address cached before it.
+//!
+//! `errno` is saved and restored per ferry thread across every switch.
 
 use std::any::Any;
 use std::cell::UnsafeCell;
@@ -30,6 +49,11 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
+
+mod local;
+
+pub use local::LocalKey;
+use local::LocalTable;
 
 use crate::arch::{self, Context};
 use crate::processor::{self, Pending};
@@ -55,11 +79,14 @@ pub(crate) struct ThreadInner {
     stack: Mutex<Option<Stack>>,
     /// What it runs, until it starts.
     main: Mutex<Option<Main>>,
+    /// Its `thread_local!` values; touched only by the thread itself.
+    locals: UnsafeCell<LocalTable>,
     shared: Arc<Shared>,
 }
 
 // SAFETY: `context` is accessed only by the processor that switches the
-// thread out or in, one at a time (see its field doc); the rest is `Sync`.
+// thread out or in, one at a time (see its field doc), and `locals` only by
+// the thread itself while it runs; the rest is `Sync`.
 unsafe impl Sync for ThreadInner {}
 // SAFETY: as above; a thread's parts move between kernel threads by design.
 unsafe impl Send for ThreadInner {}
@@ -110,6 +137,16 @@ impl Thread {
                 Err(now) => s = now,
             }
         }
+    }
+
+    /// Lends the thread's local table to `f`.
+    ///
+    /// # Safety
+    /// Only the thread itself, while running, and `f` must not lend the
+    /// table again (no re-entry, no user code).
+    pub(crate) unsafe fn with_locals<R>(&self, f: impl FnOnce(&mut LocalTable) -> R) -> R {
+        // SAFETY: by the caller's contract this is the only loan of the table.
+        f(unsafe { &mut *self.0.locals.get() })
     }
 
     /// The runtime the thread belongs to.
@@ -408,6 +445,7 @@ impl Builder {
             context: UnsafeCell::new(context),
             stack: Mutex::new(Some(stack)),
             main: Mutex::new(Some(main)),
+            locals: UnsafeCell::new(Vec::new()),
             shared: Arc::clone(shared),
         }));
         shared.schedule(thread.clone());
@@ -444,6 +482,14 @@ unsafe extern "C" fn thread_entry(_: *mut ()) -> ! {
         if let Some(main) = main {
             main();
         }
+        // Drop the thread's locals now, as the thread ends, on its own stack
+        // (their destructors may use other keys, which then start afresh).
+        let p = processor::current().expect("a ferry thread ended outside a processor");
+        let me = p.current_thread();
+        // SAFETY: the running thread lends its own table, to `take` only.
+        let locals = unsafe { me.with_locals(std::mem::take) };
+        drop(me);
+        drop(locals);
     }
     let p = processor::current().expect("a ferry thread ended outside a processor");
     p.exit_current()
