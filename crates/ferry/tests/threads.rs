@@ -398,3 +398,50 @@ fn thread_locals_work_on_plain_kernel_threads() {
     assert_eq!(a.join().unwrap(), 7);
     assert_eq!(COUNTER.with(std::cell::Cell::get), 0);
 }
+
+/// Recurses without end, with a frame the optimiser cannot drop.
+#[allow(unconditional_recursion)] // the point: run off the end of the stack
+fn recurse_forever(depth: u64) -> u64 {
+    let frame = std::hint::black_box([depth; 32]);
+    recurse_forever(depth + 1).wrapping_add(frame[depth as usize % 32])
+}
+
+#[test]
+fn a_stack_overflow_kills_the_process_and_names_the_thread() {
+    const CHILD: &str = "FERRY_THREADS_TEST_OVERFLOW_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        Runtime::builder()
+            .processors(2)
+            .run(|| {
+                let h = ferry::thread::Builder::new()
+                    .name("deep-recursion")
+                    .stack_size(64 * 1024)
+                    .spawn(|| recurse_forever(0))
+                    .unwrap();
+                let _ = h.join();
+            })
+            .unwrap();
+        unreachable!("the overflow must have killed the process");
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "a_stack_overflow_kills_the_process_and_names_the_thread",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGSEGV),
+        "child status {:?}; stderr:\n{stderr}",
+        out.status
+    );
+    assert!(stderr.contains("\"deep-recursion\""), "stderr:\n{stderr}");
+    assert!(stderr.contains("64 KiB"), "stderr:\n{stderr}");
+    assert!(stderr.contains("ferry: thread "), "stderr:\n{stderr}");
+}
