@@ -22,6 +22,7 @@ pub mod arch;
 mod processor;
 mod runtime;
 pub mod stack;
+pub mod sync;
 mod sys;
 pub mod thread;
 mod timer;

@@ -48,6 +48,10 @@ pub(crate) const LOCAL_QUEUE: usize = 256;
 /// A processor looks at the timers at least once per this many switches.
 const TIMER_CHECK_EVERY: u32 = 64;
 
+/// A processor looks at the injector before its own queue once per this
+/// many scheduling rounds (Go uses 61 for its global queue).
+const INJECTOR_FIRST_EVERY: u32 = 61;
+
 /// What the next context to run must do for the one that just left.
 pub(crate) enum Pending {
     /// Nothing.
@@ -75,6 +79,8 @@ pub(crate) struct Owner {
     next_victim: usize,
     /// Switches since the last look at the timers.
     ticks: u32,
+    /// Calls of `find_work`, to give the injector its turn.
+    rounds: u32,
 }
 
 /// One processor: a kernel thread's worth of user-level scheduling.
@@ -144,6 +150,7 @@ impl Processor {
                     pending: Pending::None,
                     next_victim: 0,
                     ticks: 0,
+                    rounds: 0,
                 }),
                 sleep: AtomicU32::new(0),
             })
@@ -193,6 +200,18 @@ impl Processor {
         }
     }
 
+    /// Moves one injected thread to this processor's queue, so that a
+    /// yielding thread goes behind it; false if there was none.
+    pub(crate) fn pull_injected(&self, shared: &Shared) -> bool {
+        match shared.take_injected() {
+            Some(t) => {
+                self.push_local(shared, t);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Whether this processor's own queue looks empty.
     pub(crate) fn local_is_empty(&self) -> bool {
         self.owner().local_rx.is_empty()
@@ -223,6 +242,14 @@ impl Processor {
     fn find_work(&self, shared: &Shared) -> Option<Thread> {
         shared.timers.fire_due();
         let owner = self.owner();
+        // Now and then the injector goes first, so that threads woken from
+        // outside are not starved by local threads that keep each other busy.
+        owner.rounds = owner.rounds.wrapping_add(1);
+        if owner.rounds.is_multiple_of(INJECTOR_FIRST_EVERY)
+            && let Some(t) = shared.take_injected()
+        {
+            return Some(t);
+        }
         if let Some(t) = owner.local_rx.try_pop() {
             return Some(t);
         }

@@ -445,3 +445,36 @@ fn a_stack_overflow_kills_the_process_and_names_the_thread() {
     assert!(stderr.contains("64 KiB"), "stderr:\n{stderr}");
     assert!(stderr.contains("ferry: thread "), "stderr:\n{stderr}");
 }
+
+#[test]
+fn a_thread_woken_from_a_kernel_thread_runs_while_another_yields() {
+    // Found with the sync types: a thread unparked from outside the runtime
+    // waits in the injector, and a processor whose only local thread keeps
+    // yielding must still run it.
+    Runtime::builder()
+        .processors(1)
+        .run(|| {
+            let done = Arc::new(AtomicBool::new(false));
+            let d = Arc::clone(&done);
+            let parked = ferry::spawn(move || {
+                while !d.load(Ordering::SeqCst) {
+                    ferry::park();
+                }
+            });
+            let t = parked.thread().clone();
+            ferry::yield_now();
+            std::thread::spawn(move || {
+                done.store(true, Ordering::SeqCst);
+                t.unpark();
+            })
+            .join()
+            .unwrap();
+            let mut yields = 0u64;
+            while !parked.is_finished() {
+                yields += 1;
+                assert!(yields < 10_000_000, "the woken thread never ran");
+                ferry::yield_now();
+            }
+        })
+        .unwrap();
+}

@@ -205,8 +205,12 @@ pub fn yield_now() {
         return;
     };
     let shared = p.current_thread().0.shared.clone();
-    if p.local_is_empty() && !shared.has_work_hint() && shared.timers.fire_due() == 0 {
-        return;
+    if p.local_is_empty() {
+        // Timers fire into this processor's queue; threads woken from
+        // outside wait in the injector: either way, queue one ahead of us.
+        if shared.timers.fire_due() == 0 && !p.pull_injected(&shared) {
+            return;
+        }
     }
     p.switch_away(&shared, Pending::Requeue);
 }

@@ -1,0 +1,48 @@
+//! `ferry`: the command of the ferry runtime.
+//!
+//! Each subcommand is a module with a `clap::Args` struct and a `run`
+//! function, and a variant of [`Command`]. Today there is `tour`; `allocd`,
+//! `top`, `bench` and `sim` come with later issues. What subcommands share
+//! lives in [`measure`] (repeated runs, medians, CPU pinning) and [`report`]
+//! (tables, JSON lines).
+//!
+//! The library crates must not depend on this one (nor on clap or serde).
+
+mod measure;
+mod report;
+mod tour;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// ferry: user-level threads that cost a few procedure calls.
+#[derive(Debug, Parser)]
+#[command(name = "ferry", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// A short guided tour of what ferry can do, measured beside std threads
+    Tour(tour::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Tour(args) => tour::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        // The reader went away (`ferry tour --json | head`): not our error.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ferry: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! [`Condvar`]: waiting for a condition on data a [`Mutex`] protects.
+//!
+//! This room owns the condition variable's waiter queue; it never touches
+//! the mutex's word itself (it unlocks and relocks through the guard), and
+//! never parks while holding its spinlock.
+//!
+//! # Protocol
+//!
+//! | word | written by | meaning |
+//! |------|------------|---------|
+//! | `waiters` (list, under the spinlock) | a waiter pushes itself *before* it unlocks the mutex; a notifier pops (`notify_one`) or detaches all (`notify_all`) | who waits |
+//! | `queued` | whoever changes the list, under the spinlock (Relaxed) | the list's length, readable without the spinlock |
+//!
+//! A waiter is queued while it still holds the mutex. A notifier that changed
+//! the condition under the mutex therefore either finds it queued, or the
+//! waiter had not yet checked the condition. The notifier reads `queued`
+//! without the spinlock: its own lock of the mutex (or its unlock, for a
+//! notify after it) happens after the waiter's unlock, which came after the
+//! waiter's push, so the count it reads includes the waiter. A notifier that
+//! never locks the mutex gets no such guarantee (as with any condvar).
+
+use std::fmt;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::Relaxed;
+
+use super::mutex::{Mutex, MutexGuard};
+use super::waiter::{SpinLock, WaitList, Waiter};
+
+/// A condition variable for [`Mutex`], for ferry threads and plain kernel
+/// threads alike.
+///
+/// [`wait`](Condvar::wait) atomically unlocks the mutex and blocks (the
+/// user-level thread on a ferry thread, the kernel thread otherwise) until a
+/// [`notify_one`](Condvar::notify_one) or
+/// [`notify_all`](Condvar::notify_all), then locks the mutex again. Use one
+/// condvar with one mutex. As with every condvar, check the condition in a
+/// loop (or use [`wait_while`](Condvar::wait_while)).
+///
+/// ```
+/// use std::sync::Arc;
+/// use ferry::sync::{Condvar, Mutex};
+///
+/// ferry::run(|| {
+///     let pair = Arc::new((Mutex::new(false), Condvar::new()));
+///     let p = Arc::clone(&pair);
+///     let t = ferry::spawn(move || {
+///         *p.0.lock() = true;
+///         p.1.notify_one();
+///     });
+///     let (m, cv) = &*pair;
+///     let ready = cv.wait_while(m.lock(), |ready| !*ready);
+///     assert!(*ready);
+///     drop(ready);
+///     t.join().unwrap();
+/// })
+/// .unwrap();
+/// ```
+pub struct Condvar {
+    waiters: SpinLock<WaitList>,
+    queued: AtomicUsize,
+}
+
+impl Condvar {
+    /// A condition variable nobody waits on.
+    pub const fn new() -> Condvar {
+        Condvar {
+            waiters: SpinLock::new(WaitList::new()),
+            queued: AtomicUsize::new(0),
+        }
+    }
+
+    /// Unlocks `guard`'s mutex, blocks until notified, and locks the mutex
+    /// again before returning.
+    ///
+    /// A wakeup may come without the condition holding (another thread may
+    /// have changed it first), so callers re-check it.
+    pub fn wait<'a, T: ?Sized>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+        let mutex: &'a Mutex<T> = MutexGuard::mutex(&guard);
+        let me = Waiter::new();
+        {
+            let mut list = self.waiters.lock();
+            // SAFETY: `me` is in no list and stays on this frame until
+            // `me.wait()` returns, which is after a notifier took it out (a
+            // condvar waiter never removes itself).
+            unsafe { list.push_back(&me) };
+            self.queued.store(list.len(), Relaxed);
+        }
+        drop(guard);
+        me.wait();
+        mutex.lock()
+    }
+
+    /// Blocks while `condition` holds for the data: re-checks it after every
+    /// wakeup, and returns the guard once it is false.
+    pub fn wait_while<'a, T: ?Sized, F>(
+        &self,
+        mut guard: MutexGuard<'a, T>,
+        mut condition: F,
+    ) -> MutexGuard<'a, T>
+    where
+        F: FnMut(&mut T) -> bool,
+    {
+        while condition(&mut *guard) {
+            guard = self.wait(guard);
+        }
+        guard
+    }
+
+    /// Wakes one waiting thread, if any waits (the longest waiting).
+    pub fn notify_one(&self) {
+        if self.queued.load(Relaxed) == 0 {
+            return;
+        }
+        let wake = {
+            let mut list = self.waiters.lock();
+            let wake = list.pop_front();
+            self.queued.store(list.len(), Relaxed);
+            wake
+        };
+        if let Some(w) = wake {
+            w.unpark();
+        }
+    }
+
+    /// Wakes every waiting thread.
+    pub fn notify_all(&self) {
+        if self.queued.load(Relaxed) == 0 {
+            return;
+        }
+        let batch = {
+            let mut list = self.waiters.lock();
+            self.queued.store(0, Relaxed);
+            list.take()
+        };
+        // SAFETY: condvar waiters never remove themselves; the batch is ours.
+        unsafe { batch.wake_all() };
+    }
+}
+
+impl Default for Condvar {
+    fn default() -> Self {
+        Condvar::new()
+    }
+}
+
+impl fmt::Debug for Condvar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Condvar")
+            .field("waiters", &self.queued.load(Relaxed))
+            .finish()
+    }
+}

@@ -1,0 +1,328 @@
+//! [`Mutex`]: mutual exclusion that blocks at user level; one CAS to lock and
+//! one to unlock when uncontended.
+//!
+//! This room owns the lock word and its waiter queue; it must never park or
+//! switch while holding the queue's spinlock, and never wake more than one
+//! waiter per unlock.
+//!
+//! # Protocol
+//!
+//! `state` holds two bits:
+//!
+//! | value | meaning |
+//! |-------|---------|
+//! | `0` | unlocked, nobody queued |
+//! | `LOCKED` | locked, nobody queued: unlock is one CAS `LOCKED -> 0` |
+//! | `LOCKED \| QUEUED` | locked, waiters queued: unlock takes the slow path and wakes one |
+//! | `QUEUED` | unlocked, waiters queued (an unlock just woke one of them; anyone may take the lock first) |
+//!
+//! | transition | by | when |
+//! |------------|----|------|
+//! | `s -> s \| LOCKED` (CAS, Acquire) | a locker | `s` has no `LOCKED`: fast path (`0 -> LOCKED`) or after spinning / being woken |
+//! | `s -> s \| QUEUED` (CAS) | a locker, **under the queue spinlock**, right before it queues itself | `s` has `LOCKED` |
+//! | `LOCKED -> 0` (CAS, Release) | the holder | fast unlock; fails iff `QUEUED` is set |
+//! | `LOCKED \| QUEUED -> 0 or QUEUED` (store, Release) | the holder, **under the queue spinlock**, after it popped the first waiter | `QUEUED` stays iff waiters remain |
+//!
+//! `QUEUED` is only set or cleared under the queue spinlock, and only while
+//! `LOCKED` is set, so the holder's slow unlock sees a stable word. A locker
+//! that sets `QUEUED` and queues itself holds the spinlock throughout, so an
+//! unlock that fails its fast CAS finds it in the queue. A woken waiter is not
+//! handed the lock: it competes again (a running thread may take the lock
+//! first, which keeps the lock busy instead of waiting for the woken thread to
+//! be scheduled), and if it loses it re-queues at the *front*, so waiters are
+//! served in FIFO order among themselves.
+//!
+//! There is no poisoning: a panic while the lock is held unlocks it (the
+//! guard's drop) and the next holder sees the data as the panicking thread
+//! left it, as with `parking_lot` and Tokio.
+
+use std::cell::UnsafeCell;
+use std::fmt;
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::AtomicU32;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+
+use super::waiter::{SpinLock, WaitList, Waiter};
+
+const LOCKED: u32 = 1;
+const QUEUED: u32 = 2;
+
+/// Tries of the lock (with the spin hint between them) before a contended
+/// locker queues itself and parks.
+const SPINS: u32 = 64;
+
+/// A mutual-exclusion lock protecting a `T`, for ferry threads and plain
+/// kernel threads alike.
+///
+/// A contended [`lock`](Mutex::lock) spins briefly, then blocks: on a ferry
+/// thread only that user-level thread (its processor runs others), on a
+/// plain kernel thread that kernel thread. Both kinds may contend on one
+/// mutex. Waiters are woken in FIFO order; a running thread may still take
+/// the lock before a woken one gets to it. No poisoning (see the module docs).
+///
+/// ```
+/// use std::sync::Arc;
+/// use ferry::sync::Mutex;
+///
+/// let total = ferry::run(|| {
+///     let m = Arc::new(Mutex::new(0u64));
+///     let handles: Vec<_> = (0..8)
+///         .map(|_| {
+///             let m = Arc::clone(&m);
+///             ferry::spawn(move || {
+///                 for _ in 0..100 {
+///                     *m.lock() += 1;
+///                 }
+///             })
+///         })
+///         .collect();
+///     for h in handles {
+///         h.join().unwrap();
+///     }
+///     let n = *m.lock();
+///     n
+/// })
+/// .unwrap();
+/// assert_eq!(total, 800);
+/// ```
+pub struct Mutex<T: ?Sized> {
+    state: AtomicU32,
+    waiters: SpinLock<WaitList>,
+    data: UnsafeCell<T>,
+}
+
+// SAFETY: the mutex owns a `T` and can be sent with it.
+unsafe impl<T: ?Sized + Send> Send for Mutex<T> {}
+// SAFETY: the lock hands `&mut T` to one thread at a time, so sharing the
+// mutex only ever moves access to the `T` between threads: `T: Send`.
+unsafe impl<T: ?Sized + Send> Sync for Mutex<T> {}
+
+/// Access to a [`Mutex`]'s data; unlocks when dropped.
+///
+/// Not `Send`, as with std's guard (though a ferry lock is not tied to a
+/// kernel thread, the guard keeps std's contract).
+#[must_use = "the mutex unlocks at once if the guard is not kept"]
+pub struct MutexGuard<'a, T: ?Sized> {
+    mutex: &'a Mutex<T>,
+    _not_send: PhantomData<*const ()>,
+}
+
+// SAFETY: a shared guard gives only `&T`.
+unsafe impl<T: ?Sized + Sync> Sync for MutexGuard<'_, T> {}
+
+impl<T> Mutex<T> {
+    /// An unlocked mutex holding `value`.
+    pub const fn new(value: T) -> Mutex<T> {
+        Mutex {
+            state: AtomicU32::new(0),
+            waiters: SpinLock::new(WaitList::new()),
+            data: UnsafeCell::new(value),
+        }
+    }
+
+    /// The data, consuming the mutex.
+    pub fn into_inner(self) -> T {
+        self.data.into_inner()
+    }
+}
+
+impl<T: ?Sized> Mutex<T> {
+    /// Locks the mutex, blocking the calling thread (user-level thread on a
+    /// ferry thread, kernel thread otherwise) while another holds it.
+    ///
+    /// Locking a mutex the caller already holds deadlocks.
+    #[inline]
+    pub fn lock(&self) -> MutexGuard<'_, T> {
+        if self
+            .state
+            .compare_exchange(0, LOCKED, Acquire, Relaxed)
+            .is_err()
+        {
+            self.lock_contended();
+        }
+        MutexGuard {
+            mutex: self,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// Locks the mutex if it is free right now.
+    #[inline]
+    pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+        let mut s = self.state.load(Relaxed);
+        while s & LOCKED == 0 {
+            match self
+                .state
+                .compare_exchange_weak(s, s | LOCKED, Acquire, Relaxed)
+            {
+                Ok(_) => {
+                    return Some(MutexGuard {
+                        mutex: self,
+                        _not_send: PhantomData,
+                    });
+                }
+                Err(now) => s = now,
+            }
+        }
+        None
+    }
+
+    /// Whether some thread holds the lock at the moment of the call.
+    pub fn is_locked(&self) -> bool {
+        self.state.load(Relaxed) & LOCKED != 0
+    }
+
+    /// The data, through exclusive access to the mutex (no locking needed).
+    pub fn get_mut(&mut self) -> &mut T {
+        self.data.get_mut()
+    }
+
+    #[cold]
+    fn lock_contended(&self) {
+        let mut spins = 0;
+        let mut woken_before = false;
+        loop {
+            let s = self.state.load(Relaxed);
+            if s & LOCKED == 0 {
+                if self
+                    .state
+                    .compare_exchange_weak(s, s | LOCKED, Acquire, Relaxed)
+                    .is_ok()
+                {
+                    return;
+                }
+                continue;
+            }
+            // Spin only while nobody is queued: queued waiters mean the
+            // holder keeps the lock long enough for someone to have given up.
+            if s & QUEUED == 0 && spins < SPINS {
+                spins += 1;
+                std::hint::spin_loop();
+                continue;
+            }
+            let me = Waiter::new();
+            {
+                let mut list = self.waiters.lock();
+                let s = self.state.load(Relaxed);
+                if s & LOCKED == 0 {
+                    continue;
+                }
+                if s & QUEUED == 0
+                    && self
+                        .state
+                        .compare_exchange(s, s | QUEUED, Relaxed, Relaxed)
+                        .is_err()
+                {
+                    continue;
+                }
+                // SAFETY: `me` is in no list and stays on this stack frame
+                // until `me.wait()` below returns, which is after a waker
+                // took it out of the list (no one else removes it).
+                unsafe {
+                    if woken_before {
+                        list.push_front(&me);
+                    } else {
+                        list.push_back(&me);
+                    }
+                }
+            }
+            me.wait();
+            woken_before = true;
+            spins = 0;
+        }
+    }
+
+    /// Unlocks; called by the guard's drop.
+    #[inline]
+    fn unlock(&self) {
+        if self
+            .state
+            .compare_exchange(LOCKED, 0, Release, Relaxed)
+            .is_err()
+        {
+            self.unlock_contended();
+        }
+    }
+
+    #[cold]
+    fn unlock_contended(&self) {
+        let wake = {
+            let mut list = self.waiters.lock();
+            let wake = list.pop_front();
+            // Nobody else changes `state` now: `LOCKED` is ours and `QUEUED`
+            // only changes under the spinlock we hold.
+            let next = if list.is_empty() { 0 } else { QUEUED };
+            self.state.store(next, Release);
+            wake
+        };
+        if let Some(w) = wake {
+            w.unpark();
+        }
+    }
+}
+
+impl<T: Default> Default for Mutex<T> {
+    fn default() -> Self {
+        Mutex::new(T::default())
+    }
+}
+
+impl<T> From<T> for Mutex<T> {
+    fn from(value: T) -> Self {
+        Mutex::new(value)
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for Mutex<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("Mutex");
+        match self.try_lock() {
+            Some(guard) => d.field("data", &&*guard),
+            None => d.field("data", &format_args!("<locked>")),
+        };
+        d.finish_non_exhaustive()
+    }
+}
+
+impl<'a, T: ?Sized> MutexGuard<'a, T> {
+    /// The mutex this guard holds (for [`super::Condvar`]).
+    pub(crate) fn mutex(guard: &Self) -> &'a Mutex<T> {
+        guard.mutex
+    }
+}
+
+impl<T: ?Sized> Deref for MutexGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the guard holds the lock, so no `&mut T` exists elsewhere.
+        unsafe { &*self.mutex.data.get() }
+    }
+}
+
+impl<T: ?Sized> DerefMut for MutexGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: the guard holds the lock, and `&mut self` makes this the
+        // only reference derived from it.
+        unsafe { &mut *self.mutex.data.get() }
+    }
+}
+
+impl<T: ?Sized> Drop for MutexGuard<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        self.mutex.unlock();
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for MutexGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl<T: ?Sized + fmt::Display> fmt::Display for MutexGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&**self, f)
+    }
+}

@@ -1,0 +1,333 @@
+//! The parts every blocking primitive of [`crate::sync`] is built from: a
+//! spinlock held for a few instructions, an intrusive FIFO of [`Waiter`]s that
+//! live on the (parked) stacks of their threads, and the park loop.
+//!
+//! This room owns *how* a thread waits and is woken; it never decides *who*
+//! is woken (each primitive does), and nothing here parks, switches or calls
+//! out while a [`SpinLock`] is held.
+//!
+//! # A waiter's life
+//!
+//! A blocking thread builds a [`Waiter`] on its own stack, links it into a
+//! primitive's [`WaitList`] under that primitive's spinlock, drops the
+//! spinlock and calls [`Waiter::wait`], which parks until `woken` is set. A
+//! ferry thread's stack stays where it is while it is parked, and so does a
+//! kernel thread's, so the list can point at the waiter.
+//!
+//! | `Waiter::woken` | written by | meaning |
+//! |-----------------|------------|---------|
+//! | `false` | [`Waiter::new`] | queued (or about to be); the list owns the links |
+//! | `true` | the waker, under the list's spinlock, after it unlinked the waiter and cloned its [`Unparker`] (Release) | the wait is over; the waker never touches the waiter again, and unparks its clone after dropping the spinlock |
+//!
+//! The waiter reads `woken` with Acquire, so whatever the waker did before
+//! (handing over a lock, a permit, a barrier generation) is visible once it
+//! sees `true`. Because the waker unparks a *clone*, the waiter may already
+//! have returned and freed its stack frame by then; the late unpark only
+//! leaves a stale token, and every park loop here tolerates a spurious return.
+//!
+//! | `SpinLock::locked` | written by | meaning |
+//! |--------------------|------------|---------|
+//! | `false` | the holder, on unlock (Release) | free |
+//! | `true` | a locker, CAS `false -> true` (Acquire) | held, for a few instructions, by a thread that will not switch or park before it unlocks |
+
+use std::cell::{Cell, UnsafeCell};
+use std::marker::PhantomPinned;
+use std::ops::{Deref, DerefMut};
+use std::ptr;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+
+use crate::thread::Unparker;
+
+/// Spins with the CPU hint this many times before it starts giving the
+/// kernel thread's slice away while waiting for a [`SpinLock`].
+const SPINS_BEFORE_YIELD: u32 = 64;
+
+/// A test-and-test-and-set lock guarding a primitive's waiter bookkeeping.
+///
+/// Held only for a few instructions and never across a park or a switch, so
+/// its holder is always a running kernel thread (or one the kernel preempted):
+/// a waiter spins, then yields its *kernel* thread (`sched_yield`) so that a
+/// preempted holder on the same core can finish.
+pub(crate) struct SpinLock<T> {
+    locked: AtomicBool,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: `value` is only reached through a `SpinGuard`, and `locked` makes
+// guards exclusive; the value moves between threads, hence `T: Send`.
+unsafe impl<T: Send> Sync for SpinLock<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Send for SpinLock<T> {}
+
+impl<T: Default> Default for SpinLock<T> {
+    fn default() -> Self {
+        SpinLock::new(T::default())
+    }
+}
+
+impl<T> SpinLock<T> {
+    pub(crate) const fn new(value: T) -> Self {
+        SpinLock {
+            locked: AtomicBool::new(false),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    /// Takes the lock, spinning (then yielding the kernel thread) while it is
+    /// held.
+    #[inline]
+    pub(crate) fn lock(&self) -> SpinGuard<'_, T> {
+        if self
+            .locked
+            .compare_exchange_weak(false, true, Acquire, Relaxed)
+            .is_err()
+        {
+            self.lock_contended();
+        }
+        SpinGuard { lock: self }
+    }
+
+    #[cold]
+    fn lock_contended(&self) {
+        let mut spins = 0u32;
+        loop {
+            while self.locked.load(Relaxed) {
+                if spins < SPINS_BEFORE_YIELD {
+                    spins += 1;
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+            if self
+                .locked
+                .compare_exchange_weak(false, true, Acquire, Relaxed)
+                .is_ok()
+            {
+                return;
+            }
+        }
+    }
+}
+
+/// Holds a [`SpinLock`]; unlocks when dropped.
+pub(crate) struct SpinGuard<'a, T> {
+    lock: &'a SpinLock<T>,
+}
+
+impl<T> Deref for SpinGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the guard holds the lock, so no other reference to the
+        // value exists.
+        unsafe { &*self.lock.value.get() }
+    }
+}
+
+impl<T> DerefMut for SpinGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as in `deref`, and `&mut self` makes this one unique.
+        unsafe { &mut *self.lock.value.get() }
+    }
+}
+
+impl<T> Drop for SpinGuard<'_, T> {
+    fn drop(&mut self) {
+        self.lock.locked.store(false, Release);
+    }
+}
+
+/// One blocked thread, on its own stack, linked into one [`WaitList`].
+pub(crate) struct Waiter {
+    unparker: Unparker,
+    /// Links: touched only by whoever holds the spinlock guarding the list
+    /// the waiter is in (or owns a list detached with [`WaitList::take`]).
+    next: Cell<*const Waiter>,
+    prev: Cell<*const Waiter>,
+    /// See the module's table.
+    woken: AtomicBool,
+    /// Linked by address: must not move while in a list.
+    _pinned: PhantomPinned,
+}
+
+// SAFETY: the `Cell` links are only touched under the list's spinlock (see
+// the field doc), `unparker` is only cloned, and `woken` is atomic.
+unsafe impl Sync for Waiter {}
+
+impl Waiter {
+    /// A waiter for the calling thread (ferry or plain kernel thread).
+    pub(crate) fn new() -> Waiter {
+        Waiter {
+            unparker: Unparker::current(),
+            next: Cell::new(ptr::null()),
+            prev: Cell::new(ptr::null()),
+            woken: AtomicBool::new(false),
+            _pinned: PhantomPinned,
+        }
+    }
+
+    /// Parks the calling thread (only its user-level thread if it is a ferry
+    /// thread) until a waker has taken this waiter out of its list.
+    pub(crate) fn wait(&self) {
+        while !self.woken.load(Acquire) {
+            crate::thread::park();
+        }
+    }
+
+    /// Whether a waker has taken this waiter out of its list. Only
+    /// meaningful under the list's spinlock (or after [`Waiter::wait`]).
+    pub(crate) fn is_woken(&self) -> bool {
+        self.woken.load(Acquire)
+    }
+}
+
+/// Whom to unpark, once the spinlock is dropped.
+#[must_use = "a popped waiter must be unparked, after the spinlock is dropped"]
+pub(crate) struct Wake(Unparker);
+
+impl Wake {
+    /// Unparks the woken thread. Call it after dropping the spinlock.
+    pub(crate) fn unpark(self) {
+        self.0.unpark();
+    }
+}
+
+/// A FIFO of waiters, linked through the waiters themselves. Lives inside a
+/// [`SpinLock`] (or is a detached batch owned by one waker).
+pub(crate) struct WaitList {
+    head: *const Waiter,
+    tail: *const Waiter,
+    len: usize,
+}
+
+// SAFETY: the list only holds pointers to `Sync` waiters; who may touch them
+// is governed by the spinlock around the list.
+unsafe impl Send for WaitList {}
+
+impl Default for WaitList {
+    fn default() -> Self {
+        WaitList::new()
+    }
+}
+
+impl WaitList {
+    pub(crate) const fn new() -> WaitList {
+        WaitList {
+            head: ptr::null(),
+            tail: ptr::null(),
+            len: 0,
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.head.is_null()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Queues `w` last.
+    ///
+    /// # Safety
+    /// `w` is in no list, and stays where it is, alive, until a waker takes it
+    /// out (`pop_front`, after which `w.wait()` returns) or its owner removes
+    /// it with [`WaitList::remove`].
+    pub(crate) unsafe fn push_back(&mut self, w: &Waiter) {
+        w.next.set(ptr::null());
+        w.prev.set(self.tail);
+        if self.tail.is_null() {
+            self.head = w;
+        } else {
+            // SAFETY: `tail` is a waiter in this list, alive by the contract
+            // of `push_*`.
+            unsafe { (*self.tail).next.set(w) };
+        }
+        self.tail = w;
+        self.len += 1;
+    }
+
+    /// Queues `w` first (a waiter that was woken but lost the race again).
+    ///
+    /// # Safety
+    /// As [`WaitList::push_back`].
+    pub(crate) unsafe fn push_front(&mut self, w: &Waiter) {
+        w.prev.set(ptr::null());
+        w.next.set(self.head);
+        if self.head.is_null() {
+            self.tail = w;
+        } else {
+            // SAFETY: `head` is a waiter in this list, alive by the contract
+            // of `push_*`.
+            unsafe { (*self.head).prev.set(w) };
+        }
+        self.head = w;
+        self.len += 1;
+    }
+
+    /// Takes `w` out without waking it: its owner gives up waiting.
+    ///
+    /// # Safety
+    /// `w` is in this list (not woken).
+    pub(crate) unsafe fn remove(&mut self, w: &Waiter) {
+        let (prev, next) = (w.prev.get(), w.next.get());
+        if prev.is_null() {
+            self.head = next;
+        } else {
+            // SAFETY: a neighbour in this list is alive (contract of `push_*`).
+            unsafe { (*prev).next.set(next) };
+        }
+        if next.is_null() {
+            self.tail = prev;
+        } else {
+            // SAFETY: as above.
+            unsafe { (*next).prev.set(prev) };
+        }
+        self.len -= 1;
+    }
+
+    /// Takes the first waiter out and marks it woken; the caller must
+    /// [`Wake::unpark`] it after dropping the spinlock.
+    pub(crate) fn pop_front(&mut self) -> Option<Wake> {
+        let w = self.head;
+        if w.is_null() {
+            return None;
+        }
+        // SAFETY: `w` is in this list, so alive until it is marked woken
+        // below (contract of `push_*`); after the `woken` store it is not
+        // touched again.
+        unsafe {
+            let next = (*w).next.get();
+            self.head = next;
+            if next.is_null() {
+                self.tail = ptr::null();
+            } else {
+                (*next).prev.set(ptr::null());
+            }
+            self.len -= 1;
+            let unparker = (*w).unparker.clone();
+            (*w).woken.store(true, Release);
+            Some(Wake(unparker))
+        }
+    }
+
+    /// Detaches every waiter as a batch the caller owns, leaving this list
+    /// empty; wake the batch with [`WaitList::wake_all`] after dropping the
+    /// spinlock.
+    pub(crate) fn take(&mut self) -> WaitList {
+        std::mem::take(self)
+    }
+
+    /// Wakes every waiter of a batch detached with [`WaitList::take`].
+    ///
+    /// # Safety
+    /// The waiters of this batch never [`remove`](WaitList::remove)
+    /// themselves (they only leave when woken), so no one but the caller
+    /// touches them.
+    pub(crate) unsafe fn wake_all(mut self) {
+        while let Some(w) = self.pop_front() {
+            w.unpark();
+        }
+    }
+}
