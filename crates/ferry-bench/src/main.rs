@@ -14,6 +14,7 @@ mod measure;
 mod queues;
 mod report;
 mod switch;
+mod threads;
 
 use std::process::ExitCode;
 
@@ -35,6 +36,9 @@ enum Command {
     Queues(queues::Args),
     /// ns per one-way user-level context switch: ferry's switch, variants of it, corosensei
     Switch(switch::Args),
+    /// ns per thread operation (URPC Table I, Synthesis Table 3): ferry
+    /// against std::thread, Tokio and Go
+    Threads(threads::Args),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +46,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Queues(args) => queues::run(args),
         Command::Switch(args) => return switch::main(args),
+        Command::Threads(args) => return threads::main(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

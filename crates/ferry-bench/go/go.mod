@@ -1,0 +1,3 @@
+module ferry-bench/threads
+
+go 1.22
