@@ -81,6 +81,8 @@ pub(crate) struct Owner {
     ticks: u32,
     /// Calls of `find_work`, to give the injector its turn.
     rounds: u32,
+    /// The runtime this processor belongs to (set once, before it runs).
+    shared: *const Shared,
 }
 
 /// One processor: a kernel thread's worth of user-level scheduling.
@@ -151,10 +153,27 @@ impl Processor {
                     next_victim: 0,
                     ticks: 0,
                     rounds: 0,
+                    shared: ptr::null(),
                 }),
                 sleep: AtomicU32::new(0),
             })
             .collect()
+    }
+
+    /// Records the runtime this processor belongs to.
+    ///
+    /// # Safety
+    /// Called once per processor, before any kernel thread runs it, with the
+    /// `Shared` that owns it (which outlives every use of the processor).
+    pub(crate) unsafe fn set_shared(&self, shared: *const Shared) {
+        self.owner().shared = shared;
+    }
+
+    /// The runtime this processor belongs to.
+    pub(crate) fn shared(&self) -> &Shared {
+        // SAFETY: set by `set_shared` before the processor ran, to the
+        // `Shared` that owns this processor and so outlives this borrow.
+        unsafe { &*self.owner().shared }
     }
 
     /// Makes the calling kernel thread run this processor.

@@ -65,11 +65,15 @@ impl Shared {
     /// the injector; and wakes a sleeping processor if one sleeps.
     pub(crate) fn schedule(&self, t: Thread) {
         match processor::current() {
-            Some(p) => {
+            Some(p) if std::ptr::eq(p.shared(), self) => {
                 p.push_local(self, t);
-                self.wake_one();
+                // With one processor, the caller's is the one that will run it.
+                if self.processors.len() > 1 {
+                    self.wake_one();
+                }
             }
-            None => self.inject(t),
+            // Off the runtime (a kernel thread, or another runtime's processor).
+            _ => self.inject(t),
         }
     }
 
@@ -233,6 +237,11 @@ impl Builder {
             timers: Timers::new(),
         });
 
+        for p in shared.processors.iter() {
+            // SAFETY: no kernel thread runs the processors yet, and `shared`
+            // owns them and outlives every use of them.
+            unsafe { p.set_shared(Arc::as_ptr(&shared)) };
+        }
         let first = {
             let guard = ShutDownOnDrop(Arc::clone(&shared));
             thread::Builder::new()
@@ -270,7 +279,11 @@ impl Builder {
 
         let p0 = &shared.processors[0];
         let affinity = rustix::thread::sched_getaffinity(None).ok();
-        pin_to_cpu(0);
+        // One processor gains nothing from a fixed CPU and would lose the
+        // kernel's freedom to move it off a busy one.
+        if count > 1 {
+            pin_to_cpu(0);
+        }
         p0.enter();
         p0.run(&shared);
         Processor::leave();

@@ -204,15 +204,15 @@ pub fn yield_now() {
         std::thread::yield_now();
         return;
     };
-    let shared = p.current_thread().0.shared.clone();
+    let shared = p.shared();
     if p.local_is_empty() {
         // Timers fire into this processor's queue; threads woken from
         // outside wait in the injector: either way, queue one ahead of us.
-        if shared.timers.fire_due() == 0 && !p.pull_injected(&shared) {
+        if shared.timers.fire_due() == 0 && !p.pull_injected(shared) {
             return;
         }
     }
-    p.switch_away(&shared, Pending::Requeue);
+    p.switch_away(shared, Pending::Requeue);
 }
 
 /// Blocks the calling thread until it gets a wakeup token (see
@@ -236,8 +236,8 @@ pub fn park() {
         state.store(EMPTY, Relaxed);
         return;
     }
-    let shared = me.0.shared.clone();
-    p.switch_away(&shared, Pending::Park);
+    drop(me);
+    p.switch_away(p.shared(), Pending::Park);
 }
 
 /// Whoever must be woken: a ferry thread or a plain kernel thread.
