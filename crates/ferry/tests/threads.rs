@@ -292,29 +292,26 @@ fn a_hundred_thousand_threads_alive_at_once() {
     Runtime::builder()
         .processors(2)
         .run(move || {
-            let release = Arc::new(AtomicBool::new(false));
+            // Every thread blocks on one barrier; the main thread is the
+            // last party, so none can pass before all n are alive.
+            let barrier = Arc::new(ferry::sync::Barrier::new(n + 1));
             let alive = Arc::new(AtomicUsize::new(0));
             let hs: Vec<_> = (0..n)
                 .map(|_| {
-                    let (release, alive) = (Arc::clone(&release), Arc::clone(&alive));
+                    let (barrier, alive) = (Arc::clone(&barrier), Arc::clone(&alive));
                     ferry::spawn(move || {
                         alive.fetch_add(1, Ordering::AcqRel);
-                        while !release.load(Ordering::Acquire) {
-                            ferry::park();
-                        }
+                        barrier.wait();
                     })
                 })
                 .collect();
             while alive.load(Ordering::Acquire) < n {
                 ferry::yield_now();
             }
-            // Every thread has started and none has finished: all n are
-            // alive, each on its own stack.
+            // All n have started and none has finished: each is alive, on
+            // its own stack, blocked on the barrier.
             assert!(hs.iter().all(|h| !h.is_finished()));
-            release.store(true, Ordering::Release);
-            for h in &hs {
-                h.thread().unpark();
-            }
+            barrier.wait();
             for h in hs {
                 h.join().unwrap();
             }
