@@ -8,43 +8,7 @@
 use std::hint;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Summary of the samples (for example ns per operation) of repeated runs of one
-/// measurement.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Stats {
-    /// Median of the samples; for an even count, the mean of the two middle ones.
-    pub median: f64,
-    /// Smallest sample.
-    pub min: f64,
-    /// Largest sample.
-    pub max: f64,
-    /// Number of samples.
-    pub runs: usize,
-}
-
-impl Stats {
-    /// Summarises `samples`. Returns `None` for an empty slice or if any
-    /// sample is NaN, since neither has a meaningful median.
-    pub fn from_samples(samples: &[f64]) -> Option<Stats> {
-        if samples.is_empty() || samples.iter().any(|s| s.is_nan()) {
-            return None;
-        }
-        let mut sorted = samples.to_vec();
-        sorted.sort_by(f64::total_cmp);
-        let n = sorted.len();
-        let median = if n % 2 == 1 {
-            sorted[n / 2]
-        } else {
-            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-        };
-        Some(Stats {
-            median,
-            min: sorted[0],
-            max: sorted[n - 1],
-            runs: n,
-        })
-    }
-}
+pub use ferry_report::Stats;
 
 /// A reusable-once barrier that spins instead of parking, so that threads
 /// pinned to different cores leave it within nanoseconds of each other rather

@@ -9,6 +9,8 @@
 use serde::Serialize;
 
 use crate::measure::Stats;
+use ferry_report::round2;
+pub use ferry_report::{Align, Table};
 
 /// The result of one (case, system) pair of an experiment.
 ///
@@ -58,82 +60,6 @@ impl Record {
     /// This record as one line of JSON, without the trailing newline.
     pub fn json_line(&self) -> String {
         serde_json::to_string(self).expect("a Record always serialises")
-    }
-}
-
-fn round2(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
-}
-
-/// How a table column is aligned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Align {
-    /// Pad on the right (text).
-    Left,
-    /// Pad on the left (numbers).
-    Right,
-}
-
-/// A plain-text table whose columns are padded to their widest cell.
-#[derive(Debug, Clone)]
-pub struct Table {
-    headers: Vec<String>,
-    align: Vec<Align>,
-    rows: Vec<Vec<String>>,
-}
-
-impl Table {
-    /// A table with these column headers and alignments (same length).
-    pub fn new(columns: &[(&str, Align)]) -> Table {
-        Table {
-            headers: columns.iter().map(|(h, _)| (*h).to_owned()).collect(),
-            align: columns.iter().map(|(_, a)| *a).collect(),
-            rows: Vec::new(),
-        }
-    }
-
-    /// Appends a row; it must have one cell per column.
-    pub fn push_row(&mut self, cells: Vec<String>) {
-        assert_eq!(
-            cells.len(),
-            self.headers.len(),
-            "row has {} cells, table has {} columns",
-            cells.len(),
-            self.headers.len()
-        );
-        self.rows.push(cells);
-    }
-
-    /// Renders header, a dashed rule and the rows, each line ending in `\n`.
-    /// Columns are separated by two spaces; trailing spaces are trimmed.
-    pub fn render(&self) -> String {
-        let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
-        for row in &self.rows {
-            for (w, cell) in widths.iter_mut().zip(row) {
-                *w = (*w).max(cell.chars().count());
-            }
-        }
-        let line = |cells: &[String]| {
-            let padded: Vec<String> = cells
-                .iter()
-                .zip(&widths)
-                .zip(&self.align)
-                .map(|((cell, &w), align)| match align {
-                    Align::Left => format!("{cell:<w$}"),
-                    Align::Right => format!("{cell:>w$}"),
-                })
-                .collect();
-            let mut s = padded.join("  ").trim_end().to_owned();
-            s.push('\n');
-            s
-        };
-        let mut out = line(&self.headers);
-        let rule: Vec<String> = widths.iter().map(|&w| "-".repeat(w)).collect();
-        out.push_str(&line(&rule));
-        for row in &self.rows {
-            out.push_str(&line(row));
-        }
-        out
     }
 }
 

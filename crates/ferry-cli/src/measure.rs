@@ -4,41 +4,7 @@
 
 use std::time::Duration;
 
-/// Summary of repeated runs of one measurement, in ns per operation.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Stats {
-    /// Median of the runs; for an even count, the mean of the middle two.
-    pub median: f64,
-    /// Fastest run.
-    pub min: f64,
-    /// Slowest run.
-    pub max: f64,
-    /// How many runs.
-    pub runs: usize,
-}
-
-impl Stats {
-    /// Summarises `samples`; `None` if there are none or one is NaN.
-    pub fn from_samples(samples: &[f64]) -> Option<Stats> {
-        if samples.is_empty() || samples.iter().any(|s| s.is_nan()) {
-            return None;
-        }
-        let mut sorted = samples.to_vec();
-        sorted.sort_by(f64::total_cmp);
-        let n = sorted.len();
-        let median = if n % 2 == 1 {
-            sorted[n / 2]
-        } else {
-            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-        };
-        Some(Stats {
-            median,
-            min: sorted[0],
-            max: sorted[n - 1],
-            runs: n,
-        })
-    }
-}
+pub use ferry_report::Stats;
 
 /// One measured (case, system) pair: its stats and how many operations
 /// each run timed.

@@ -8,6 +8,8 @@
 use serde::Serialize;
 
 use crate::measure::Measured;
+use ferry_report::round2;
+pub use ferry_report::{Align, Table};
 
 /// The result of one (case, system) pair.
 ///
@@ -62,10 +64,6 @@ impl Record {
     }
 }
 
-fn round2(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
-}
-
 /// A duration in ns, in the unit that keeps it readable.
 pub fn fmt_ns(ns: f64) -> String {
     if ns < 10.0 {
@@ -90,73 +88,6 @@ pub fn fmt_count(n: u64) -> String {
         out.push(c);
     }
     out
-}
-
-/// How a table column is aligned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Align {
-    /// Pad on the right (text).
-    Left,
-    /// Pad on the left (numbers).
-    Right,
-}
-
-/// A plain-text table whose columns are padded to their widest cell.
-#[derive(Debug, Clone)]
-pub struct Table {
-    headers: Vec<String>,
-    align: Vec<Align>,
-    rows: Vec<Vec<String>>,
-}
-
-impl Table {
-    /// A table with these column headers and alignments.
-    pub fn new(columns: &[(&str, Align)]) -> Table {
-        Table {
-            headers: columns.iter().map(|(h, _)| (*h).to_owned()).collect(),
-            align: columns.iter().map(|(_, a)| *a).collect(),
-            rows: Vec::new(),
-        }
-    }
-
-    /// Appends a row; it must have one cell per column.
-    pub fn push_row(&mut self, cells: Vec<String>) {
-        assert_eq!(cells.len(), self.headers.len(), "one cell per column");
-        self.rows.push(cells);
-    }
-
-    /// Header, a dashed rule and the rows, each line indented by `indent`
-    /// and ending in `\n`; columns separated by two spaces.
-    pub fn render(&self, indent: &str) -> String {
-        let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
-        for row in &self.rows {
-            for (w, cell) in widths.iter_mut().zip(row) {
-                *w = (*w).max(cell.chars().count());
-            }
-        }
-        let line = |cells: &[String]| {
-            let padded: Vec<String> = cells
-                .iter()
-                .zip(&widths)
-                .zip(&self.align)
-                .map(|((cell, &w), align)| {
-                    let pad = " ".repeat(w - cell.chars().count());
-                    match align {
-                        Align::Left => format!("{cell}{pad}"),
-                        Align::Right => format!("{pad}{cell}"),
-                    }
-                })
-                .collect();
-            format!("{indent}{}\n", padded.join("  ").trim_end())
-        };
-        let mut out = line(&self.headers);
-        let rule: Vec<String> = widths.iter().map(|&w| "-".repeat(w)).collect();
-        out.push_str(&line(&rule));
-        for row in &self.rows {
-            out.push_str(&line(row));
-        }
-        out
-    }
 }
 
 #[cfg(test)]
@@ -199,6 +130,6 @@ mod tests {
     fn table_aligns_with_wide_chars() {
         let mut t = Table::new(&[("a", Align::Left), ("ns", Align::Right)]);
         t.push_row(vec!["x".into(), "1 µs".into()]);
-        assert_eq!(t.render("  "), "  a    ns\n  -  ----\n  x  1 µs\n");
+        assert_eq!(t.render_indented("  "), "  a    ns\n  -  ----\n  x  1 µs\n");
     }
 }

@@ -192,7 +192,7 @@ fn render(visit: &Visit) -> String {
         ]);
     }
     s.push('\n');
-    s.push_str(&table.render("   "));
+    s.push_str(&table.render_indented("   "));
     s
 }
 
