@@ -223,10 +223,14 @@ const SYMMETRIC: u8 = 2;
 /// How [`SpinPark`]'s two sides fence; see its protocol table.
 static FENCE_MODE: AtomicU8 = AtomicU8::new(UNKNOWN);
 
-/// The notifier's half: orders its published change before its read of
-/// `waiters`.
+/// The notifier's half of an asymmetric Dekker handshake: orders the
+/// caller's earlier stores before its later loads, *provided* the other
+/// side uses [`heavy_fence`] between its own store and load. A compiler
+/// fence once [`heavy_fence`] has found `membarrier(PRIVATE_EXPEDITED)`
+/// usable, a SeqCst fence otherwise. [`SpinPark`] uses the pair; so may any
+/// protocol whose one side is hot and the other about to sleep anyway.
 #[inline(always)]
-fn light_fence() {
+pub fn light_fence() {
     if FENCE_MODE.load(Ordering::Relaxed) == ASYMMETRIC {
         compiler_fence(Ordering::SeqCst);
     } else {
@@ -234,10 +238,12 @@ fn light_fence() {
     }
 }
 
-/// The waiter's half: orders its increment of `waiters` before its last
-/// check, and (asymmetric mode) forces a full barrier on every notifier.
+/// The waiter's half of the handshake of [`light_fence`]: a SeqCst fence,
+/// and (asymmetric mode) `membarrier(PRIVATE_EXPEDITED)`, which forces a
+/// full barrier on every running thread of the process. Costs a system call
+/// (microseconds): use it on the side that is about to sleep.
 #[cold]
-fn heavy_fence() {
+pub fn heavy_fence() {
     let mut mode = FENCE_MODE.load(Ordering::Relaxed);
     if mode == UNKNOWN {
         let wanted = if cfg!(any(miri, ferry_loom)) || !crate::sys::membarrier_register() {

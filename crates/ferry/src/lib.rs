@@ -21,12 +21,13 @@
 pub mod arch;
 mod processor;
 mod runtime;
+mod sched;
 pub mod stack;
 pub mod sync;
 mod sys;
 pub mod thread;
 mod timer;
 
-pub use runtime::{Builder, Runtime, run};
+pub use runtime::{Builder, Handle, Runtime, run};
 pub use thread::{JoinHandle, Panic, Thread, ThreadId, current, park, spawn, yield_now};
 pub use timer::sleep;

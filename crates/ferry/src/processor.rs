@@ -1,18 +1,22 @@
 //! Processors: one kernel thread per core the runtime holds, each running
-//! user-level threads from its own run queue, stealing from the others, and
-//! parking on a futex when there is nothing to run.
+//! user-level threads that its scheduling [`Policy`] picks, and spinning,
+//! then sleeping on a futex, when there is nothing to run.
 //!
-//! This room owns which [`Thread`] runs where and the switch between them. It
-//! must not block its kernel thread anywhere but in [`Processor::idle`], and it
-//! never caches a processor's address across a switch: code that resumes after
-//! a switch may be on another kernel thread, so it asks [`current`] again.
+//! This room owns the mechanism: the switch between threads, what is left to
+//! do after a switch, idling and waking. It must not decide *which* thread
+//! runs or where a runnable thread waits (that is [`crate::sched`]'s policy),
+//! must not block its kernel thread anywhere but in [`Processor::idle`], and
+//! never caches a processor's address across a switch: code that resumes
+//! after a switch may be on another kernel thread, so it asks [`current`]
+//! again.
 //!
 //! # Who touches what
 //!
-//! A processor's [`Owner`] part (run-queue producer, stealing handles, its
-//! scheduler context, the running thread, the pending action) is touched only
-//! by the kernel thread the processor runs on; the shared part (`sleep`) by
-//! anyone.
+//! A processor's [`Owner`] part (its rings' producer side, its policy, its
+//! scheduler context, the running thread, the pending action, its caches of
+//! stacks and thread ids) is touched only by the kernel thread the processor
+//! runs on. The rest (`next`, `sleep`, `willing_to_yield`) is atomic and
+//! touched by anyone.
 //!
 //! # The pending action
 //!
@@ -24,33 +28,59 @@
 //!
 //! | pending | left by | performed after the switch |
 //! |---------|---------|----------------------------|
-//! | `Requeue(t)` | `yield_now` | `t` goes to the back of this processor's queue |
-//! | `Park(t)` | a thread that blocks | `t.state`: `PARKING -> PARKED`; if an unpark came first (`NOTIFIED`), `t` is queued again at once |
-//! | `Exit(t)` | a finished thread | `t`'s stack goes back to the cache |
+//! | `Requeue(t)` | `yield_now` | the policy queues `t` again ([`Ready::Yielded`]) |
+//! | `Park(t)` | a thread that blocks | `t.state`: `PARKING -> PARKED`; if an unpark came first (`NOTIFIED`), `t` is queued again at once ([`Ready::Woken`]) |
+//! | `Exit(t)` | a finished thread | `t`'s stack goes back to a cache |
+//!
+//! # Idling and waking
+//!
+//! An idle processor spins a bounded number of tries (it counts itself in
+//! the runtime's `spinning`), then marks itself willing to yield its core,
+//! joins the runtime's sleepers and parks on its `sleep` futex, no longer than
+//! until the earliest timer. Whoever makes a thread runnable on a processor
+//! (or the injector) then calls `Shared::notify_work`, which wakes a sleeper
+//! only when nobody spins: a spinner will find the work. The last spinner to
+//! find work wakes one sleeper in its place, so that a burst of work spreads
+//! one processor at a time (Go's rule). Lost wakeups are excluded by an
+//! asymmetric Dekker handshake: the idler publishes itself (spinning count
+//! down, sleeper count up), issues `heavy_fence` and looks for work once
+//! more; the notifier has published its work and issues `light_fence` before
+//! it reads the counts. One of the two sees the other.
+//!
+//! | `Processor::sleep` | written by | meaning |
+//! |--------------------|------------|---------|
+//! | `0` | the processor, before it joins the sleepers | asleep, or about to be |
+//! | `1` | a waker (Release), then `FUTEX_WAKE` | woken: leave `idle` |
+//!
+//! | `Processor::willing_to_yield` | written by | meaning |
+//! |-------------------------------|------------|---------|
+//! | `false` | the processor, when it leaves `idle` | busy, or spinning for work |
+//! | `true` | the processor, when it stops spinning and goes to sleep | it has nothing to run: its core may be taken back (the processor-allocation issue reads it) |
 
 use std::cell::{Cell, UnsafeCell};
+use std::io;
+use std::ops::Range;
 use std::ptr;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
-use std::sync::atomic::{AtomicU32, fence};
-
-use ferry_queue::spmc;
-use ferry_queue::wait::Spin;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicBool, AtomicU32};
+use std::time::Instant;
 
 use crate::arch::{self, Context};
 use crate::runtime::Shared;
+use crate::sched::{self, Cx, NextSlot, Policy, Ready, RunQueue, WorkStealing};
+use crate::stack::{Stack, StackCache};
 use crate::sys;
-use crate::thread::{EMPTY, NOTIFIED, PARKED, PARKING, Thread};
-
-/// Slots in each processor's run queue; a full queue overflows to the
-/// runtime's injector.
-pub(crate) const LOCAL_QUEUE: usize = 256;
+use crate::thread::{EMPTY, Header, NOTIFIED, PARKED, PARKING, Thread, ThreadId};
 
 /// A processor looks at the timers at least once per this many switches.
 const TIMER_CHECK_EVERY: u32 = 64;
 
-/// A processor looks at the injector before its own queue once per this
-/// many scheduling rounds (Go uses 61 for its global queue).
-const INJECTOR_FIRST_EVERY: u32 = 61;
+/// Stacks of the runtime's default size each processor keeps for its next
+/// spawns, without a lock; beyond that they go to the process-wide cache.
+const LOCAL_STACKS: usize = 64;
+
+/// Thread ids a processor takes from the runtime's counter at a time.
+const ID_BLOCK: u64 = 1024;
 
 /// What the next context to run must do for the one that just left.
 pub(crate) enum Pending {
@@ -66,21 +96,19 @@ pub(crate) enum Pending {
 
 /// The parts of a processor only its own kernel thread touches.
 pub(crate) struct Owner {
-    local_tx: spmc::Producer<Thread, Spin>,
-    local_rx: spmc::Consumer<Thread, Spin>,
-    /// One stealing handle on every other processor's queue.
-    steal_from: Vec<spmc::Consumer<Thread, Spin>>,
+    queue: RunQueue,
+    policy: WorkStealing,
     /// Where the scheduler loop is suspended while a thread runs.
     sched: Context,
     /// The thread running on this processor, if any.
     current: Option<Thread>,
     pending: Pending,
-    /// Rotates the first victim of a steal.
-    next_victim: usize,
     /// Switches since the last look at the timers.
     ticks: u32,
-    /// Calls of `find_work`, to give the injector its turn.
-    rounds: u32,
+    /// Warm stacks of the default size, for this processor's next spawns.
+    stacks: Vec<Stack>,
+    /// Thread ids this processor hands out before it takes more.
+    ids: Range<u64>,
     /// The runtime this processor belongs to (set once, before it runs).
     shared: *const Shared,
 }
@@ -89,16 +117,18 @@ pub(crate) struct Owner {
 pub(crate) struct Processor {
     pub(crate) index: usize,
     owner: UnsafeCell<Owner>,
-    /// The processor's futex word while it sleeps in `idle`: `0` asleep (or
-    /// about to be), `1` woken. Written by the waker (`1`) and the sleeper
-    /// (`0` before it sleeps).
+    /// The next-to-run slot (the policy's; thieves may take from it).
+    next: NextSlot,
+    /// The futex word while it sleeps in `idle`; see the module docs.
     sleep: AtomicU32,
+    /// See the module docs.
+    willing_to_yield: AtomicBool,
 }
 
 // SAFETY: `owner` is only touched from the kernel thread the processor runs
 // on (see the module docs; `owner()` is only called through `current()`,
-// which reads that kernel thread's own thread-local); everything else is
-// atomic.
+// which reads that kernel thread's own thread-local, or by `run` after every
+// processor stopped); everything else is atomic.
 unsafe impl Sync for Processor {}
 // SAFETY: the handles in `Owner` are `Send`; the processor is built on one
 // kernel thread and then used by the one it is handed to.
@@ -127,35 +157,25 @@ impl Processor {
     /// Builds the processors of one runtime, with their queues and each one's
     /// stealing handles on all the others.
     pub(crate) fn build(count: usize) -> Vec<Processor> {
-        let queues: Vec<_> = (0..count)
-            .map(|_| spmc::channel_with::<Thread, Spin>(LOCAL_QUEUE))
-            .collect();
-        let stealers: Vec<Vec<_>> = (0..count)
-            .map(|i| {
-                (1..count)
-                    .map(|k| queues[(i + k) % count].1.clone())
-                    .collect()
-            })
-            .collect();
-        queues
+        RunQueue::build(count)
             .into_iter()
-            .zip(stealers)
             .enumerate()
-            .map(|(index, ((local_tx, local_rx), steal_from))| Processor {
+            .map(|(index, queue)| Processor {
                 index,
                 owner: UnsafeCell::new(Owner {
-                    local_tx,
-                    local_rx,
-                    steal_from,
+                    queue,
+                    policy: WorkStealing::default(),
                     sched: Context::empty(),
                     current: None,
                     pending: Pending::None,
-                    next_victim: 0,
                     ticks: 0,
-                    rounds: 0,
+                    stacks: Vec::new(),
+                    ids: 0..0,
                     shared: ptr::null(),
                 }),
+                next: NextSlot::new(),
                 sleep: AtomicU32::new(0),
+                willing_to_yield: AtomicBool::new(false),
             })
             .collect()
     }
@@ -198,12 +218,9 @@ impl Processor {
         unsafe { &mut *self.owner.get() }
     }
 
-    /// The thread running on this processor. Panics outside a ferry thread.
-    pub(crate) fn current_thread(&self) -> Thread {
-        self.owner()
-            .current
-            .clone()
-            .expect("ferry: no user-level thread is running on this processor")
+    /// The thread running on this processor, borrowed until it switches.
+    pub(crate) fn current_ref(&self) -> Option<&Thread> {
+        self.owner().current.as_ref()
     }
 
     /// Whether a user-level thread is running (rather than the scheduler loop).
@@ -211,36 +228,84 @@ impl Processor {
         self.owner().current.is_some()
     }
 
-    /// Queues `t` on this processor, or on the injector when the local queue
-    /// is full.
-    pub(crate) fn push_local(&self, shared: &Shared, t: Thread) {
-        if let Err(t) = self.owner().local_tx.try_push(t) {
-            shared.inject(t);
+    /// Whether this processor has nothing to run and offers its core back
+    /// (see the module docs).
+    pub(crate) fn is_willing_to_yield(&self) -> bool {
+        self.willing_to_yield.load(Relaxed)
+    }
+
+    /// Runs `f` with this processor's policy and the view it decides on.
+    #[inline]
+    fn with_policy<R>(&self, f: impl FnOnce(&mut WorkStealing, &Cx<'_>) -> R) -> R {
+        let owner = self.owner();
+        // SAFETY: as in `shared()`.
+        let shared = unsafe { &*owner.shared };
+        let cx = Cx {
+            queue: &owner.queue,
+            next: &self.next,
+            shared,
+        };
+        f(&mut owner.policy, &cx)
+    }
+
+    /// Makes `t` runnable on this processor, as the policy places it, and
+    /// lets an idle processor know.
+    pub(crate) fn make_ready(&self, t: Thread, why: Ready) {
+        self.with_policy(|policy, cx| policy.ready(cx, t, why));
+        let shared = self.shared();
+        // With one processor, this one (running now) is the one to run it.
+        if shared.processors.len() > 1 {
+            shared.notify_work();
         }
     }
 
-    /// Moves one injected thread to this processor's queue, so that a
-    /// yielding thread goes behind it; false if there was none.
-    pub(crate) fn pull_injected(&self, shared: &Shared) -> bool {
-        match shared.take_injected() {
-            Some(t) => {
-                self.push_local(shared, t);
-                true
+    /// An id and a stack for a thread spawned here: the id from this
+    /// processor's block, a default-size stack from its own cache.
+    pub(crate) fn thread_parts(&self, stack_size: Option<usize>) -> io::Result<(ThreadId, Stack)> {
+        let owner = self.owner();
+        // SAFETY: as in `shared()`.
+        let shared = unsafe { &*owner.shared };
+        if owner.ids.is_empty() {
+            owner.ids = shared.next_thread_ids(ID_BLOCK);
+        }
+        let id = ThreadId(owner.ids.start);
+        owner.ids.start += 1;
+        let size = stack_size.unwrap_or(shared.stack_size);
+        let stack = match owner.stacks.pop() {
+            Some(s) if size == shared.stack_size => s,
+            other => {
+                if let Some(s) = other {
+                    owner.stacks.push(s);
+                }
+                StackCache::global().get(size)?
             }
-            None => false,
-        }
+        };
+        Ok((id, stack))
     }
 
-    /// Whether this processor's own queue looks empty.
-    pub(crate) fn local_is_empty(&self) -> bool {
-        self.owner().local_rx.is_empty()
+    /// Takes back an exited thread's stack: into this processor's cache if
+    /// it has the default size and there is room, else the global cache.
+    fn release_stack(&self, stack: Stack) {
+        let owner = self.owner();
+        // SAFETY: as in `shared()`.
+        let shared = unsafe { &*owner.shared };
+        if owner.stacks.len() < LOCAL_STACKS
+            && Some(stack.size()) == crate::stack::round_to_pages(shared.stack_size)
+            && stack.guard_size() == crate::stack::page_size()
+        {
+            owner.stacks.push(stack);
+        } else {
+            StackCache::global().put(stack);
+        }
     }
 
     /// Does what the context that switched to us left to do.
-    pub(crate) fn finish_switch(&self, shared: &Shared) {
+    pub(crate) fn finish_switch(&self) {
         match std::mem::replace(&mut self.owner().pending, Pending::None) {
             Pending::None => {}
-            Pending::Requeue(t) => self.push_local(shared, t),
+            Pending::Requeue(t) => {
+                self.make_ready(t, Ready::Yielded);
+            }
             Pending::Park(t) => {
                 if t.state()
                     .compare_exchange(PARKING, PARKED, AcqRel, Acquire)
@@ -249,70 +314,58 @@ impl Processor {
                     // Unparked while it was still switching out.
                     debug_assert_eq!(t.state().load(Relaxed), NOTIFIED);
                     t.state().store(EMPTY, Relaxed);
-                    self.push_local(shared, t);
+                    self.make_ready(t, Ready::Woken);
                 }
             }
-            Pending::Exit(t) => t.release_stack(),
+            Pending::Exit(t) => {
+                // SAFETY: `t` exited and the switch away from it has landed:
+                // nothing runs on its stack, and only we hold it now.
+                if let Some(stack) = unsafe { t.take_stack() } {
+                    self.release_stack(stack);
+                }
+            }
         }
     }
 
-    /// The next thread this processor should run: its own queue first, then
-    /// the injector, then the other processors' queues.
-    fn find_work(&self, shared: &Shared) -> Option<Thread> {
-        shared.timers.fire_due();
-        let owner = self.owner();
-        // Now and then the injector goes first, so that threads woken from
-        // outside are not starved by local threads that keep each other busy.
-        owner.rounds = owner.rounds.wrapping_add(1);
-        if owner.rounds.is_multiple_of(INJECTOR_FIRST_EVERY)
-            && let Some(t) = shared.take_injected()
-        {
-            return Some(t);
+    /// Yields the running thread if the policy has another one ready.
+    pub(crate) fn yield_current(&self) {
+        self.shared().timers.fire_due();
+        if self.with_policy(|policy, cx| policy.has_ready(cx)) {
+            self.switch_away(Pending::Requeue);
         }
-        if let Some(t) = owner.local_rx.try_pop() {
-            return Some(t);
-        }
-        if let Some(t) = shared.take_injected() {
-            return Some(t);
-        }
-        let n = owner.steal_from.len();
-        for k in 0..n {
-            let victim = (owner.next_victim + k) % n;
-            if let Some(t) = owner.steal_from[victim].try_pop() {
-                owner.next_victim = victim + 1;
-                return Some(t);
+    }
+
+    /// Picks the next context: the thread the policy chooses (a handoff,
+    /// straight from thread to thread), else the scheduler loop.
+    #[inline]
+    fn next_context(&self) -> *const Context {
+        match self.with_policy(|policy, cx| policy.next(cx)) {
+            Some(next) => {
+                let to = next.context_ptr();
+                self.owner().current = Some(next);
+                to
             }
+            None => &self.owner().sched,
         }
-        None
     }
 
     /// Switches away from the running thread, leaving `pending` for whoever
-    /// runs next: straight to the next local thread if there is one
+    /// runs next: straight to the thread the policy picks if there is one
     /// (handoff), else to the scheduler loop. Returns when the thread is
     /// resumed, possibly on another processor.
-    pub(crate) fn switch_away(
-        &self,
-        shared: &Shared,
-        make_pending: impl FnOnce(Thread) -> Pending,
-    ) {
+    pub(crate) fn switch_away(&self, make_pending: impl FnOnce(Thread) -> Pending) {
         let owner = self.owner();
-        // Threads handed off among themselves never pass through
-        // `find_work`: look at the timers every so often here too.
+        // Threads handed off among themselves never pass through the
+        // scheduler loop: look at the timers every so often here too.
         owner.ticks = owner.ticks.wrapping_add(1);
         if owner.ticks.is_multiple_of(TIMER_CHECK_EVERY) {
-            shared.timers.fire_due();
+            self.shared().timers.fire_due();
         }
+        let owner = self.owner();
         let me = owner.current.take().expect("switch_away outside a thread");
         let from = me.context_ptr();
         owner.pending = make_pending(me);
-        let to: *const Context = match owner.local_rx.try_pop() {
-            Some(next) => {
-                let to = next.context_ptr();
-                owner.current = Some(next);
-                to
-            }
-            None => &owner.sched,
-        };
+        let to = self.next_context();
         // errno belongs to the kernel thread; a user-level thread keeps its
         // own on its stack across the switch and puts it back wherever it
         // resumes.
@@ -325,7 +378,7 @@ impl Processor {
         unsafe { arch::switch(from, to) };
         // Resumed: possibly on another kernel thread, so ask again.
         let p = current().expect("a ferry thread resumed outside a processor");
-        p.finish_switch(shared);
+        p.finish_switch();
         sys::set_errno(errno);
     }
 
@@ -334,14 +387,7 @@ impl Processor {
         let owner = self.owner();
         let me = owner.current.take().expect("exit outside a thread");
         owner.pending = Pending::Exit(me);
-        let to: *const Context = match owner.local_rx.try_pop() {
-            Some(next) => {
-                let to = next.context_ptr();
-                owner.current = Some(next);
-                to
-            }
-            None => &owner.sched,
-        };
+        let to = self.next_context();
         // SAFETY: `to` as in `switch_away`; nothing on this stack is used
         // again (the caller dropped its locals), and the stack is released
         // only after the switch, by `finish_switch`.
@@ -351,11 +397,12 @@ impl Processor {
     /// The scheduler loop: runs threads until the runtime shuts down.
     pub(crate) fn run(&self, shared: &Shared) {
         loop {
-            self.finish_switch(shared);
+            self.finish_switch();
             if shared.is_shut_down() {
                 return;
             }
-            match self.find_work(shared) {
+            shared.timers.fire_due();
+            match self.with_policy(|policy, cx| policy.next(cx)) {
                 Some(t) => {
                     let owner = self.owner();
                     let to = t.context_ptr();
@@ -371,26 +418,87 @@ impl Processor {
         }
     }
 
-    /// Nothing to run: spin a while, then sleep until woken.
+    /// Whether there looks to be work for this processor (or a reason to
+    /// stop idling): cheap loads only.
+    fn sees_work(&self, shared: &Shared) -> bool {
+        shared.is_shut_down()
+            || self.with_policy(|policy, cx| policy.has_ready(cx))
+            || self.owner().queue.others_have_work()
+    }
+
+    /// Takes a thread that has sat in another processor's next-to-run slot
+    /// for [`sched::NEXT_STEAL_AFTER`], queuing it here; `seen` keeps
+    /// what was in each slot and since when.
+    fn steal_stale_next(
+        &self,
+        shared: &Shared,
+        seen: &mut Vec<(usize, *const Header, Instant)>,
+    ) -> bool {
+        let now = Instant::now();
+        let victims: Vec<usize> = self.owner().queue.victim_indices().collect();
+        for v in victims {
+            let slot = &shared.processors[v].next;
+            let who = slot.peek();
+            match seen.iter_mut().find(|(i, _, _)| *i == v) {
+                Some(entry) if entry.1 == who => {
+                    if !who.is_null()
+                        && now.duration_since(entry.2) >= sched::NEXT_STEAL_AFTER
+                        && let Some(t) = slot.take()
+                    {
+                        self.with_policy(|policy, cx| policy.ready(cx, t, Ready::Woken));
+                        return true;
+                    }
+                }
+                Some(entry) => *entry = (v, who, now),
+                None => seen.push((v, who, now)),
+            }
+        }
+        false
+    }
+
+    /// Nothing to run: spin a while, then sleep until woken (or until the
+    /// earliest timer is due). Returns when there may be work.
     fn idle(&self, shared: &Shared) {
-        for _ in 0..shared.spin_tries() {
-            if shared.has_work_hint() || !self.local_is_empty() || shared.is_shut_down() {
+        if shared.processors.len() > 1 {
+            shared.spinning_enter();
+            let mut seen = Vec::new();
+            let mut found = false;
+            for i in 0..shared.spin_tries() {
+                if self.sees_work(shared) {
+                    found = true;
+                    break;
+                }
+                if i % 64 == 63
+                    && (shared.timers.is_due() || self.steal_stale_next(shared, &mut seen))
+                {
+                    found = true;
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+            if found {
+                shared.spinning_exit_found_work();
                 return;
             }
-            std::hint::spin_loop();
+            // Give up spinning, and offer the core while asleep.
+            self.willing_to_yield.store(true, Relaxed);
+            self.sleep.store(0, Relaxed);
+            shared.sleeper_enter(self.index);
+            shared.spinning_exit();
+        } else {
+            if self.sees_work(shared) || shared.timers.is_due() {
+                return;
+            }
+            self.willing_to_yield.store(true, Relaxed);
+            self.sleep.store(0, Relaxed);
+            shared.sleeper_enter(self.index);
         }
-        self.sleep.store(0, Relaxed);
-        shared.add_idle(self.index);
-        // Pairs with the fence in `Shared::wake_one`: either the waker sees
-        // us in the idle set, or we see its work below.
-        fence(SeqCst);
-        if shared.has_work_hint() || !self.local_is_empty() || shared.is_shut_down() {
-            shared.remove_idle(self.index);
-            return;
-        }
-        if let Some(t) = self.find_work(shared) {
-            shared.remove_idle(self.index);
-            self.push_local(shared, t);
+        // Pairs with `light_fence` in `Shared::notify_work`: either the
+        // notifier sees us among the sleepers, or we see its work below.
+        ferry_queue::wait::heavy_fence();
+        if self.sees_work(shared) || shared.timers.is_due() || self.steal_stranded_next(shared) {
+            shared.sleeper_exit(self.index);
+            self.willing_to_yield.store(false, Relaxed);
             return;
         }
         while self.sleep.load(Acquire) == 0 && !shared.is_shut_down() {
@@ -418,18 +526,55 @@ impl Processor {
                 None,
             );
         }
-        shared.remove_idle(self.index);
+        shared.sleeper_exit(self.index);
+        self.willing_to_yield.store(false, Relaxed);
     }
 
-    /// Drops every thread this processor still holds.
+    /// Before sleeping: if another processor's next-to-run slot holds a
+    /// thread, waits [`sched::NEXT_STEAL_AFTER`] and steals it if it is
+    /// still the same one (its owner is busy with something else). A slot
+    /// whose occupant changed meanwhile belongs to a processor that is
+    /// scheduling; a thread put there after our `heavy_fence` wakes us.
+    fn steal_stranded_next(&self, shared: &Shared) -> bool {
+        let occupied: Vec<(usize, *const Header)> = self
+            .owner()
+            .queue
+            .victim_indices()
+            .map(|v| (v, shared.processors[v].next.peek()))
+            .filter(|(_, who)| !who.is_null())
+            .collect();
+        if occupied.is_empty() {
+            return false;
+        }
+        let start = Instant::now();
+        while start.elapsed() < sched::NEXT_STEAL_AFTER {
+            std::hint::spin_loop();
+        }
+        for (v, who) in occupied {
+            let slot = &shared.processors[v].next;
+            if slot.peek() == who
+                && let Some(t) = slot.take()
+            {
+                self.with_policy(|policy, cx| policy.ready(cx, t, Ready::Woken));
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Drops every thread and stack this processor still holds.
     ///
     /// # Safety
     /// No kernel thread runs this processor any more.
     pub(crate) unsafe fn drain(&self) {
         let owner = self.owner();
-        while owner.local_rx.try_pop().is_some() {}
+        owner.queue.clear();
+        drop(self.next.take());
         owner.current = None;
         owner.pending = Pending::None;
+        for stack in owner.stacks.drain(..) {
+            StackCache::global().put(stack);
+        }
     }
 
     /// Wakes this processor if it sleeps in `idle`.

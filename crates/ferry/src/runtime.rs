@@ -7,27 +7,32 @@
 //! This room owns the runtime's lifetime and its shared state; it must not
 //! switch contexts itself (that is [`crate::processor`]'s job).
 
-use std::collections::VecDeque;
 use std::io;
+use std::ops::Range;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, fence};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::processor::{self, Processor};
+use crate::sched::{Injector, Ready};
 use crate::stack::DEFAULT_STACK_SIZE;
 use crate::thread::{self, Thread};
 use crate::timer::Timers;
 
 /// State every processor and every thread of one runtime shares.
+///
+/// | word | written by | meaning |
+/// |------|------------|---------|
+/// | `spinning` | a processor entering (+1) and leaving (-1) its spin in `idle` (SeqCst) | how many processors are looking for work right now; while any is, nobody needs waking |
+/// | `sleeper_count` | a processor joining or leaving `sleepers`, under its lock | how many processors sleep (or are about to); read without the lock by `notify_work` |
 pub(crate) struct Shared {
     pub(crate) processors: Box<[Processor]>,
-    /// Threads made or woken off a processor, and local-queue overflow.
-    injector: Mutex<VecDeque<Thread>>,
-    /// `injector.len()`, readable without the lock (a hint).
-    injected: AtomicUsize,
+    /// Threads made or woken off a processor, and ring overflow.
+    pub(crate) injector: Injector,
     /// Indices of processors asleep (or about to sleep) in `idle`.
-    idle: Mutex<Vec<usize>>,
-    idle_count: AtomicUsize,
+    sleepers: Mutex<Vec<usize>>,
+    sleeper_count: AtomicUsize,
+    spinning: AtomicUsize,
     shutdown: AtomicBool,
     pub(crate) stack_size: usize,
     spin_tries: u32,
@@ -36,58 +41,39 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Queues `t` on the injector and wakes a sleeping processor for it.
-    pub(crate) fn inject(&self, t: Thread) {
-        let mut q = self.injector.lock().unwrap_or_else(PoisonError::into_inner);
-        q.push_back(t);
-        self.injected.store(q.len(), Release);
-        drop(q);
-        self.wake_one();
-    }
-
-    /// Takes the oldest injected thread.
-    pub(crate) fn take_injected(&self) -> Option<Thread> {
-        if self.injected.load(Acquire) == 0 {
-            return None;
-        }
-        let mut q = self.injector.lock().unwrap_or_else(PoisonError::into_inner);
-        let t = q.pop_front();
-        self.injected.store(q.len(), Release);
-        t
-    }
-
-    /// Whether the injector looks non-empty.
-    pub(crate) fn has_work_hint(&self) -> bool {
-        self.injected.load(Acquire) != 0
-    }
-
-    /// Makes `t` runnable: on the calling processor if there is one, else on
-    /// the injector; and wakes a sleeping processor if one sleeps.
-    pub(crate) fn schedule(&self, t: Thread) {
+    /// Makes `t` runnable: through the calling processor's policy if it is
+    /// one of this runtime's, else on the injector; and lets an idle
+    /// processor know.
+    pub(crate) fn schedule(&self, t: Thread, why: Ready) {
         match processor::current() {
-            Some(p) if std::ptr::eq(p.shared(), self) => {
-                p.push_local(self, t);
-                // With one processor, the caller's is the one that will run it.
-                if self.processors.len() > 1 {
-                    self.wake_one();
-                }
-            }
+            Some(p) if std::ptr::eq(p.shared(), self) => p.make_ready(t, why),
             // Off the runtime (a kernel thread, or another runtime's processor).
-            _ => self.inject(t),
+            _ => {
+                self.injector.push(t);
+                self.notify_work();
+            }
         }
+    }
+
+    /// Work was just published (on a processor's queues or the injector):
+    /// wakes a sleeping processor unless one is spinning, which will find it.
+    /// See `processor`'s module docs for the handshake.
+    #[inline]
+    pub(crate) fn notify_work(&self) {
+        ferry_queue::wait::light_fence();
+        if self.spinning.load(Relaxed) != 0 || self.sleeper_count.load(Relaxed) == 0 {
+            return;
+        }
+        self.wake_sleeper();
     }
 
     /// Wakes one sleeping processor, if any sleeps.
-    pub(crate) fn wake_one(&self) {
-        // Pairs with the fence in `Processor::idle`.
-        fence(SeqCst);
-        if self.idle_count.load(Relaxed) == 0 {
-            return;
-        }
+    #[cold]
+    fn wake_sleeper(&self) {
         let index = {
-            let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-            let i = idle.pop();
-            self.idle_count.store(idle.len(), Relaxed);
+            let mut sleepers = self.sleepers.lock().unwrap_or_else(PoisonError::into_inner);
+            let i = sleepers.pop();
+            self.sleeper_count.store(sleepers.len(), Relaxed);
             i
         };
         if let Some(i) = index {
@@ -95,16 +81,33 @@ impl Shared {
         }
     }
 
-    pub(crate) fn add_idle(&self, index: usize) {
-        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        idle.push(index);
-        self.idle_count.store(idle.len(), Relaxed);
+    pub(crate) fn spinning_enter(&self) {
+        self.spinning.fetch_add(1, SeqCst);
     }
 
-    pub(crate) fn remove_idle(&self, index: usize) {
-        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        idle.retain(|&i| i != index);
-        self.idle_count.store(idle.len(), Relaxed);
+    pub(crate) fn spinning_exit(&self) {
+        self.spinning.fetch_sub(1, SeqCst);
+    }
+
+    /// A spinner found work: if it was the last spinner, another processor
+    /// is woken to spin in its place, so that more work already queued does
+    /// not wait for this one (Go's rule).
+    pub(crate) fn spinning_exit_found_work(&self) {
+        if self.spinning.fetch_sub(1, SeqCst) == 1 && self.sleeper_count.load(Relaxed) != 0 {
+            self.wake_sleeper();
+        }
+    }
+
+    pub(crate) fn sleeper_enter(&self, index: usize) {
+        let mut sleepers = self.sleepers.lock().unwrap_or_else(PoisonError::into_inner);
+        sleepers.push(index);
+        self.sleeper_count.store(sleepers.len(), SeqCst);
+    }
+
+    pub(crate) fn sleeper_exit(&self, index: usize) {
+        let mut sleepers = self.sleepers.lock().unwrap_or_else(PoisonError::into_inner);
+        sleepers.retain(|&i| i != index);
+        self.sleeper_count.store(sleepers.len(), SeqCst);
     }
 
     pub(crate) fn is_shut_down(&self) -> bool {
@@ -115,8 +118,10 @@ impl Shared {
         self.spin_tries
     }
 
-    pub(crate) fn next_thread_id(&self) -> u64 {
-        self.next_thread_id.fetch_add(1, Relaxed)
+    /// `n` fresh thread ids.
+    pub(crate) fn next_thread_ids(&self, n: u64) -> Range<u64> {
+        let start = self.next_thread_id.fetch_add(n, Relaxed);
+        start..start + n
     }
 
     /// Drops every queued thread, after every processor has stopped.
@@ -126,11 +131,7 @@ impl Shared {
             // has left its loop and been joined, so nobody else touches them.
             unsafe { p.drain() };
         }
-        self.injector
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
-        self.injected.store(0, Release);
+        self.injector.clear();
     }
 
     /// Stops every processor's scheduler loop.
@@ -226,10 +227,10 @@ impl Builder {
         let count = self.processors.unwrap_or_else(available_cpus);
         let shared = Arc::new(Shared {
             processors: Processor::build(count).into_boxed_slice(),
-            injector: Mutex::new(VecDeque::new()),
-            injected: AtomicUsize::new(0),
-            idle: Mutex::new(Vec::with_capacity(count)),
-            idle_count: AtomicUsize::new(0),
+            injector: Injector::new(),
+            sleepers: Mutex::new(Vec::with_capacity(count)),
+            sleeper_count: AtomicUsize::new(0),
+            spinning: AtomicUsize::new(0),
             shutdown: AtomicBool::new(false),
             stack_size: self.stack_size,
             spin_tries: self.spin_tries,
@@ -300,6 +301,63 @@ impl Builder {
             Some(Err(panic)) => std::panic::resume_unwind(panic.into_payload()),
             None => unreachable!("the runtime shuts down only after its first thread finished"),
         }
+    }
+}
+
+/// A handle on the runtime the calling thread runs in: what it holds and
+/// what its processors are doing.
+///
+/// ```
+/// ferry::Runtime::builder()
+///     .processors(2)
+///     .run(|| {
+///         let rt = ferry::Handle::current();
+///         assert_eq!(rt.processors(), 2);
+///         assert!(rt.idle_processors() <= 1); // this thread keeps one busy
+///     })
+///     .unwrap();
+/// ```
+#[derive(Clone)]
+pub struct Handle {
+    shared: Arc<Shared>,
+}
+
+impl Handle {
+    /// The runtime of the calling ferry thread.
+    ///
+    /// # Panics
+    /// Outside a ferry thread.
+    pub fn current() -> Handle {
+        let shared = processor::current()
+            .and_then(|p| p.current_ref().map(|t| Arc::clone(t.shared())))
+            .expect("ferry::Handle::current: not on a ferry thread");
+        Handle { shared }
+    }
+
+    /// How many processors the runtime holds.
+    pub fn processors(&self) -> usize {
+        self.shared.processors.len()
+    }
+
+    /// How many processors have nothing to run: they stopped spinning for
+    /// work and sleep, marked willing to yield their core (scheduler
+    /// activations' idle processors, which a processor allocator may take
+    /// back). A snapshot: it may change as soon as it is read.
+    pub fn idle_processors(&self) -> usize {
+        self.shared
+            .processors
+            .iter()
+            .filter(|p| p.is_willing_to_yield())
+            .count()
+    }
+}
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle")
+            .field("processors", &self.processors())
+            .field("idle_processors", &self.idle_processors())
+            .finish()
     }
 }
 

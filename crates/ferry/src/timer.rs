@@ -97,6 +97,12 @@ impl Timers {
         (due != u64::MAX).then(|| Duration::from_nanos(due.saturating_sub(self.now())))
     }
 
+    /// Whether the earliest deadline has passed.
+    pub(crate) fn is_due(&self) -> bool {
+        let due = self.next_due.load(Acquire);
+        due != u64::MAX && self.now() >= due
+    }
+
     /// Wakes every thread whose deadline has passed; returns how many.
     pub(crate) fn fire_due(&self) -> usize {
         let due = self.next_due.load(Acquire);
@@ -141,16 +147,13 @@ impl Timers {
 /// .unwrap();
 /// ```
 pub fn sleep(duration: Duration) {
-    let Some(p) = processor::current().filter(|p| p.in_thread()) else {
+    let Some(me) = processor::current().and_then(|p| p.current_ref().cloned()) else {
         std::thread::sleep(duration);
         return;
     };
     let due = Instant::now() + duration;
-    let fired = p
-        .current_thread()
-        .shared()
-        .timers
-        .add(due, Unparker::current());
+    let fired = me.shared().timers.add(due, Unparker::Ferry(me.clone()));
+    drop(me);
     // Spurious returns from `park` are possible; the flag is the truth. A
     // token the timer leaves behind only makes some later `park` return
     // once, which every caller of `park` tolerates.

@@ -259,8 +259,14 @@ fn set_errno(v: i32) {
     unsafe { *libc::__errno_location() = v };
 }
 
+/// The calling kernel thread's errno, read through libc's
+/// `__errno_location`, which (unlike std's declaration of the same function)
+/// is not marked `ffi_const`: so the compiler calls it anew after every
+/// switch instead of reusing the address it got on another kernel thread.
+/// See "What must not be held across a switch" in `ferry::thread`.
 fn errno() -> i32 {
-    std::io::Error::last_os_error().raw_os_error().unwrap()
+    // SAFETY: the calling kernel thread's errno slot, read as an int.
+    unsafe { *libc::__errno_location() }
 }
 
 #[test]
@@ -474,4 +480,163 @@ fn a_thread_woken_from_a_kernel_thread_runs_while_another_yields() {
             }
         })
         .unwrap();
+}
+
+/// Waits (without a time limit that could fail on a slow machine, but with
+/// a generous one that catches a hang) until `cond` holds, yielding the
+/// ferry thread in between.
+fn eventually(what: &str, cond: impl Fn() -> bool) {
+    let start = std::time::Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "never happened: {what}"
+        );
+        std::hint::spin_loop();
+    }
+}
+
+#[test]
+fn a_spawned_thread_runs_on_the_other_processor_while_this_one_spins() {
+    // The spawner never switches: only another processor, stealing from
+    // this one's ring, can run the new thread.
+    Runtime::builder()
+        .processors(2)
+        .run(|| {
+            for _ in 0..scaled(200) {
+                let flag = Arc::new(AtomicBool::new(false));
+                let f = Arc::clone(&flag);
+                let h = ferry::spawn(move || f.store(true, Ordering::Release));
+                eventually("a stolen thread ran", || flag.load(Ordering::Acquire));
+                h.join().unwrap();
+            }
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_woken_thread_is_stolen_from_the_next_slot_when_its_processor_stays_busy() {
+    // `unpark` puts the woken thread in the waker's next-to-run slot; the
+    // waker then spins without switching, so the thread can run only if the
+    // idle processor steals it from that slot.
+    Runtime::builder()
+        .processors(2)
+        .run(|| {
+            for _ in 0..scaled(100) {
+                let parked = Arc::new(AtomicBool::new(false));
+                let ran = Arc::new(AtomicBool::new(false));
+                let (p2, r2) = (Arc::clone(&parked), Arc::clone(&ran));
+                let h = ferry::spawn(move || {
+                    p2.store(true, Ordering::Release);
+                    ferry::park();
+                    r2.store(true, Ordering::Release);
+                });
+                // Let it park (joining is not an option: that would switch).
+                eventually("the thread parked", || parked.load(Ordering::Acquire));
+                ferry::yield_now();
+                h.thread().unpark();
+                eventually("the woken thread ran", || ran.load(Ordering::Acquire));
+                h.join().unwrap();
+            }
+        })
+        .unwrap();
+}
+
+#[test]
+fn higher_priority_threads_run_first_on_one_processor() {
+    use ferry::thread::{Builder, Priority};
+    Runtime::builder()
+        .processors(1)
+        .run(|| {
+            let log = Arc::new(ferry::sync::Mutex::new(Vec::new()));
+            let mut hs = Vec::new();
+            for (i, p) in [Priority::Low, Priority::Normal, Priority::High]
+                .into_iter()
+                .cycle()
+                .take(30)
+                .enumerate()
+            {
+                let log = Arc::clone(&log);
+                hs.push(
+                    Builder::new()
+                        .priority(p)
+                        .spawn(move || log.lock().push((p, i)))
+                        .unwrap(),
+                );
+            }
+            for h in hs {
+                h.join().unwrap();
+            }
+            let log = log.lock().clone();
+            let priorities: Vec<Priority> = log.iter().map(|e| e.0).collect();
+            let mut sorted = priorities.clone();
+            sorted.sort_by(|a, b| b.cmp(a));
+            assert_eq!(priorities, sorted, "ran in priority order");
+            // FIFO within a level.
+            for p in [Priority::Low, Priority::Normal, Priority::High] {
+                let order: Vec<usize> = log.iter().filter(|e| e.0 == p).map(|e| e.1).collect();
+                assert!(
+                    order.windows(2).all(|w| w[0] < w[1]),
+                    "{p:?} in spawn order"
+                );
+            }
+            assert_eq!(ferry::current().priority(), Priority::Normal);
+        })
+        .unwrap();
+}
+
+#[test]
+fn an_idle_processor_marks_itself_willing_to_yield_and_wakes_for_work() {
+    Runtime::builder()
+        .processors(2)
+        .spin_tries(16)
+        .run(|| {
+            let rt = ferry::Handle::current();
+            // This thread keeps processor 0 busy; processor 1 has nothing.
+            eventually("processor 1 went idle", || rt.idle_processors() == 1);
+            // Work for it: a thread that needs a second processor to finish
+            // while this one spins.
+            let flag = Arc::new(AtomicBool::new(false));
+            let f = Arc::clone(&flag);
+            let h = ferry::spawn(move || f.store(true, Ordering::Release));
+            eventually("the sleeper woke and ran the thread", || {
+                flag.load(Ordering::Acquire)
+            });
+            h.join().unwrap();
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_detached_threads_result_is_dropped_and_a_kept_handle_can_still_unpark() {
+    struct Counted(Arc<AtomicUsize>);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    on_one_and_two(|| {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let d = Arc::clone(&drops);
+        let h = ferry::spawn(move || Counted(d));
+        let t = h.thread();
+        drop(h); // detach
+        eventually_yielding(|| drops.load(Ordering::SeqCst) == 1);
+        t.unpark(); // a finished thread: harmless
+        let d = Arc::clone(&drops);
+        let h = ferry::spawn(move || Counted(d));
+        while !h.is_finished() {
+            ferry::yield_now();
+        }
+        drop(h); // result already there: dropped by the handle
+        assert_eq!(drops.load(Ordering::SeqCst), 2);
+    });
+}
+
+fn eventually_yielding(cond: impl Fn() -> bool) {
+    let start = std::time::Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < std::time::Duration::from_secs(60), "hung");
+        ferry::yield_now();
+    }
 }

@@ -135,7 +135,7 @@ pub fn page_size() -> usize {
 }
 
 /// `bytes` rounded up to a whole number of pages, or `None` on overflow.
-fn round_to_pages(bytes: usize) -> Option<usize> {
+pub(crate) fn round_to_pages(bytes: usize) -> Option<usize> {
     let page = page_size();
     bytes.checked_add(page - 1).map(|b| b & !(page - 1))
 }

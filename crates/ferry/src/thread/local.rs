@@ -114,9 +114,8 @@ impl<T: Send + 'static> LocalKey<T> {
 /// Lends the calling thread's table to `f`: the ferry thread's own, or the
 /// kernel thread's.
 fn access<R>(f: impl FnOnce(&mut LocalTable) -> R) -> R {
-    match processor::current().filter(|p| p.in_thread()) {
-        Some(p) => {
-            let me = p.current_thread();
+    match processor::current().and_then(|p| p.current_ref()) {
+        Some(me) => {
             // SAFETY: only the running thread touches its own table, `f`
             // never runs user code, and the loan ends with this call.
             unsafe { me.with_locals(f) }

@@ -39,65 +39,63 @@
 //!   for the current processor again after a switch, never through an
 //!   address cached before it.
 //!
-//! `errno` is saved and restored per ferry thread across every switch.
+//! `errno` is saved and restored per ferry thread across every switch. One
+//! trap remains, and it is the compiler's: std declares `__errno_location`
+//! `ffi_const`, so in an optimised build a function that reads errno through
+//! std (`io::Error::last_os_error()`) may compute the errno *address* once
+//! and reuse it after a switch that moved the thread to another kernel
+//! thread — reading that kernel thread's errno, not its own. Make the failing
+//! call and the errno read in a small `#[inline(never)]` function that does
+//! not switch in between (ferry's own wrappers do), or read errno through
+//! `libc::__errno_location`, which is not declared `ffi_const`. The same
+//! holds for any address the compiler derives from a kernel thread's TLS.
 
 use std::any::Any;
-use std::cell::UnsafeCell;
 use std::fmt;
 use std::io;
-use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::ptr::NonNull;
+use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
-use std::sync::{Arc, Mutex, PoisonError};
 
 mod local;
+mod raw;
 
 pub use local::LocalKey;
 use local::LocalTable;
+pub(crate) use raw::Header;
+use raw::RawJoin;
+
+pub use crate::sched::Priority;
 
 use crate::arch::{self, Context};
 use crate::processor::{self, Pending};
 use crate::runtime::Shared;
-use crate::stack::{Stack, StackCache};
+use crate::sched::Ready;
+use crate::stack::Stack;
 
 pub(crate) const EMPTY: u32 = 0;
 pub(crate) const NOTIFIED: u32 = 1;
 pub(crate) const PARKING: u32 = 2;
 pub(crate) const PARKED: u32 = 3;
 
-type Main = Box<dyn FnOnce() + Send>;
-
-pub(crate) struct ThreadInner {
-    id: ThreadId,
-    name: Option<Box<str>>,
-    state: AtomicU32,
-    /// Saved while the thread is not running; written by the kernel thread
-    /// switching it out, read by the one switching it in (ordered by the run
-    /// queue or park state hand-over between them).
-    context: UnsafeCell<Context>,
-    /// Its stack, until it exits.
-    stack: Mutex<Option<Stack>>,
-    /// What it runs, until it starts.
-    main: Mutex<Option<Main>>,
-    /// Its `thread_local!` values; touched only by the thread itself.
-    locals: UnsafeCell<LocalTable>,
-    shared: Arc<Shared>,
+/// A handle on a user-level thread: one pointer to its control block (see
+/// `raw`), which lives while any handle does.
+pub struct Thread {
+    ptr: NonNull<Header>,
 }
 
-// SAFETY: `context` is accessed only by the processor that switches the
-// thread out or in, one at a time (see its field doc), and `locals` only by
-// the thread itself while it runs; the rest is `Sync`.
-unsafe impl Sync for ThreadInner {}
-// SAFETY: as above; a thread's parts move between kernel threads by design.
-unsafe impl Send for ThreadInner {}
-
-/// A handle on a user-level thread.
-#[derive(Clone)]
-pub struct Thread(Arc<ThreadInner>);
+// SAFETY: the control block's shared parts are atomic or written once before
+// the block is shared; the parts that are not (`context`, `stack`, `locals`)
+// are touched only by the processor switching the thread or by the thread
+// itself, one at a time (see `raw`'s field docs).
+unsafe impl Send for Thread {}
+// SAFETY: as above.
+unsafe impl Sync for Thread {}
 
 /// A thread's identifier, unique within its runtime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ThreadId(u64);
+pub struct ThreadId(pub(crate) u64);
 
 impl ThreadId {
     /// The number behind the id.
@@ -109,18 +107,23 @@ impl ThreadId {
 impl Thread {
     /// The thread's id.
     pub fn id(&self) -> ThreadId {
-        self.0.id
+        self.header().id
     }
 
     /// The thread's name, if it was given one.
     pub fn name(&self) -> Option<&str> {
-        self.0.name.as_deref()
+        self.header().name.as_deref()
+    }
+
+    /// The thread's scheduling priority.
+    pub fn priority(&self) -> Priority {
+        self.header().priority
     }
 
     /// Gives the thread a wakeup token: if it is parked it becomes runnable,
     /// otherwise its next park returns at once.
     pub fn unpark(&self) {
-        let state = &self.0.state;
+        let state = &self.header().state;
         let mut s = state.load(Acquire);
         loop {
             let next = match s {
@@ -130,7 +133,7 @@ impl Thread {
             };
             match state.compare_exchange(s, next, AcqRel, Acquire) {
                 Ok(_) if s == PARKED => {
-                    self.0.shared.schedule(self.clone());
+                    self.header().shared.schedule(self.clone(), Ready::Woken);
                     return;
                 }
                 Ok(_) => return,
@@ -146,42 +149,48 @@ impl Thread {
     /// table again (no re-entry, no user code).
     pub(crate) unsafe fn with_locals<R>(&self, f: impl FnOnce(&mut LocalTable) -> R) -> R {
         // SAFETY: by the caller's contract this is the only loan of the table.
-        f(unsafe { &mut *self.0.locals.get() })
+        f(unsafe { &mut *self.header().locals.get() })
     }
 
     /// The runtime the thread belongs to.
     pub(crate) fn shared(&self) -> &Arc<Shared> {
-        &self.0.shared
+        &self.header().shared
     }
 
     pub(crate) fn state(&self) -> &AtomicU32 {
-        &self.0.state
+        &self.header().state
     }
 
     pub(crate) fn context_ptr(&self) -> *mut Context {
-        self.0.context.get()
+        self.header().context.get()
     }
 
-    /// Gives the stack back to the cache; the thread has exited and nothing
-    /// runs on it any more.
-    pub(crate) fn release_stack(&self) {
-        let stack = self
-            .0
-            .stack
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(stack) = stack {
-            StackCache::global().put(stack);
-        }
+    /// Takes the stack out of an exited thread.
+    ///
+    /// # Safety
+    /// The thread has exited and switched away for good, and the caller is
+    /// the processor that finished that switch.
+    pub(crate) unsafe fn take_stack(&self) -> Option<Stack> {
+        // SAFETY: nothing runs on the stack any more and nobody else touches
+        // the field (the caller's contract).
+        unsafe { (*self.header().stack.get()).take() }
     }
 }
+
+impl PartialEq for Thread {
+    fn eq(&self, other: &Thread) -> bool {
+        self.ptr == other.ptr
+    }
+}
+
+impl Eq for Thread {}
 
 impl fmt::Debug for Thread {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Thread")
-            .field("id", &self.0.id)
-            .field("name", &self.0.name)
+            .field("id", &self.id())
+            .field("name", &self.name())
+            .field("priority", &self.priority())
             .finish()
     }
 }
@@ -192,8 +201,7 @@ impl fmt::Debug for Thread {
 /// On a kernel thread that is not running a ferry thread.
 pub fn current() -> Thread {
     processor::current()
-        .filter(|p| p.in_thread())
-        .map(|p| p.current_thread())
+        .and_then(|p| p.current_ref().cloned())
         .expect("ferry::thread::current: not on a ferry thread")
 }
 
@@ -204,31 +212,25 @@ pub fn yield_now() {
         std::thread::yield_now();
         return;
     };
-    let shared = p.shared();
-    if p.local_is_empty() {
-        // Timers fire into this processor's queue; threads woken from
-        // outside wait in the injector: either way, queue one ahead of us.
-        if shared.timers.fire_due() == 0 && !p.pull_injected(shared) {
-            return;
-        }
-    }
-    p.switch_away(shared, Pending::Requeue);
+    p.yield_current();
 }
 
 /// Blocks the calling thread until it gets a wakeup token (see
 /// [`Thread::unpark`]); may also return spuriously. On a plain kernel thread
 /// this is `std::thread::park`.
 pub fn park() {
-    let Some(p) = processor::current().filter(|p| p.in_thread()) else {
+    let Some(p) = processor::current() else {
         std::thread::park();
         return;
     };
-    let me = p.current_thread();
-    let state = &me.0.state;
-    if state
-        .compare_exchange(NOTIFIED, EMPTY, Acquire, Relaxed)
-        .is_ok()
-    {
+    let Some(me) = p.current_ref() else {
+        std::thread::park();
+        return;
+    };
+    let state = &me.header().state;
+    // Only the thread itself takes a token, so a token seen stays ours.
+    if state.load(Acquire) == NOTIFIED {
+        state.store(EMPTY, Relaxed);
         return;
     }
     if let Err(now) = state.compare_exchange(EMPTY, PARKING, Acquire, Acquire) {
@@ -236,8 +238,7 @@ pub fn park() {
         state.store(EMPTY, Relaxed);
         return;
     }
-    drop(me);
-    p.switch_away(p.shared(), Pending::Park);
+    p.switch_away(Pending::Park);
 }
 
 /// Whoever must be woken: a ferry thread or a plain kernel thread.
@@ -250,8 +251,8 @@ pub(crate) enum Unparker {
 impl Unparker {
     /// The caller, as something to wake later.
     pub(crate) fn current() -> Unparker {
-        match processor::current().filter(|p| p.in_thread()) {
-            Some(p) => Unparker::Ferry(p.current_thread()),
+        match processor::current().and_then(|p| p.current_ref().cloned()) {
+            Some(t) => Unparker::Ferry(t),
             None => Unparker::Kernel(std::thread::current()),
         }
     }
@@ -299,87 +300,74 @@ impl fmt::Display for Panic {
 
 impl std::error::Error for Panic {}
 
-/// Where a finished thread leaves its result for its joiner.
-struct Packet<T> {
-    slot: Mutex<PacketSlot<T>>,
-}
-
-struct PacketSlot<T> {
-    /// Set once, by the finishing thread.
-    result: Option<Result<T, Panic>>,
-    /// Who to wake when `result` is set: registered by a waiting joiner.
-    joiner: Option<Unparker>,
-}
-
-impl<T> Packet<T> {
-    fn lock(&self) -> std::sync::MutexGuard<'_, PacketSlot<T>> {
-        self.slot.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn complete(&self, result: Result<T, Panic>) {
-        let joiner = {
-            let mut slot = self.lock();
-            slot.result = Some(result);
-            slot.joiner.take()
-        };
-        if let Some(j) = joiner {
-            j.unpark();
-        }
-    }
-}
-
-/// Owns the right to join a thread. Dropping it detaches the thread.
+/// Owns the right to join a thread. Dropping it detaches the thread (its
+/// result, when it comes, is dropped).
 pub struct JoinHandle<T> {
-    thread: Thread,
-    packet: Arc<Packet<T>>,
+    raw: RawJoin<T>,
 }
 
 impl<T> JoinHandle<T> {
     /// The thread.
-    pub fn thread(&self) -> &Thread {
-        &self.thread
+    pub fn thread(&self) -> Thread {
+        self.raw.thread()
     }
 
     /// Waits for the thread to finish and returns what it returned, or the
     /// panic that ended it. From a ferry thread this blocks only the caller's
     /// user-level thread; from a plain kernel thread, that kernel thread.
     pub fn join(self) -> Result<T, Panic> {
-        loop {
-            {
-                let mut slot = self.packet.lock();
-                if let Some(result) = slot.result.take() {
-                    return result;
-                }
-                slot.joiner = Some(Unparker::current());
+        if !self.raw.is_complete() && self.raw.register(Unparker::current()) {
+            // Spurious returns from `park` are possible; `COMPLETE` is the
+            // truth. A token left behind only makes a later `park` return
+            // once, which every caller of `park` tolerates.
+            while !self.raw.is_complete() {
+                park();
             }
-            park();
         }
+        self.raw
+            .try_take()
+            .expect("ferry: a completed thread's result is taken only by its one join")
     }
 
     /// Whether the thread has finished.
     pub fn is_finished(&self) -> bool {
-        self.packet.lock().result.is_some()
+        self.raw.is_complete()
     }
 
     /// The result if the thread has finished.
     pub(crate) fn try_take(&self) -> Option<Result<T, Panic>> {
-        self.packet.lock().result.take()
+        self.raw.try_take()
     }
 }
 
 impl<T> fmt::Debug for JoinHandle<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("JoinHandle")
-            .field("thread", &self.thread)
+            .field("thread", &self.thread())
             .finish()
     }
 }
 
-/// Settings for one thread: name and stack size.
+/// Settings for one thread: name, stack size and priority.
+///
+/// ```
+/// use ferry::thread::{Builder, Priority};
+///
+/// ferry::run(|| {
+///     let t = Builder::new()
+///         .name("worker")
+///         .priority(Priority::High)
+///         .spawn(|| ferry::thread::current().name().map(str::to_owned))
+///         .unwrap();
+///     assert_eq!(t.join().unwrap().as_deref(), Some("worker"));
+/// })
+/// .unwrap();
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct Builder {
     name: Option<String>,
     stack_size: Option<usize>,
+    priority: Priority,
 }
 
 impl Builder {
@@ -402,6 +390,13 @@ impl Builder {
         self
     }
 
+    /// The thread's scheduling priority (default [`Priority::Normal`]); see
+    /// [`Priority`] for what the default policy does with it.
+    pub fn priority(mut self, priority: Priority) -> Builder {
+        self.priority = priority;
+        self
+    }
+
     /// Starts the thread on the calling thread's runtime.
     ///
     /// # Errors
@@ -413,47 +408,52 @@ impl Builder {
         self,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> io::Result<JoinHandle<T>> {
-        let shared = processor::current()
+        let p = processor::current()
             .filter(|p| p.in_thread())
-            .map(|p| p.current_thread().0.shared.clone())
             .expect("ferry::spawn: not inside a ferry runtime (use ferry::run)");
-        self.spawn_in(&shared, f)
+        let (id, stack) = p.thread_parts(self.stack_size)?;
+        let shared = Arc::clone(p.current_ref().expect("checked above").shared());
+        Ok(self.spawn_with(shared, id, stack, f))
     }
 
+    /// Starts the thread on `shared` from outside its processors.
     pub(crate) fn spawn_in<T: Send + 'static>(
         self,
         shared: &Arc<Shared>,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> io::Result<JoinHandle<T>> {
-        let id = ThreadId(shared.next_thread_id());
-        let mut stack = StackCache::global().get(self.stack_size.unwrap_or(shared.stack_size))?;
+        let id = ThreadId(shared.next_thread_ids(1).start);
+        let stack =
+            crate::stack::StackCache::global().get(self.stack_size.unwrap_or(shared.stack_size))?;
+        Ok(self.spawn_with(Arc::clone(shared), id, stack, f))
+    }
+
+    fn spawn_with<T: Send + 'static>(
+        self,
+        shared: Arc<Shared>,
+        id: ThreadId,
+        mut stack: Stack,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> JoinHandle<T> {
         stack.set_owner(id.0, self.name.as_deref());
-        let packet = Arc::new(Packet {
-            slot: Mutex::new(PacketSlot {
-                result: None,
-                joiner: None,
-            }),
-        });
-        let result = Arc::clone(&packet);
-        let main: Main = Box::new(move || {
-            let r = catch_unwind(AssertUnwindSafe(f)).map_err(Panic);
-            result.complete(r);
-        });
-        // SAFETY: the stack is fresh or reused (nothing runs on it), and it is
-        // kept in the thread until the thread has exited and switched away.
+        // SAFETY: the stack is fresh or reused (nothing runs on it), and it
+        // stays in the thread's block until the thread has exited and
+        // switched away.
         let context = unsafe { arch::prepare(stack.top(), thread_entry, std::ptr::null_mut()) };
-        let thread = Thread(Arc::new(ThreadInner {
-            id,
-            name: self.name.map(String::into_boxed_str),
-            state: AtomicU32::new(EMPTY),
-            context: UnsafeCell::new(context),
-            stack: Mutex::new(Some(stack)),
-            main: Mutex::new(Some(main)),
-            locals: UnsafeCell::new(Vec::new()),
-            shared: Arc::clone(shared),
-        }));
-        shared.schedule(thread.clone());
-        Ok(JoinHandle { thread, packet })
+        let (thread, raw) = raw::new(
+            raw::Spec {
+                id,
+                name: self.name.map(String::into_boxed_str),
+                priority: self.priority,
+                context,
+                stack,
+                shared,
+            },
+            f,
+        );
+        let shared = Arc::clone(thread.shared());
+        shared.schedule(thread, Ready::Spawned);
+        JoinHandle { raw }
     }
 }
 
@@ -469,30 +469,22 @@ pub fn spawn<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> JoinH
 }
 
 /// Where every thread starts: finishes the switch that brought it here, runs
-/// its closure (which catches panics), and exits.
+/// its closure (which catches panics), drops its locals and exits.
 unsafe extern "C" fn thread_entry(_: *mut ()) -> ! {
     {
         let p = processor::current().expect("a ferry thread started outside a processor");
-        let me = p.current_thread();
-        let shared = me.0.shared.clone();
-        p.finish_switch(&shared);
-        let main =
-            me.0.main
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take();
-        drop(me);
-        drop(shared);
-        if let Some(main) = main {
-            main();
-        }
+        p.finish_switch();
+        let me = p
+            .current_ref()
+            .expect("a ferry thread runs as its processor's current")
+            .as_ptr();
+        // SAFETY: `me` is this thread's own block, kept alive by whichever
+        // processor's `current` holds this thread while it runs; called once.
+        unsafe { raw::run_main(me) };
         // Drop the thread's locals now, as the thread ends, on its own stack
         // (their destructors may use other keys, which then start afresh).
-        let p = processor::current().expect("a ferry thread ended outside a processor");
-        let me = p.current_thread();
-        // SAFETY: the running thread lends its own table, to `take` only.
-        let locals = unsafe { me.with_locals(std::mem::take) };
-        drop(me);
+        // SAFETY: as above, and nothing borrows the table now.
+        let locals = unsafe { raw::take_locals(me) };
         drop(locals);
     }
     let p = processor::current().expect("a ferry thread ended outside a processor");

@@ -1,0 +1,135 @@
+//! Scheduling decisions: where a runnable thread waits and which one a
+//! processor runs next, behind the [`Policy`] interface; and the queues those
+//! decisions choose among.
+//!
+//! This room owns the run queues (each processor's next-to-run slot and its
+//! rings, one per [`Priority`]; the runtime's injector) and the policy that
+//! uses them. It must not switch contexts, sleep or wake processors: that
+//! mechanism is [`crate::processor`]'s, which calls the policy and does what
+//! it says. A policy call never runs user code and never re-enters the
+//! policy.
+//!
+//! # Thread states
+//!
+//! A thread's state is where it is; each transition has one performer:
+//!
+//! | from | to | performed by |
+//! |------|----|--------------|
+//! | new | runnable | `spawn`: [`Policy::ready`] with [`Ready::Spawned`] (or the injector, off a processor) |
+//! | runnable | running | a processor: [`Policy::next`] chose it, the processor switches to it (its `current`) |
+//! | running | runnable | the thread yields: the processor that switched it out calls [`Policy::ready`] with [`Ready::Yielded`] once the switch has landed |
+//! | running | parked | the thread parks (`PARKING`); the processor that switched it out makes it `PARKED` once the switch has landed (or requeues it, if an unpark came first) |
+//! | parked | runnable | `unpark`: [`Policy::ready`] with [`Ready::Woken`] on the waker's processor (the injector off a processor) |
+//! | running | exited | the thread's closure returned or panicked; the processor that switched it out for the last time takes back its stack |
+//!
+//! A runnable thread is in exactly one queue: a next-to-run slot, a ring, or
+//! the injector. Stealing moves it between queues, never out of "runnable".
+
+mod queue;
+mod work_stealing;
+
+pub(crate) use queue::{Injector, NEXT_STEAL_AFTER, NextSlot, RunQueue};
+pub(crate) use work_stealing::WorkStealing;
+
+use crate::runtime::Shared;
+use crate::thread::Thread;
+
+/// How urgently a thread wants a processor.
+///
+/// The default policy is strict among the threads of one processor and of
+/// the injector: a runnable `High` thread runs before any `Normal` one, and a
+/// `Normal` one before any `Low` one. Across processors it is approximate: a
+/// processor runs its own `Normal` threads while another one's queue may
+/// still hold a `High` thread it has not stolen. A running thread is never
+/// interrupted for a higher one (there is no preemption yet), and a thread
+/// woken by another runs next only at `Normal` priority (the next-to-run
+/// slot); `Low` threads can starve while higher ones keep running.
+///
+/// ```
+/// use ferry::thread::{Builder, Priority};
+///
+/// let order = ferry::Runtime::builder()
+///     .processors(1)
+///     .run(|| {
+///         let log = std::sync::Arc::new(ferry::sync::Mutex::new(Vec::new()));
+///         let spawn = |p: Priority, tag: &'static str| {
+///             let log = log.clone();
+///             Builder::new().priority(p).spawn(move || log.lock().push(tag)).unwrap()
+///         };
+///         let low = spawn(Priority::Low, "low");
+///         let high = spawn(Priority::High, "high");
+///         let normal = spawn(Priority::Normal, "normal");
+///         for h in [low, high, normal] {
+///             h.join().unwrap();
+///         }
+///         let order = log.lock().clone();
+///         order
+///     })
+///     .unwrap();
+/// assert_eq!(order, ["high", "normal", "low"]);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum Priority {
+    /// Runs only when no `Normal` or `High` thread is runnable here.
+    Low,
+    /// The default.
+    #[default]
+    Normal,
+    /// Runs before `Normal` and `Low` threads.
+    High,
+}
+
+/// Priority levels, one ring each.
+pub(crate) const LEVELS: usize = 3;
+
+impl Priority {
+    /// The ring index: `High` first.
+    pub(crate) fn level(self) -> usize {
+        match self {
+            Priority::High => 0,
+            Priority::Normal => 1,
+            Priority::Low => 2,
+        }
+    }
+}
+
+/// Why a thread became runnable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ready {
+    /// It was just made.
+    Spawned,
+    /// It gave way with `yield_now`.
+    Yielded,
+    /// Another thread (or a timer) unparked it.
+    Woken,
+}
+
+/// What a policy sees of the processor it decides for: that processor's
+/// queues and the runtime's.
+pub(crate) struct Cx<'a> {
+    /// The processor's rings and its handles on the others'.
+    pub(crate) queue: &'a RunQueue,
+    /// The processor's next-to-run slot.
+    pub(crate) next: &'a NextSlot,
+    pub(crate) shared: &'a Shared,
+}
+
+/// The scheduling decisions of one processor. The processor calls it from
+/// its own kernel thread only, never re-entrantly; a policy keeps whatever
+/// per-processor state it needs in `self`.
+///
+/// Later policies (a fine-grain quantum, allocator-driven priorities) plug in
+/// here; the mechanism around it — switching, parking, idling, waking
+/// processors — stays as it is.
+pub(crate) trait Policy {
+    /// `t` became runnable on this processor for `why`: put it in a queue.
+    fn ready(&mut self, cx: &Cx<'_>, t: Thread, why: Ready);
+
+    /// The thread this processor should run next, taken out of its queue;
+    /// `None` when there is nothing to run (the processor then idles).
+    fn next(&mut self, cx: &Cx<'_>) -> Option<Thread>;
+
+    /// Whether a thread that yields has anything to give way to: whether
+    /// [`Policy::next`] would find a thread without stealing.
+    fn has_ready(&self, cx: &Cx<'_>) -> bool;
+}

@@ -1,0 +1,91 @@
+//! The default policy: per-processor FIFO rings by priority, a next-to-run
+//! slot for woken threads, a global injector and work stealing (the design
+//! of FastThreads' per-processor ready lists, Go's and Tokio's schedulers).
+//!
+//! This room owns the decisions only; the queues are [`super::queue`]'s.
+
+use super::{Cx, LEVELS, Policy, Priority, Ready};
+use crate::thread::Thread;
+
+/// A processor looks at the injector before its own queues once per this
+/// many picks (Go uses 61 for its global queue), so that threads woken from
+/// outside are not starved by local threads that keep each other busy.
+const INJECTOR_FIRST_EVERY: u32 = 61;
+
+/// The default [`Policy`]:
+///
+/// - a woken `Normal` thread goes to the next-to-run slot, so a thread that
+///   wakes another and then blocks hands its processor straight over (a
+///   ping-pong pair runs back to back); whatever sat in the slot moves to
+///   the back of its ring;
+/// - spawned, yielding, `High` and `Low` threads go to the back of their
+///   priority's ring (the injector when the ring is full);
+/// - the next thread is, in order: the `High` ring, the next-to-run slot,
+///   the `Normal` ring, the injector, the `Low` ring, then one stolen from
+///   another processor's rings (highest level first); every
+///   [`INJECTOR_FIRST_EVERY`]th pick looks at the injector first.
+#[derive(Debug, Default)]
+pub(crate) struct WorkStealing {
+    picks: u32,
+    next_victim: usize,
+}
+
+impl WorkStealing {
+    fn push_back(cx: &Cx<'_>, t: Thread) {
+        let level = t.priority().level();
+        if let Err(t) = cx.queue.push_back(level, t) {
+            cx.shared.injector.push(t);
+        }
+    }
+}
+
+impl Policy for WorkStealing {
+    fn ready(&mut self, cx: &Cx<'_>, t: Thread, why: Ready) {
+        if why == Ready::Woken && t.priority() == Priority::Normal {
+            if let Some(displaced) = cx.next.replace(t) {
+                Self::push_back(cx, displaced);
+            }
+        } else {
+            Self::push_back(cx, t);
+        }
+    }
+
+    fn next(&mut self, cx: &Cx<'_>) -> Option<Thread> {
+        self.picks = self.picks.wrapping_add(1);
+        if self.picks.is_multiple_of(INJECTOR_FIRST_EVERY)
+            && let Some(t) = cx.shared.injector.pop()
+        {
+            return Some(t);
+        }
+        let high = Priority::High.level();
+        let normal = Priority::Normal.level();
+        let low = Priority::Low.level();
+        if let Some(t) = cx.queue.pop(high) {
+            return Some(t);
+        }
+        if let Some(t) = cx.shared.injector.pop_at_least(high) {
+            return Some(t);
+        }
+        if let Some(t) = cx.next.take() {
+            return Some(t);
+        }
+        if let Some(t) = cx.queue.pop(normal) {
+            return Some(t);
+        }
+        if let Some(t) = cx.shared.injector.pop() {
+            return Some(t);
+        }
+        if let Some(t) = cx.queue.pop(low) {
+            return Some(t);
+        }
+        let (t, victim) = cx.queue.steal(self.next_victim)?;
+        self.next_victim = victim + 1;
+        Some(t)
+    }
+
+    fn has_ready(&self, cx: &Cx<'_>) -> bool {
+        !cx.next.is_empty()
+            || (0..LEVELS).any(|l| !cx.queue.is_empty(l))
+            || cx.shared.injector.has_work()
+    }
+}

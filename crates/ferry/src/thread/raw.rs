@@ -1,0 +1,365 @@
+//! The thread control block: one allocation per thread that holds its
+//! header (identity, park state, saved context, stack, locals), the closure
+//! it runs and, once it has run, the closure's result — as C-Threads keeps a
+//! thread's whole state in one record. A [`Thread`] is one pointer to it,
+//! reference-counted by hand.
+//!
+//! This room owns the block's layout, its reference count and the join
+//! protocol; it must not schedule (it never decides where a thread runs)
+//! and must not touch a stage it does not own (see the `join` table).
+//!
+//! # The block
+//!
+//! `Cell<F, T>` is `#[repr(C)]` with the [`Header`] first, so a pointer to
+//! the cell is a pointer to its header: the rest of the runtime sees only
+//! `NonNull<Header>` and reaches the typed parts through the header's
+//! [`Vtable`], filled in for each `(F, T)`.
+//!
+//! | `Header::refs` | meaning |
+//! |----------------|---------|
+//! | `n > 0` | `n` [`Thread`] values and [`RawJoin`]s point at the block; the last one to go frees it |
+//!
+//! A new block starts at 2: the runtime's own reference (the one that moves
+//! through run queues and ends as the processor's `current`) and the join
+//! handle's.
+//!
+//! # The `join` word
+//!
+//! | bit | set by | meaning |
+//! |-----|--------|---------|
+//! | `COMPLETE` | the thread, after it wrote its result into the stage (AcqRel) | the result is in the stage, and from now on only the join side touches the stage |
+//! | `JOIN_WAITING` | the joiner, after it wrote `joiner` (AcqRel) | `joiner` holds whom to wake when `COMPLETE` is set; the thread takes it out |
+//! | `DETACHED` | the join handle's drop (AcqRel) | nobody will take the result: the thread drops it itself when it completes |
+//!
+//! The stage is touched by the thread alone until `COMPLETE`, by the join
+//! side alone after it; `DETACHED` set before `COMPLETE` keeps the join side
+//! away for good, so the thread drops the result right after storing it.
+
+use std::cell::UnsafeCell;
+use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::ptr::NonNull;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicU32, AtomicUsize, fence};
+
+use super::local::LocalTable;
+use super::{Panic, Thread, ThreadId, Unparker};
+use crate::arch::Context;
+use crate::runtime::Shared;
+use crate::sched::Priority;
+use crate::stack::Stack;
+
+const COMPLETE: u32 = 1;
+const JOIN_WAITING: u32 = 2;
+const DETACHED: u32 = 4;
+
+/// What every thread's block starts with; see the module docs.
+#[repr(C)]
+pub(crate) struct Header {
+    refs: AtomicUsize,
+    /// The park state (see `thread`'s module docs).
+    pub(crate) state: AtomicU32,
+    /// The join protocol word; see the module docs.
+    join: AtomicU32,
+    pub(crate) priority: Priority,
+    pub(crate) id: ThreadId,
+    pub(crate) name: Option<Box<str>>,
+    /// Saved while the thread is not running; written by the kernel thread
+    /// switching it out, read by the one switching it in (ordered by the run
+    /// queue or park state hand-over between them).
+    pub(crate) context: UnsafeCell<Context>,
+    /// Its stack, until it has exited and switched away; then taken by the
+    /// processor that finishes the switch.
+    pub(crate) stack: UnsafeCell<Option<Stack>>,
+    /// Its `thread_local!` values; touched only by the thread itself.
+    pub(crate) locals: UnsafeCell<LocalTable>,
+    /// Whom to wake when the thread completes: written by the joiner before
+    /// it sets `JOIN_WAITING`, taken by the thread after it saw the bit.
+    joiner: UnsafeCell<Option<Unparker>>,
+    pub(crate) shared: Arc<Shared>,
+    vtable: &'static Vtable,
+}
+
+/// The typed operations on a block, for its `(F, T)`.
+struct Vtable {
+    /// Runs the closure and completes the join protocol. Called once, by the
+    /// thread itself.
+    run: unsafe fn(NonNull<Header>),
+    /// Moves the result out into `*mut Option<Result<T, Panic>>`.
+    take_output: unsafe fn(NonNull<Header>, *mut ()),
+    /// Drops and frees the block.
+    dealloc: unsafe fn(NonNull<Header>),
+}
+
+/// Where the closure and then its result live.
+enum Stage<F, T> {
+    Ready(F),
+    Done(Result<T, Panic>),
+    Taken,
+}
+
+#[repr(C)]
+struct Cell<F, T> {
+    header: Header,
+    stage: UnsafeCell<Stage<F, T>>,
+}
+
+impl<F: FnOnce() -> T + Send + 'static, T: Send + 'static> Cell<F, T> {
+    const VTABLE: Vtable = Vtable {
+        run: Self::run,
+        take_output: Self::take_output,
+        dealloc: Self::dealloc,
+    };
+
+    /// # Safety
+    /// `ptr` is the header of a live `Cell<F, T>`, and the caller is the
+    /// thread itself, running for the first time.
+    unsafe fn run(ptr: NonNull<Header>) {
+        let cell = ptr.cast::<Cell<F, T>>().as_ptr();
+        // SAFETY: until `COMPLETE` only the thread touches the stage, and
+        // the caller is the thread; the block lives while the thread runs
+        // (the runtime's reference is its `current`).
+        let stage = unsafe { &mut *(*cell).stage.get() };
+        let Stage::Ready(f) = std::mem::replace(stage, Stage::Taken) else {
+            return;
+        };
+        *stage = Stage::Done(catch_unwind(AssertUnwindSafe(f)).map_err(Panic));
+        // SAFETY: `cell` is live (see above).
+        let header = unsafe { &(*cell).header };
+        let prev = header.join.fetch_or(COMPLETE, AcqRel);
+        if prev & DETACHED != 0 {
+            // Nobody will join: the result goes now, on this thread.
+            *stage = Stage::Taken;
+        }
+        if prev & JOIN_WAITING != 0 {
+            // SAFETY: the joiner wrote `joiner` before setting the bit, and
+            // touches it no more; the AcqRel above saw its write.
+            let joiner = unsafe { (*header.joiner.get()).take() };
+            if let Some(j) = joiner {
+                j.unpark();
+            }
+        }
+    }
+
+    /// # Safety
+    /// `ptr` is the header of a live `Cell<F, T>` whose `join` word has
+    /// `COMPLETE` (seen with Acquire) and no `DETACHED`; the caller is the
+    /// only join side, and `out` points at an `Option<Result<T, Panic>>`.
+    unsafe fn take_output(ptr: NonNull<Header>, out: *mut ()) {
+        let cell = ptr.cast::<Cell<F, T>>().as_ptr();
+        // SAFETY: after `COMPLETE` the stage is the join side's alone.
+        let stage = unsafe { &mut *(*cell).stage.get() };
+        if let Stage::Done(r) = std::mem::replace(stage, Stage::Taken) {
+            // SAFETY: the caller passes the output slot of this `T`.
+            unsafe { *out.cast::<Option<Result<T, Panic>>>() = Some(r) };
+        }
+    }
+
+    /// # Safety
+    /// `ptr` came from `Box::<Cell<F, T>>::into_raw` and nothing refers to
+    /// the block any more.
+    unsafe fn dealloc(ptr: NonNull<Header>) {
+        // SAFETY: by the contract, the box is ours to drop.
+        drop(unsafe { Box::from_raw(ptr.cast::<Cell<F, T>>().as_ptr()) });
+    }
+}
+
+/// Runs the thread's closure and completes its join protocol.
+///
+/// # Safety
+/// `ptr` is the running thread's own block (which the processor's `current`
+/// keeps alive whenever the thread runs); called once, by that thread.
+pub(crate) unsafe fn run_main(ptr: NonNull<Header>) {
+    // SAFETY: the block is live (the contract); its vtable is its own.
+    unsafe { (ptr.as_ref().vtable.run)(ptr) }
+}
+
+/// Takes the thread's locals out of its block.
+///
+/// # Safety
+/// As [`run_main`]; nothing else borrows the table meanwhile.
+pub(crate) unsafe fn take_locals(ptr: NonNull<Header>) -> LocalTable {
+    // SAFETY: the block is live and only the thread touches its table.
+    unsafe { std::mem::take(&mut *ptr.as_ref().locals.get()) }
+}
+
+/// Settings of a block being made.
+pub(crate) struct Spec {
+    pub(crate) id: ThreadId,
+    pub(crate) name: Option<Box<str>>,
+    pub(crate) priority: Priority,
+    pub(crate) context: Context,
+    pub(crate) stack: Stack,
+    pub(crate) shared: Arc<Shared>,
+}
+
+/// Makes a thread's block with two references: the returned [`Thread`] (the
+/// runtime's) and [`RawJoin`] (the handle's).
+pub(crate) fn new<F, T>(spec: Spec, f: F) -> (Thread, RawJoin<T>)
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let cell = Box::new(Cell {
+        header: Header {
+            refs: AtomicUsize::new(2),
+            state: AtomicU32::new(super::EMPTY),
+            join: AtomicU32::new(0),
+            priority: spec.priority,
+            id: spec.id,
+            name: spec.name,
+            context: UnsafeCell::new(spec.context),
+            stack: UnsafeCell::new(Some(spec.stack)),
+            locals: UnsafeCell::new(Vec::new()),
+            joiner: UnsafeCell::new(None),
+            shared: spec.shared,
+            vtable: &Cell::<F, T>::VTABLE,
+        },
+        stage: UnsafeCell::new(Stage::<F, T>::Ready(f)),
+    });
+    // SAFETY: `Box::into_raw` is never null; `Cell` is `repr(C)` with the
+    // header first, so the cast points at the header.
+    let ptr = unsafe { NonNull::new_unchecked(Box::into_raw(cell)).cast::<Header>() };
+    (
+        Thread { ptr },
+        RawJoin {
+            ptr,
+            _output: PhantomData,
+        },
+    )
+}
+
+impl Thread {
+    pub(crate) fn header(&self) -> &Header {
+        // SAFETY: a `Thread` holds a reference, so the block is live.
+        unsafe { self.ptr.as_ref() }
+    }
+
+    /// The block, without a reference of its own.
+    pub(crate) fn as_ptr(&self) -> NonNull<Header> {
+        self.ptr
+    }
+
+    /// Gives up this reference without dropping it, as a raw pointer for an
+    /// atomic slot.
+    pub(crate) fn into_raw(self) -> *mut Header {
+        ManuallyDrop::new(self).ptr.as_ptr()
+    }
+
+    /// Takes back a reference given up with [`Thread::into_raw`].
+    ///
+    /// # Safety
+    /// `ptr` came from `into_raw` and is taken back once.
+    pub(crate) unsafe fn from_raw(ptr: *mut Header) -> Thread {
+        // SAFETY: `into_raw` pointers are never null (the caller's contract).
+        let ptr = unsafe { NonNull::new_unchecked(ptr) };
+        Thread { ptr }
+    }
+}
+
+impl Clone for Thread {
+    fn clone(&self) -> Thread {
+        // Relaxed as in `Arc`: a new reference is made from an existing one,
+        // which keeps the block alive meanwhile.
+        self.header().refs.fetch_add(1, Relaxed);
+        Thread { ptr: self.ptr }
+    }
+}
+
+impl Drop for Thread {
+    fn drop(&mut self) {
+        release(self.ptr);
+    }
+}
+
+/// Drops one reference; frees the block with the last.
+fn release(ptr: NonNull<Header>) {
+    // SAFETY: the caller held a reference, so the block is live until the
+    // decrement below.
+    let header = unsafe { ptr.as_ref() };
+    if header.refs.fetch_sub(1, Release) != 1 {
+        return;
+    }
+    // Pairs with the Release decrements of the other references: their uses
+    // of the block happen before it is freed.
+    fence(Acquire);
+    let dealloc = header.vtable.dealloc;
+    // SAFETY: that was the last reference.
+    unsafe { dealloc(ptr) };
+}
+
+/// The join side's reference to a thread's block, typed by the result.
+pub(crate) struct RawJoin<T> {
+    ptr: NonNull<Header>,
+    _output: PhantomData<fn() -> T>,
+}
+
+// SAFETY: the join side only moves a `T: Send` out of the block, and the
+// block's shared parts are atomic (see the module docs).
+unsafe impl<T: Send> Send for RawJoin<T> {}
+// SAFETY: `&RawJoin` only reads the `join` word.
+unsafe impl<T: Send> Sync for RawJoin<T> {}
+
+impl<T> RawJoin<T> {
+    fn header(&self) -> &Header {
+        // SAFETY: a `RawJoin` holds a reference, so the block is live.
+        unsafe { self.ptr.as_ref() }
+    }
+
+    /// A `Thread` handle on the same block.
+    pub(crate) fn thread(&self) -> Thread {
+        self.header().refs.fetch_add(1, Relaxed);
+        Thread { ptr: self.ptr }
+    }
+
+    pub(crate) fn is_complete(&self) -> bool {
+        self.header().join.load(Acquire) & COMPLETE != 0
+    }
+
+    /// The result, if the thread has completed and it was not taken yet.
+    pub(crate) fn try_take(&self) -> Option<Result<T, Panic>> {
+        if !self.is_complete() {
+            return None;
+        }
+        let mut out: Option<Result<T, Panic>> = None;
+        // SAFETY: `COMPLETE` seen with Acquire, `DETACHED` is set only by
+        // our own drop, and `&self` methods of the one join side do not run
+        // concurrently with this one in a way that matters: `take_output`
+        // leaves `Taken` behind, so a second call finds nothing.
+        unsafe { (self.header().vtable.take_output)(self.ptr, (&raw mut out).cast()) };
+        out
+    }
+
+    /// Registers the caller to be woken when the thread completes; false if
+    /// it already has (then nothing was registered).
+    pub(crate) fn register(&self, who: Unparker) -> bool {
+        let join = &self.header().join;
+        let s = join.load(Acquire);
+        if s & COMPLETE != 0 {
+            return false;
+        }
+        if s & JOIN_WAITING != 0 {
+            return true;
+        }
+        // SAFETY: before `JOIN_WAITING` is set only the join side touches
+        // `joiner`, and there is one join side.
+        unsafe { *self.header().joiner.get() = Some(who) };
+        join.fetch_or(JOIN_WAITING, AcqRel) & COMPLETE == 0
+    }
+}
+
+impl<T> Drop for RawJoin<T> {
+    fn drop(&mut self) {
+        let prev = self.header().join.fetch_or(DETACHED, AcqRel);
+        if prev & COMPLETE != 0 {
+            // The result is ours: drop it here rather than with the block,
+            // which `Thread` handles may keep alive.
+            let mut out: Option<Result<T, Panic>> = None;
+            // SAFETY: `COMPLETE` seen with AcqRel; we are the join side.
+            unsafe { (self.header().vtable.take_output)(self.ptr, (&raw mut out).cast()) };
+        }
+        release(self.ptr);
+    }
+}
