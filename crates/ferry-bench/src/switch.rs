@@ -1,6 +1,6 @@
 //! The `switch` experiment: nanoseconds per one-way user-level context
 //! switch, in a ping-pong between two contexts on one thread, for ferry's
-//! switch (`ferry::arch`), three variants of it, and corosensei.
+//! switch (`ferry::arch`), variants of it, and corosensei.
 //!
 //! This module owns the systems under test, the two cases and their
 //! correctness checks; summarising and printing go through
@@ -11,13 +11,23 @@
 //! * `ferry switch`: [`ferry::arch::switch`], an inlined `asm!` block that
 //!   declares r12–r15 and the caller-saved registers clobbered (the compiler
 //!   saves what of them is live), pushes rbx and rbp, stores MXCSR and the
-//!   x87 control word, and continues the other context with an indirect
-//!   `jmp`.
+//!   x87 control word, loads the incoming MXCSR and the incoming x87 control
+//!   word only if it differs from the outgoing one, and continues the other
+//!   context with an indirect `jmp`.
+//! * `inline asm, jmp, FP control always loaded`: the same loading both
+//!   words unconditionally (ferry's switch until the x87 word became
+//!   conditional).
 //! * `inline asm, jmp, no FP control`: the same without
 //!   `stmxcsr`/`ldmxcsr` and `fnstcw`/`fldcw`: what saving the FP control
 //!   words costs. corosensei does not save them either, so this is its like.
-//! * `inline asm, jmp, FP control if changed`: stores both words but loads
-//!   them only when they differ from the ones being left.
+//! * `inline asm, jmp, FP control stored, not loaded`: stores both words and
+//!   loads neither. Not a usable switch (a context would run with the
+//!   control words of the one before it); it measures what the two stores
+//!   alone cost.
+//! * `inline asm, jmp, MXCSR and FCW loaded if changed`: stores both words
+//!   and loads each only when it differs from the one being left (MXCSR
+//!   compared on its control bits), which needs what `stmxcsr` stored read
+//!   back.
 //! * `inline asm, ret`: continues with `ret`, which no `call` pushed, so the
 //!   return stack buffer mispredicts it every time.
 //! * `naked call, ret`: a naked `extern "C"` function entered by `call` and
@@ -324,22 +334,42 @@ inline_switch!(
 );
 
 inline_switch!(
-    /// `ferry::arch::switch` loading the FP control words only when they
-    /// differ from the ones being left (`ldmxcsr` and `fldcw` are the slow
-    /// part); MXCSR's exception flags, which the ABI does not preserve, are
-    /// cleared in the saved copy so that they do not force a load.
+    /// `ferry::arch::switch` loading each FP control word only when it
+    /// differs from the one being left (rax keeps the outgoing frame). MXCSR
+    /// is compared on its control bits (6–31): its exception flags, which
+    /// the ABI does not preserve, do not force a load.
     switch_inline_jmp_fp_if_changed,
+    ["stmxcsr [rsp]", "fnstcw [rsp + 4]", "mov rax, rsp"],
     [
-        "stmxcsr [rsp]",
-        "fnstcw [rsp + 4]",
-        "mov edx, [rsp]",
+        "mov ecx, [rsp]",
+        "xor ecx, [rax]",
+        "test ecx, -64",
+        "jz 3f",
+        "ldmxcsr [rsp]",
+        "3:",
         "movzx ecx, word ptr [rsp + 4]",
-        "and edx, -64",
-        "shl rcx, 32",
-        "or rdx, rcx",
-        "mov [rsp], rdx"
+        "cmp cx, [rax + 4]",
+        "je 4f",
+        "fldcw [rsp + 4]",
+        "4:"
     ],
-    ["cmp rdx, [rsp]", "je 3f", "ldmxcsr [rsp]", "fldcw [rsp + 4]", "3:"],
+    ["pop rcx", "jmp rcx"]
+);
+
+inline_switch!(
+    /// `ferry::arch::switch` loading both FP control words unconditionally.
+    switch_inline_jmp_fp_always,
+    ["stmxcsr [rsp]", "fnstcw [rsp + 4]"],
+    ["ldmxcsr [rsp]", "fldcw [rsp + 4]"],
+    ["pop rcx", "jmp rcx"]
+);
+
+inline_switch!(
+    /// `ferry::arch::switch` storing the FP control words and loading
+    /// neither: not a correct switch, a measure of what the stores cost.
+    switch_inline_jmp_fp_stored_only,
+    ["stmxcsr [rsp]", "fnstcw [rsp + 4]"],
+    [],
     ["pop rcx", "jmp rcx"]
 );
 
@@ -375,8 +405,12 @@ struct NakedPopJmp;
 struct InlineRet;
 /// `inline asm, jmp, no FP control`.
 struct InlineJmpNoFp;
-/// `inline asm, jmp, FP control if changed`.
+/// `inline asm, jmp, MXCSR and FCW loaded if changed`.
 struct InlineJmpFpIfChanged;
+/// `inline asm, jmp, FP control always loaded`.
+struct InlineJmpFpAlways;
+/// `inline asm, jmp, FP control stored, not loaded`.
+struct InlineJmpFpStoredOnly;
 
 impl Switch for Ferry {
     const NAME: &'static str = FERRY;
@@ -424,11 +458,31 @@ impl Switch for InlineRet {
 }
 
 impl Switch for InlineJmpFpIfChanged {
-    const NAME: &'static str = "inline asm, jmp, FP control if changed";
+    const NAME: &'static str = "inline asm, jmp, MXCSR and FCW loaded if changed";
     #[inline(always)]
     unsafe fn switch(from: *mut Context, to: *const Context) {
         // SAFETY: forwarded contract; same frame layout as `arch::switch`.
         unsafe { switch_inline_jmp_fp_if_changed(from, to) }
+    }
+}
+
+impl Switch for InlineJmpFpAlways {
+    const NAME: &'static str = "inline asm, jmp, FP control always loaded";
+    #[inline(always)]
+    unsafe fn switch(from: *mut Context, to: *const Context) {
+        // SAFETY: forwarded contract; same frame layout as `arch::switch`.
+        unsafe { switch_inline_jmp_fp_always(from, to) }
+    }
+}
+
+impl Switch for InlineJmpFpStoredOnly {
+    const NAME: &'static str = "inline asm, jmp, FP control stored, not loaded";
+    #[inline(always)]
+    unsafe fn switch(from: *mut Context, to: *const Context) {
+        // SAFETY: forwarded contract; same frame layout as `arch::switch`.
+        // Both sides of the experiment keep the default FP environment, so
+        // not loading the control words changes nothing they compute.
+        unsafe { switch_inline_jmp_fp_stored_only(from, to) }
     }
 }
 
@@ -627,7 +681,9 @@ impl System {
 fn systems() -> Vec<System> {
     vec![
         System::ferry::<Ferry>(),
+        System::ferry::<InlineJmpFpAlways>(),
         System::ferry::<InlineJmpNoFp>(),
+        System::ferry::<InlineJmpFpStoredOnly>(),
         System::ferry::<InlineJmpFpIfChanged>(),
         System::ferry::<InlineRet>(),
         System::ferry::<Naked>(),
@@ -813,10 +869,12 @@ mod tests {
             switch_naked(&raw mut (*p).main, &raw const (*p).other);
             switch_inline_jmp_no_fp(&raw mut (*p).main, &raw const (*p).other);
             switch_inline_jmp_fp_if_changed(&raw mut (*p).main, &raw const (*p).other);
+            switch_inline_jmp_fp_always(&raw mut (*p).main, &raw const (*p).other);
+            switch_inline_jmp_fp_stored_only(&raw mut (*p).main, &raw const (*p).other);
             switch_no_fp_control(&raw mut (*p).main, &raw const (*p).other);
             switch_pop_jmp(&raw mut (*p).main, &raw const (*p).other);
             arch::switch(&raw mut (*p).main, &raw const (*p).other);
-            assert_eq!((*p).other_turns, 7);
+            assert_eq!((*p).other_turns, 9);
             drop(Box::from_raw(p));
         }
         drop(stack);
@@ -824,8 +882,13 @@ mod tests {
 
     #[test]
     fn json_lines_carry_the_experiment_and_case() {
-        let samples = measure_all(&systems(), 5, 2_000).unwrap();
-        assert!(samples[1][7].is_empty(), "corosensei has no same-site case");
+        let systems = systems();
+        let samples = measure_all(&systems, 5, 2_000).unwrap();
+        let coro = systems.iter().position(|s| s.name == COROSENSEI).unwrap();
+        assert!(
+            samples[1][coro].is_empty(),
+            "corosensei has no same-site case"
+        );
         let stats = Stats::from_samples(&samples[0][0]).unwrap();
         let line = Record::new(EXPERIMENT, Case::PingPong.name(), FERRY, &stats, 2_000).json_line();
         assert!(

@@ -553,6 +553,158 @@ fn fresh_context_starts_with_default_fp_control_words() {
     assert_eq!(seen.get(), (MXCSR_DEFAULT, FCW_DEFAULT));
 }
 
+/// A context's FP control words: MXCSR control bits (flags masked off) and
+/// the x87 control word.
+type FpEnv = (u32, u16);
+
+/// MXCSR flush-to-zero and denormals-are-zero.
+const MXCSR_FTZ: u32 = 0x8000;
+const MXCSR_DAZ: u32 = 0x0040;
+/// x87 rounding control "toward zero", and the "53-bit" precision.
+const FCW_ROUND_TOWARD_ZERO: u16 = 0x0C00;
+const FCW_DOUBLE_PRECISION: u16 = 0x0200;
+
+const DEFAULT_ENV: FpEnv = (MXCSR_DEFAULT, FCW_DEFAULT);
+/// Both words non-default: round toward zero and FTZ in MXCSR; single
+/// precision, round toward zero in the x87 word.
+const ODD_ENV: FpEnv = (
+    MXCSR_DEFAULT | MXCSR_ROUND_TOWARD_ZERO | MXCSR_FTZ,
+    (FCW_DEFAULT & !FCW_PRECISION_MASK) | FCW_ROUND_TOWARD_ZERO,
+);
+/// Non-default, and different from [`ODD_ENV`] in both words.
+const OTHER_ENV: FpEnv = (
+    MXCSR_DEFAULT | MXCSR_DAZ,
+    (FCW_DEFAULT & !FCW_PRECISION_MASK) | FCW_DOUBLE_PRECISION,
+);
+
+/// The running context's [`FpEnv`].
+fn fp_env() -> FpEnv {
+    (mxcsr() & MXCSR_CONTROL, fcw())
+}
+
+/// Loads an [`FpEnv`] into the running context.
+///
+/// # Safety
+///
+/// As for [`set_mxcsr`] and [`set_fcw`].
+unsafe fn set_fp_env(env: FpEnv) {
+    // SAFETY: the caller's promise.
+    unsafe {
+        set_mxcsr(env.0);
+        set_fcw(env.1);
+    }
+}
+
+/// Gives the running context an [`FpEnv`] until dropped (also by a failing
+/// assert's unwind), then restores what it had.
+struct FpEnvGuard(u32, u16);
+
+impl FpEnvGuard {
+    /// # Safety
+    ///
+    /// As for [`set_mxcsr`] and [`set_fcw`], while the guard lives.
+    unsafe fn set(env: FpEnv) -> FpEnvGuard {
+        let guard = FpEnvGuard(mxcsr(), fcw());
+        // SAFETY: the caller's promise.
+        unsafe { set_fp_env(env) };
+        guard
+    }
+}
+
+impl Drop for FpEnvGuard {
+    fn drop(&mut self) {
+        // SAFETY: restores what the context had before `set`.
+        unsafe {
+            set_mxcsr(self.0);
+            set_fcw(self.1);
+        }
+    }
+}
+
+/// Main runs with `main_env`, a fiber with `fiber_envs[round]` (loaded
+/// before its `round`th suspension); after every switch each side must see
+/// its own words. The fiber finishes (by `resume`) with its last words still
+/// loaded, and main must see its own after that too.
+fn fp_envs_stay_per_context(main_env: FpEnv, fiber_envs: &[FpEnv]) {
+    let rounds = fiber_envs.len();
+    let mut fiber = Fiber::new(64 * 1024, |y| {
+        assert_eq!(
+            fp_env(),
+            DEFAULT_ENV,
+            "a fresh context starts with defaults"
+        );
+        for (round, &env) in fiber_envs.iter().enumerate() {
+            // SAFETY: until the fiber ends, it runs only integer code
+            // (switches, compares, the panic path of a failing assert).
+            unsafe { set_fp_env(env) };
+            y.suspend();
+            assert_eq!(fp_env(), env, "the fiber's words after switch {round}");
+        }
+    });
+    // SAFETY: while it lives, main runs only integer code (switches,
+    // compares); it restores the old words when the test ends or fails.
+    let _main = unsafe { FpEnvGuard::set(main_env) };
+    let mut switches = 0;
+    while !fiber.resume() {
+        assert_eq!(fp_env(), main_env, "main's words after switch {switches}");
+        switches += 1;
+    }
+    if let Some(p) = fiber.take_panic() {
+        panic::resume_unwind(p);
+    }
+    assert_eq!(switches, rounds);
+    assert_eq!(
+        fp_env(),
+        main_env,
+        "main's words after the fiber finished with `resume`"
+    );
+}
+
+#[test]
+fn non_default_fp_control_words_stay_in_their_context() {
+    fp_envs_stay_per_context(DEFAULT_ENV, &[ODD_ENV; 6]);
+    fp_envs_stay_per_context(ODD_ENV, &[DEFAULT_ENV; 6]);
+    fp_envs_stay_per_context(ODD_ENV, &[OTHER_ENV; 6]);
+}
+
+#[test]
+fn equal_non_default_fp_control_words_survive_switches_and_changes() {
+    fp_envs_stay_per_context(ODD_ENV, &[ODD_ENV; 6]);
+    // Equal for a while (nothing loaded), then the fiber changes its words
+    // (and changes them back): main keeps its own throughout.
+    fp_envs_stay_per_context(
+        ODD_ENV,
+        &[
+            ODD_ENV,
+            ODD_ENV,
+            OTHER_ENV,
+            OTHER_ENV,
+            ODD_ENV,
+            DEFAULT_ENV,
+            ODD_ENV,
+        ],
+    );
+}
+
+#[test]
+fn fp_control_words_differing_in_one_word_only_stay_per_context() {
+    // Only the x87 word differs.
+    let x87_only = (ODD_ENV.0, OTHER_ENV.1);
+    fp_envs_stay_per_context(ODD_ENV, &[x87_only; 6]);
+    fp_envs_stay_per_context(DEFAULT_ENV, &[(MXCSR_DEFAULT, ODD_ENV.1); 6]);
+    // Only MXCSR differs: the x87 word matches, MXCSR must still be loaded.
+    let mxcsr_only = (OTHER_ENV.0, ODD_ENV.1);
+    fp_envs_stay_per_context(ODD_ENV, &[mxcsr_only; 6]);
+    fp_envs_stay_per_context(DEFAULT_ENV, &[(ODD_ENV.0, FCW_DEFAULT); 6]);
+    // Alternating between the two kinds of difference.
+    fp_envs_stay_per_context(
+        ODD_ENV,
+        &[
+            x87_only, mxcsr_only, x87_only, mxcsr_only, ODD_ENV, x87_only,
+        ],
+    );
+}
+
 /// Ring members for the handoff chain: context `i` hands off to `i % 3 + 1`.
 struct Ring {
     /// 0 is the test's own context, 1..=3 are A, B, C.

@@ -14,29 +14,33 @@
 //! switch (the partial context switch). It saves itself what it cannot
 //! declare clobbered (rbx, rbp) and what the SysV ABI makes a callee keep
 //! beyond registers (the MXCSR and the x87 control word), in a 64-byte frame
-//! on the suspended stack; the stack pointer goes into the [`Context`]. It
-//! goes on with an indirect `jmp`, not `ret`. A preempted thread needs its
+//! on the suspended stack; the stack pointer goes into the [`Context`]. On
+//! the way in it loads the incoming MXCSR, and the incoming x87 control word
+//! only if it differs from the outgoing one. It goes on with an indirect
+//! `jmp`, not `ret`. A preempted thread needs its
 //! full register and FP/SIMD state; that is not this module's job.
 //!
 //! ## Why this switch, and not corosensei or a naked function
 //!
-//! `ferry-bench switch`, ns per one-way switch, median of 7 runs × 2,000,000
-//! round trips, one thread pinned to one CPU of the 2-vCPU development VM
-//! (AMD EPYC); three runs of the program, medians within 0.2 ns of each
-//! other except where noted. (Another session's process kept the *other*
-//! CPU busy during all of them; min and median of each row stay within
-//! 0.1 ns.) `ping-pong`: the two sides switch from different code;
+//! `ferry-bench switch --runs 11`, ns per one-way switch, median of 11 runs
+//! × 2,000,000 round trips, one thread pinned to one CPU of the 2-vCPU
+//! development VM (AMD EPYC, Zen 3); three runs of the program, medians
+//! within 0.05 ns of each other except where noted. (Other processes used
+//! 0.1–1.1 of the 2 CPUs during them; min and median of each row stay
+//! within 0.1 ns.) `ping-pong`: the two sides switch from different code;
 //! `same site`: both sides run one loop function.
 //!
 //! | system | ping-pong | same site |
 //! |---|---:|---:|
-//! | **ferry switch** (inline asm, jmp, FP control saved) | **5.95** | **5.95** |
+//! | **ferry switch** (inline asm, jmp, FP control saved, x87 word loaded only if changed) | **5.6** | **5.6** |
+//! | inline asm, jmp, FP control always loaded | 5.95 | 5.95 |
 //! | inline asm, jmp, no FP control | 2.2 | 5.0 |
-//! | inline asm, jmp, FP control loaded only if changed | 8.0 | 7.8–8.6 |
-//! | inline asm, ret | 11.9 | 14.4 |
+//! | inline asm, jmp, FP control stored, not loaded (not a correct switch) | 5.45 | 5.3 |
+//! | inline asm, jmp, MXCSR and x87 word each loaded only if changed | 7.65 (once 9.6) | 7.5 |
+//! | inline asm, ret | 11.9 | 14.1–14.4 |
 //! | naked `extern "C"` call, ret, FP control saved | 14.4 | 5.95 |
-//! | naked call, ret, no FP control | 11.5 | 5.3 |
-//! | naked call, pop+jmp | 14.2 | 5.95 |
+//! | naked call, ret, no FP control | 11.45 | 5.3 |
+//! | naked call, pop+jmp | 14.3 (5.95 in other builds) | 5.95 |
 //! | corosensei 0.3 (`resume` + `suspend`, no FP control) | 2.0 | – |
 //!
 //! * Without the FP control words, ferry's switch costs what corosensei's
@@ -51,14 +55,21 @@
 //!   return to its caller and mispredicts on every switch (a `ret` from an
 //!   inline block mispredicts everywhere). An indirect `jmp` is predicted
 //!   from its own history, and leaves the return predictor balanced.
-//! * Storing and loading the MXCSR and x87 control word costs about 3.8 ns
-//!   per switch on this CPU (`stmxcsr`/`fnstcw` as much as the loads:
-//!   skipping the loads when nothing changed is slower still, because the
-//!   stored words must be read back). It is kept, because the ABI requires
-//!   it of a callee and a thread that changes its rounding mode must not
-//!   change its neighbours'. A variant without it (for threads known to
-//!   keep the default environment, as Rust code must) would make the switch
-//!   2.2 ns; that is a decision for the thread layer.
+//! * Storing and loading the MXCSR and x87 control word unconditionally
+//!   costs about 3.7 ns per switch on this CPU, and nearly all of it is
+//!   `stmxcsr` (about 3.1 ns; `fnstcw` about 0.2, `ldmxcsr` 0.15, `fldcw`
+//!   0.3, from one-instruction variants measured once). So the switch
+//!   loads the x87 word only when it differs from the outgoing one (a
+//!   16-bit compare and a predicted branch; 0.3 ns saved) but loads MXCSR
+//!   always: comparing MXCSR needs what `stmxcsr` stored read back, which
+//!   costs about 1.4 ns, ten times the `ldmxcsr` it saves (the `each loaded
+//!   only if changed` row). [`resume`] does the same (measured in a
+//!   prepare–switch–resume loop: 0.3 ns less than loading both words, 4.4 ns
+//!   more when it compares MXCSR too). The words are kept, because the ABI
+//!   requires it of a callee and a thread that changes its rounding mode
+//!   must not change its neighbours'. A variant without them (for threads
+//!   known to keep the default environment, as Rust code must) would make
+//!   the switch 2.2 ns; that is a decision for the thread layer.
 //! * `same site` numbers are 1–3 ns higher than `ping-pong` for the inlined
 //!   switches even without mispredictions; not investigated yet.
 //!
