@@ -104,11 +104,17 @@ impl Timers {
     }
 
     /// Wakes every thread whose deadline has passed; returns how many.
+    #[inline]
     pub(crate) fn fire_due(&self) -> usize {
-        let due = self.next_due.load(Acquire);
-        if due == u64::MAX {
+        if self.next_due.load(Acquire) == u64::MAX {
             return 0;
         }
+        self.fire_due_slow()
+    }
+
+    #[cold]
+    fn fire_due_slow(&self) -> usize {
+        let due = self.next_due.load(Acquire);
         let now = self.now();
         if now < due {
             return 0;
