@@ -109,6 +109,8 @@ pub(crate) struct Owner {
     stacks: Vec<Stack>,
     /// Thread ids this processor hands out before it takes more.
     ids: Range<u64>,
+    /// The errno slot of the kernel thread running this processor.
+    errno: *mut i32,
     /// The runtime this processor belongs to (set once, before it runs).
     shared: *const Shared,
 }
@@ -171,6 +173,7 @@ impl Processor {
                     ticks: 0,
                     stacks: Vec::new(),
                     ids: 0..0,
+                    errno: ptr::null_mut(),
                     shared: ptr::null(),
                 }),
                 next: NextSlot::new(),
@@ -199,6 +202,7 @@ impl Processor {
     /// Makes the calling kernel thread run this processor.
     pub(crate) fn enter(&self) {
         CURRENT.with(|c| c.set(self));
+        self.owner().errno = sys::errno_location();
         // Without an alternate signal stack an overflow still kills the
         // process, it just cannot say which thread overflowed.
         let _ = crate::stack::ensure_signal_stack();
@@ -327,20 +331,23 @@ impl Processor {
         }
     }
 
-    /// Yields the running thread if the policy has another one ready.
+    /// Yields the running thread to the one the policy has ready here, if
+    /// any.
     pub(crate) fn yield_current(&self) {
         self.shared().timers.fire_due();
-        if self.with_policy(|policy, cx| policy.has_ready(cx)) {
-            self.switch_away(Pending::Requeue);
+        if let Some(next) = self.with_policy(|policy, cx| policy.next_local(cx)) {
+            self.switch_to(Some(next), Pending::Requeue);
         }
     }
 
-    /// Picks the next context: the thread the policy chooses (a handoff,
-    /// straight from thread to thread), else the scheduler loop.
+    /// Makes `next` the running thread and returns its context, or the
+    /// scheduler loop's when there is none. The thread learns which
+    /// processor resumed it from its header, without a TLS lookup.
     #[inline]
-    fn next_context(&self) -> *const Context {
-        match self.with_policy(|policy, cx| policy.next(cx)) {
+    fn enter_context(&self, next: Option<Thread>) -> *const Context {
+        match next {
             Some(next) => {
+                next.set_processor(self);
                 let to = next.context_ptr();
                 self.owner().current = Some(next);
                 to
@@ -349,11 +356,26 @@ impl Processor {
         }
     }
 
+    /// The next context: the thread the policy chooses (a handoff, straight
+    /// from thread to thread), else the scheduler loop.
+    #[inline]
+    fn next_context(&self) -> *const Context {
+        let next = self.with_policy(|policy, cx| policy.next(cx));
+        self.enter_context(next)
+    }
+
     /// Switches away from the running thread, leaving `pending` for whoever
     /// runs next: straight to the thread the policy picks if there is one
     /// (handoff), else to the scheduler loop. Returns when the thread is
     /// resumed, possibly on another processor.
     pub(crate) fn switch_away(&self, make_pending: impl FnOnce(Thread) -> Pending) {
+        self.switch_to(None, make_pending);
+    }
+
+    /// As [`Processor::switch_away`], to `chosen` if the caller already has
+    /// the next thread.
+    #[inline]
+    fn switch_to(&self, chosen: Option<Thread>, make_pending: impl FnOnce(Thread) -> Pending) {
         let owner = self.owner();
         // Threads handed off among themselves never pass through the
         // scheduler loop: look at the timers every so often here too.
@@ -364,22 +386,32 @@ impl Processor {
         let owner = self.owner();
         let me = owner.current.take().expect("switch_away outside a thread");
         let from = me.context_ptr();
+        let my_header = me.as_ptr();
         owner.pending = make_pending(me);
-        let to = self.next_context();
+        let to = match chosen {
+            Some(t) => self.enter_context(Some(t)),
+            None => self.next_context(),
+        };
         // errno belongs to the kernel thread; a user-level thread keeps its
         // own on its stack across the switch and puts it back wherever it
         // resumes.
-        let errno = sys::errno();
+        // SAFETY: `errno` points at this kernel thread's errno slot (set by
+        // `enter` on the kernel thread that runs this processor).
+        let errno = unsafe { *owner.errno };
         // SAFETY: `from` is the running thread's own context slot, kept alive
         // by the `Thread` in `pending` (or by whoever holds it while it is
         // parked) until it is resumed; `to` is a context that was saved or
         // prepared and not resumed since (a queued thread's, or the
         // scheduler loop's, which is suspended while any thread runs).
         unsafe { arch::switch(from, to) };
-        // Resumed: possibly on another kernel thread, so ask again.
-        let p = current().expect("a ferry thread resumed outside a processor");
+        // Resumed, possibly by another processor on another kernel thread:
+        // the one that resumed us left itself in our header.
+        // SAFETY: we run, so the processor that switched to us holds our
+        // block as its `current`; it wrote `processor` just before.
+        let p = unsafe { Thread::processor_of(my_header) };
         p.finish_switch();
-        sys::set_errno(errno);
+        // SAFETY: as above, for the processor we resumed on.
+        unsafe { *p.owner().errno = errno };
     }
 
     /// Ends the running thread: its stack is released by whoever runs next.
@@ -404,9 +436,8 @@ impl Processor {
             shared.timers.fire_due();
             match self.with_policy(|policy, cx| policy.next(cx)) {
                 Some(t) => {
+                    let to = self.enter_context(Some(t));
                     let owner = self.owner();
-                    let to = t.context_ptr();
-                    owner.current = Some(t);
                     // SAFETY: the scheduler context is this kernel thread's
                     // own stack, saved here and resumed only by this
                     // processor; `to` is a queued thread's context, saved or

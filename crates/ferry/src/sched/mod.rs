@@ -129,7 +129,11 @@ pub(crate) trait Policy {
     /// `None` when there is nothing to run (the processor then idles).
     fn next(&mut self, cx: &Cx<'_>) -> Option<Thread>;
 
-    /// Whether a thread that yields has anything to give way to: whether
-    /// [`Policy::next`] would find a thread without stealing.
+    /// For a thread that yields: the thread to give way to, taken out of
+    /// this processor's own queues (or the injector), never stolen; `None`
+    /// when there is nobody, and the yielding thread goes on.
+    fn next_local(&mut self, cx: &Cx<'_>) -> Option<Thread>;
+
+    /// Whether [`Policy::next`] would find a thread without stealing.
     fn has_ready(&self, cx: &Cx<'_>) -> bool;
 }

@@ -51,6 +51,15 @@ impl Policy for WorkStealing {
     }
 
     fn next(&mut self, cx: &Cx<'_>) -> Option<Thread> {
+        if let Some(t) = self.next_local(cx) {
+            return Some(t);
+        }
+        let (t, victim) = cx.queue.steal(self.next_victim)?;
+        self.next_victim = victim + 1;
+        Some(t)
+    }
+
+    fn next_local(&mut self, cx: &Cx<'_>) -> Option<Thread> {
         self.picks = self.picks.wrapping_add(1);
         if self.picks.is_multiple_of(INJECTOR_FIRST_EVERY)
             && let Some(t) = cx.shared.injector.pop()
@@ -75,12 +84,7 @@ impl Policy for WorkStealing {
         if let Some(t) = cx.shared.injector.pop() {
             return Some(t);
         }
-        if let Some(t) = cx.queue.pop(low) {
-            return Some(t);
-        }
-        let (t, victim) = cx.queue.steal(self.next_victim)?;
-        self.next_victim = victim + 1;
-        Some(t)
+        cx.queue.pop(low)
     }
 
     fn has_ready(&self, cx: &Cx<'_>) -> bool {

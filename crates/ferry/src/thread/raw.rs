@@ -47,6 +47,7 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, fence};
 use super::local::LocalTable;
 use super::{Panic, Thread, ThreadId, Unparker};
 use crate::arch::Context;
+use crate::processor::Processor;
 use crate::runtime::Shared;
 use crate::sched::Priority;
 use crate::stack::Stack;
@@ -79,6 +80,10 @@ pub(crate) struct Header {
     /// it sets `JOIN_WAITING`, taken by the thread after it saw the bit.
     joiner: UnsafeCell<Option<Unparker>>,
     pub(crate) shared: Arc<Shared>,
+    /// The processor that last switched to this thread: written by that
+    /// processor just before the switch, read by the thread right after it
+    /// (same kernel thread, so program order suffices).
+    processor: std::cell::Cell<*const Processor>,
     vtable: &'static Vtable,
 }
 
@@ -215,6 +220,7 @@ where
             locals: UnsafeCell::new(Vec::new()),
             joiner: UnsafeCell::new(None),
             shared: spec.shared,
+            processor: std::cell::Cell::new(std::ptr::null()),
             vtable: &Cell::<F, T>::VTABLE,
         },
         stage: UnsafeCell::new(Stage::<F, T>::Ready(f)),
@@ -235,6 +241,23 @@ impl Thread {
     pub(crate) fn header(&self) -> &Header {
         // SAFETY: a `Thread` holds a reference, so the block is live.
         unsafe { self.ptr.as_ref() }
+    }
+
+    /// Records that `p` is about to switch to this thread. Only the
+    /// processor doing so calls it, while the thread is not running.
+    pub(crate) fn set_processor(&self, p: &Processor) {
+        self.header().processor.set(p);
+    }
+
+    /// The processor that switched to the thread owning `header`.
+    ///
+    /// # Safety
+    /// Called by that thread, running (so its block is alive and
+    /// `set_processor` was called for this run).
+    pub(crate) unsafe fn processor_of(header: NonNull<Header>) -> &'static Processor {
+        // SAFETY: the block is live (the contract) and the processor, owned
+        // by the runtime's `Shared`, outlives every thread run on it.
+        unsafe { &*header.as_ref().processor.get() }
     }
 
     /// The block, without a reference of its own.
