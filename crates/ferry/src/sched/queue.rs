@@ -20,6 +20,7 @@
 //! within nanoseconds, and stealing it would only split the pair across
 //! cores.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::ptr;
 use std::sync::atomic::AtomicPtr;
@@ -94,6 +95,11 @@ impl Drop for NextSlot {
 /// One processor's rings, and its stealing handles on every other
 /// processor's rings. Owner only (it holds the single producer handles).
 pub(crate) struct RunQueue {
+    /// Bit `l` clear means ring `l` is empty: only the owner pushes, and it
+    /// sets the bit when it does; it clears the bit when it finds the ring
+    /// empty. Thieves only take, so a clear bit stays true until the
+    /// owner's next push. Saves the owner a look at empty rings.
+    maybe_nonempty: Cell<u8>,
     tx: [Producer; LEVELS],
     rx: [Consumer; LEVELS],
     /// `(victim processor index, its rings)`, for every other processor.
@@ -123,6 +129,7 @@ impl RunQueue {
             .map(|(levels, victims)| {
                 let [(t0, r0), (t1, r1), (t2, r2)] = levels;
                 RunQueue {
+                    maybe_nonempty: Cell::new(0),
                     tx: [t0, t1, t2],
                     rx: [r0, r1, r2],
                     victims,
@@ -134,20 +141,26 @@ impl RunQueue {
     /// Queues `t` at the back of ring `level`; gives it back when the ring
     /// is full.
     pub(crate) fn push_back(&self, level: usize, t: Thread) -> Result<(), Thread> {
+        self.maybe_nonempty
+            .set(self.maybe_nonempty.get() | 1 << level);
         self.tx[level].try_push(t)
     }
 
     /// Takes the front of ring `level`.
     pub(crate) fn pop(&self, level: usize) -> Option<Thread> {
-        let rx = &self.rx[level];
-        if rx.is_empty() {
+        if self.maybe_nonempty.get() & 1 << level == 0 {
             return None;
         }
-        rx.try_pop()
+        let t = self.rx[level].try_pop();
+        if t.is_none() {
+            self.maybe_nonempty
+                .set(self.maybe_nonempty.get() & !(1 << level));
+        }
+        t
     }
 
     pub(crate) fn is_empty(&self, level: usize) -> bool {
-        self.rx[level].is_empty()
+        self.maybe_nonempty.get() & 1 << level == 0 || self.rx[level].is_empty()
     }
 
     /// Steals one thread from another processor's rings, highest level
