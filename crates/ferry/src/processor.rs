@@ -275,14 +275,14 @@ impl Processor {
         let id = ThreadId(owner.ids.start);
         owner.ids.start += 1;
         let size = stack_size.unwrap_or(shared.stack_size);
-        let stack = match owner.stacks.pop() {
-            Some(s) if size == shared.stack_size => s,
-            other => {
-                if let Some(s) = other {
-                    owner.stacks.push(s);
-                }
-                StackCache::global().get(size)?
-            }
+        let cached = if size == shared.stack_size {
+            owner.stacks.pop()
+        } else {
+            None
+        };
+        let stack = match cached {
+            Some(s) => s,
+            None => StackCache::global().get(size)?,
         };
         Ok((id, stack))
     }
@@ -474,9 +474,8 @@ impl Processor {
                 Some(entry) if entry.1 == who => {
                     if !who.is_null()
                         && now.duration_since(entry.2) >= sched::NEXT_STEAL_AFTER
-                        && let Some(t) = slot.take()
+                        && self.steal_next_if_still(slot, who)
                     {
-                        self.with_policy(|policy, cx| policy.ready(cx, t, Ready::Woken));
                         return true;
                     }
                 }
@@ -581,16 +580,24 @@ impl Processor {
         while start.elapsed() < sched::NEXT_STEAL_AFTER {
             std::hint::spin_loop();
         }
-        for (v, who) in occupied {
-            let slot = &shared.processors[v].next;
-            if slot.peek() == who
-                && let Some(t) = slot.take()
-            {
-                self.with_policy(|policy, cx| policy.ready(cx, t, Ready::Woken));
-                return true;
-            }
+        occupied
+            .into_iter()
+            .any(|(v, who)| self.steal_next_if_still(&shared.processors[v].next, who))
+    }
+
+    /// Takes the thread in another processor's next-to-run `slot` if `who`
+    /// still sits there, and makes it ready here.
+    fn steal_next_if_still(&self, slot: &NextSlot, who: *const Header) -> bool {
+        if slot.peek() != who {
+            return false;
         }
-        false
+        match slot.take() {
+            Some(t) => {
+                self.with_policy(|policy, cx| policy.ready(cx, t, Ready::Woken));
+                true
+            }
+            None => false,
+        }
     }
 
     /// Drops every thread and stack this processor still holds.

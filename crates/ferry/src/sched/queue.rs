@@ -227,13 +227,7 @@ impl Injector {
 
     /// Takes the oldest thread of the highest level.
     pub(crate) fn pop(&self) -> Option<Thread> {
-        if self.len.load(Acquire) == 0 {
-            return None;
-        }
-        let mut levels = self.levels.lock().unwrap_or_else(PoisonError::into_inner);
-        let t = levels.iter_mut().find_map(VecDeque::pop_front)?;
-        self.len.fetch_sub(1, Release);
-        Some(t)
+        self.pop_at_least(LEVELS - 1)
     }
 
     /// Takes the oldest thread of level `level` or above (more urgent).
