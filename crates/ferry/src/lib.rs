@@ -19,6 +19,9 @@
 #![deny(missing_docs)]
 
 pub mod arch;
+pub mod fs;
+pub mod net;
+pub mod process;
 mod processor;
 mod runtime;
 mod sched;
@@ -27,7 +30,9 @@ pub mod sync;
 mod sys;
 pub mod thread;
 mod timer;
+pub mod upcall;
 
 pub use runtime::{Builder, Handle, Runtime, run};
 pub use thread::{JoinHandle, Panic, Thread, ThreadId, current, park, spawn, yield_now};
 pub use timer::sleep;
+pub use upcall::blocking;

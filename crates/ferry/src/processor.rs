@@ -57,20 +57,20 @@
 //! | `false` | the processor, when it leaves `idle` | busy, or spinning for work |
 //! | `true` | the processor, when it stops spinning and goes to sleep | it has nothing to run: its core may be taken back (the processor-allocation issue reads it) |
 
-use std::cell::{Cell, UnsafeCell};
+use std::cell::UnsafeCell;
 use std::io;
 use std::ops::Range;
 use std::ptr;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicBool, AtomicU32};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize};
 use std::time::Instant;
 
 use crate::arch::{self, Context};
 use crate::runtime::Shared;
 use crate::sched::{self, Cx, NextSlot, Policy, Ready, RunQueue, WorkStealing};
 use crate::stack::{Stack, StackCache};
-use crate::sys;
 use crate::thread::{EMPTY, Header, NOTIFIED, PARKED, PARKING, Thread, ThreadId};
+use crate::upcall::{self, Activation, Critical, Event, Kind, Posted};
 
 /// A processor looks at the timers at least once per this many switches.
 const TIMER_CHECK_EVERY: u32 = 64;
@@ -92,14 +92,49 @@ pub(crate) enum Pending {
     Park(Thread),
     /// Release the thread's stack (it exited).
     Exit(Thread),
+    /// Queue the thread again, as preempted at the given moment.
+    Preempted(Thread, Instant),
 }
+
+/// Why a processor's scheduler loop returned to its activation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RunEnd {
+    /// The runtime shut down.
+    ShutDown,
+    /// The activation lost the processor while its thread was away in the
+    /// kernel (the thread is now switched out and must be handed back).
+    Lost,
+    /// The processor was removed from the set.
+    Stopped,
+}
+
+/// `Processor::membership`: whether the processor belongs to the set.
+///
+/// | value | written by | meaning |
+/// |-------|------------|---------|
+/// | `ACTIVE` | a starting driver (from `STARTING`); `set_processors` (from `STOPPING`) | in the set |
+/// | `STOPPING` | `set_processors` (from `ACTIVE` or `STARTING`) | to leave: its driver preempts its thread, gives its queues away and stops it |
+/// | `STOPPED` | its driver, once stopped | out of the set; nobody drives it |
+/// | `STARTING` | `set_processors` (from `STOPPED`), the runtime at start | a spare is on its way to drive it |
+pub(crate) const ACTIVE: u8 = 0;
+pub(crate) const STOPPING: u8 = 1;
+pub(crate) const STOPPED: u8 = 2;
+pub(crate) const STARTING: u8 = 3;
+
+/// `Processor::core` when the processor has no named core.
+const NO_CORE: usize = usize::MAX;
 
 /// The parts of a processor only its own kernel thread touches.
 pub(crate) struct Owner {
     queue: RunQueue,
     policy: WorkStealing,
-    /// Where the scheduler loop is suspended while a thread runs.
-    sched: Context,
+    /// The activation driving this processor.
+    act: *const Activation,
+    /// Where that activation's scheduler loop is suspended while a thread
+    /// runs.
+    sched: *mut Context,
+    /// Threads dispatched so far (the monitor sees it in `dispatch`).
+    dispatches: u32,
     /// The thread running on this processor, if any.
     current: Option<Thread>,
     pending: Pending,
@@ -125,6 +160,23 @@ pub(crate) struct Processor {
     sleep: AtomicU32,
     /// See the module docs.
     willing_to_yield: AtomicBool,
+    /// Which activation drives it; see `upcall::activation`'s docs.
+    pub(crate) driver: AtomicUsize,
+    /// `dispatches << 1 | running a thread`, written by the driver at every
+    /// switch, read by the monitor: a value that stays the same while the
+    /// low bit is set means one thread has run (or blocked) all along.
+    pub(crate) dispatch: AtomicU32,
+    /// The `dispatch` value a preemption was asked for (by the monitor),
+    /// so that a late signal does not preempt the next thread.
+    pub(crate) preempt_dispatch: AtomicU32,
+    /// When the processor was lent (ns since the runtime's epoch).
+    pub(crate) lent_at: AtomicU64,
+    /// When the last change of membership was asked for (ns since epoch).
+    pub(crate) changed_at: AtomicU64,
+    /// See [`ACTIVE`].
+    pub(crate) membership: AtomicU8,
+    /// The core its driver is pinned to, or [`NO_CORE`] for the default.
+    core: AtomicUsize,
 }
 
 // SAFETY: `owner` is only touched from the kernel thread the processor runs
@@ -136,23 +188,40 @@ unsafe impl Sync for Processor {}
 // kernel thread and then used by the one it is handed to.
 unsafe impl Send for Processor {}
 
-thread_local! {
-    /// The processor this kernel thread runs, or null.
-    static CURRENT: Cell<*const Processor> = const { Cell::new(ptr::null()) };
+/// A ferry thread's way into the runtime: the processor the calling kernel
+/// thread drives, with one level of its critical count held (see
+/// `upcall::activation`) until this drops.
+///
+/// Code that switches while holding it may resume on another processor: it
+/// takes the processor it resumed on from the switch, never from an
+/// `Entered` made before.
+pub(crate) struct Entered {
+    pub(crate) p: &'static Processor,
+    critical: Critical,
 }
 
-/// The processor the calling kernel thread runs, if it runs one.
-///
-/// Never inlined, so that the compiler cannot keep a thread-local address
-/// across a context switch: a user-level thread may resume on another kernel
-/// thread.
-#[inline(never)]
-pub(crate) fn current() -> Option<&'static Processor> {
-    let p = CURRENT.with(Cell::get);
-    // SAFETY: `CURRENT` is set by `Processor::enter` to a processor owned by
-    // the runtime's `Shared`, which outlives every kernel thread that runs
-    // it, and cleared before the processor is dropped.
-    unsafe { p.as_ref() }
+impl Entered {
+    /// Leaves the level held to the context switched to (an exiting thread).
+    pub(crate) fn hand_over(self) {
+        self.critical.hand_over();
+    }
+}
+
+/// Enters the runtime from the calling kernel thread: `None` if it drives no
+/// processor (a plain kernel thread, or an activation between processors).
+/// If the processor was lent for a blocking call, takes it back; if it was
+/// taken meanwhile, the calling ferry thread is handed back to the runtime
+/// first and this returns once it runs again, on whichever processor.
+#[inline]
+pub(crate) fn enter() -> Option<Entered> {
+    let (critical, act) = upcall::critical_enter()?;
+    let p = act.processor()?;
+    debug_assert_eq!(
+        p.driver.load(Relaxed),
+        act.word(),
+        "entered a processor we do not drive"
+    );
+    Some(Entered { p, critical })
 }
 
 impl Processor {
@@ -167,7 +236,9 @@ impl Processor {
                 owner: UnsafeCell::new(Owner {
                     queue,
                     policy: WorkStealing::default(),
-                    sched: Context::empty(),
+                    act: ptr::null(),
+                    sched: ptr::null_mut(),
+                    dispatches: 0,
                     current: None,
                     pending: Pending::None,
                     ticks: 0,
@@ -179,8 +250,24 @@ impl Processor {
                 next: NextSlot::new(),
                 sleep: AtomicU32::new(0),
                 willing_to_yield: AtomicBool::new(false),
+                driver: AtomicUsize::new(0),
+                dispatch: AtomicU32::new(0),
+                preempt_dispatch: AtomicU32::new(u32::MAX),
+                lent_at: AtomicU64::new(0),
+                changed_at: AtomicU64::new(0),
+                membership: AtomicU8::new(STOPPED),
+                core: AtomicUsize::new(NO_CORE),
             })
             .collect()
+    }
+
+    /// This processor, for as long as its runtime lives.
+    pub(crate) fn as_static(&self) -> &'static Processor {
+        // SAFETY: processors live in their runtime's `Shared` (a boxed
+        // slice that never moves) until the last `Arc<Shared>` drops, and
+        // every kernel thread that keeps such a reference (activations, the
+        // monitor, the runtime's caller) holds an `Arc<Shared>` meanwhile.
+        unsafe { &*ptr::from_ref(self) }
     }
 
     /// Records the runtime this processor belongs to.
@@ -199,18 +286,188 @@ impl Processor {
         unsafe { &*self.owner().shared }
     }
 
-    /// Makes the calling kernel thread run this processor.
-    pub(crate) fn enter(&self) {
-        CURRENT.with(|c| c.set(self));
-        self.owner().errno = sys::errno_location();
+    /// Makes `act` (running on the calling kernel thread, which just took
+    /// this processor's driver word) the one whose scheduler loop the
+    /// processor's threads return to.
+    pub(crate) fn bind(&self, act: &Activation) {
+        let owner = self.owner();
+        owner.act = act;
+        owner.sched = act.sched.get();
+        owner.errno = crate::sys::errno_location();
         // Without an alternate signal stack an overflow still kills the
         // process, it just cannot say which thread overflowed.
         let _ = crate::stack::ensure_signal_stack();
     }
 
-    /// Makes the calling kernel thread stop running a processor.
-    pub(crate) fn leave() {
-        CURRENT.with(|c| c.set(ptr::null()));
+    /// The core this processor's driver is pinned to: the one named with
+    /// `processor_on`, else (with several processors) the `index`-th CPU of
+    /// the process's mask, else none.
+    pub(crate) fn core(&self, shared: &Shared) -> Option<usize> {
+        match self.core.load(Relaxed) {
+            NO_CORE if shared.processors.len() > 1 => crate::runtime::default_core(self.index),
+            NO_CORE => None,
+            c => Some(c),
+        }
+    }
+
+    /// Names the core this processor's driver runs on (it moves there at
+    /// its next pass through the scheduler loop).
+    pub(crate) fn set_core(&self, core: usize) {
+        self.core.store(core, Relaxed);
+    }
+
+    /// Whether the processor is on its way out of the set.
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.membership.load(Acquire) == STOPPING
+    }
+
+    /// The driver's side of a lost race: `d` is not our own word. A lent
+    /// word of ours is taken back; otherwise the processor is gone and our
+    /// thread is handed back (see [`Activation::give_back_thread`]).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn reclaim_or_give_back(
+        &'static self,
+        act: &Activation,
+        mut d: usize,
+    ) -> &'static Processor {
+        while d & !(upcall::LENT | upcall::UNANNOUNCED) == act.word() && d & upcall::LENT != 0 {
+            match self
+                .driver
+                .compare_exchange(d, act.word(), Acquire, Acquire)
+            {
+                Ok(_) => {
+                    act.away.store(false, Relaxed);
+                    self.shared().counters.reclaimed.fetch_add(1, Relaxed);
+                    return self;
+                }
+                Err(now) => d = now,
+            }
+        }
+        if d == act.word() {
+            return self;
+        }
+        act.give_back_thread()
+    }
+
+    /// The running thread is about to make a call that may block in the
+    /// kernel: lends this processor (see `upcall::activation`), and hands it
+    /// to a spare at once if work waits for it and the runtime hands off at
+    /// once. The caller must not touch the processor again until it got it
+    /// back through [`enter`].
+    pub(crate) fn lend(&'static self) {
+        let owner = self.owner();
+        // SAFETY: the driver set `act` in `bind`; it outlives its drive.
+        let act = unsafe { &*owner.act };
+        let shared = self.shared();
+        let hand_now = shared.handoff_after.is_zero() && self.sees_work(shared);
+        self.lent_at.store(shared.now_ns(), Relaxed);
+        act.away.store(true, Relaxed);
+        self.driver.store(act.word() | upcall::LENT, Release);
+        if hand_now {
+            shared.hand_lent(self);
+        }
+    }
+
+    /// A spare took this lent processor: the thread that was running on it
+    /// is blocked (tell the policy), and the spare's loop takes over.
+    pub(crate) fn deliver_blocked(&self, shared: &Shared) {
+        let owner = self.owner();
+        let blocked = owner.current.take();
+        self.mark_dispatch(false);
+        if let Some(t) = blocked {
+            self.with_policy(|policy, cx| policy.event(cx, Event::Blocked(&t)));
+            shared
+                .counters
+                .record(Kind::Blocked, shared.instant_of(self.lent_at.load(Relaxed)));
+            // The blocked thread's own kernel thread carries this reference
+            // on and gives it back with `Unblocked` (`give_back_thread`).
+            std::mem::forget(t);
+        }
+    }
+
+    /// A spare started this processor: it joins the set.
+    pub(crate) fn deliver_added(&self, shared: &Shared) {
+        self.membership
+            .compare_exchange(STARTING, ACTIVE, AcqRel, Acquire)
+            .ok();
+        self.with_policy(|policy, cx| policy.event(cx, Event::ProcessorAdded(self.index)));
+        shared.counters.record(
+            Kind::ProcessorAdded,
+            shared.instant_of(self.changed_at.load(Relaxed)),
+        );
+    }
+
+    /// Leaves the set: gives every queued thread to the injector and lets
+    /// the others know. `false` if it was re-added meanwhile (it goes on).
+    fn stop(&self, shared: &Shared) -> bool {
+        let owner = self.owner();
+        if let Some(t) = self.next.take() {
+            shared.injector.push(t);
+        }
+        for level in 0..sched::LEVELS {
+            while let Some(t) = owner.queue.pop(level) {
+                shared.injector.push(t);
+            }
+        }
+        let me = self.driver.swap(0, AcqRel);
+        if self
+            .membership
+            .compare_exchange(STOPPING, STOPPED, AcqRel, Acquire)
+            .is_err()
+        {
+            self.driver.store(me, Release);
+            return false;
+        }
+        self.mark_dispatch(false);
+        shared.upcalls.post(
+            Posted::ProcessorRemoved(self.index),
+            shared.instant_of(self.changed_at.load(Relaxed)),
+        );
+        shared.notify_work();
+        true
+    }
+
+    /// Delivers the events posted for any processor.
+    #[cold]
+    fn deliver_upcalls(&self, shared: &Shared) {
+        for (event, at) in shared.upcalls.take() {
+            match event {
+                Posted::Unblocked(t) => {
+                    self.with_policy(|policy, cx| policy.event(cx, Event::Unblocked(t)));
+                    shared.counters.record(Kind::Unblocked, at);
+                }
+                Posted::ProcessorRemoved(i) => {
+                    self.with_policy(|policy, cx| policy.event(cx, Event::ProcessorRemoved(i)));
+                    shared.counters.record(Kind::ProcessorRemoved, at);
+                }
+            }
+        }
+        if shared.processors.len() > 1 {
+            shared.notify_work();
+        }
+    }
+
+    /// Publishes whether a thread runs, for the monitor.
+    #[inline]
+    fn mark_dispatch(&self, running: bool) {
+        let owner = self.owner();
+        owner.dispatches = owner.dispatches.wrapping_add(1);
+        self.dispatch
+            .store((owner.dispatches << 1) | u32::from(running), Relaxed);
+    }
+
+    /// Preempts the running thread (time slice over, or the processor is
+    /// leaving): it goes back to the policy as `Preempted` once switched out.
+    pub(crate) fn preempt_current(&self) {
+        let at = Instant::now();
+        self.switch_away(|t| Pending::Preempted(t, at));
+    }
+
+    /// Whether the monitor asked to preempt the thread running now.
+    pub(crate) fn slice_expired(&self) -> bool {
+        let d = self.dispatch.load(Relaxed);
+        d & 1 != 0 && self.preempt_dispatch.load(Relaxed) == d
     }
 
     /// The owner-only part.
@@ -328,13 +585,25 @@ impl Processor {
                     self.release_stack(stack);
                 }
             }
+            Pending::Preempted(t, at) => {
+                self.with_policy(|policy, cx| policy.event(cx, Event::Preempted(t)));
+                let shared = self.shared();
+                shared.counters.record(Kind::Preempted, at);
+                if shared.processors.len() > 1 {
+                    shared.notify_work();
+                }
+            }
         }
     }
 
     /// Yields the running thread to the one the policy has ready here, if
     /// any.
     pub(crate) fn yield_current(&self) {
-        self.shared().timers.fire_due();
+        let shared = self.shared();
+        shared.timers.fire_due();
+        if shared.upcalls.pending() {
+            self.deliver_upcalls(shared);
+        }
         if let Some(next) = self.with_policy(|policy, cx| policy.next_local(cx)) {
             self.switch_to(Some(next), Pending::Requeue);
         }
@@ -345,22 +614,31 @@ impl Processor {
     /// processor resumed it from its header, without a TLS lookup.
     #[inline]
     fn enter_context(&self, next: Option<Thread>) -> *const Context {
+        self.mark_dispatch(next.is_some());
+        let owner = self.owner();
         match next {
             Some(next) => {
                 next.set_processor(self);
                 let to = next.context_ptr();
-                self.owner().current = Some(next);
+                // SAFETY: `act` is our driver, set in `bind`.
+                unsafe { (*owner.act).set_running(next.as_ptr().as_ptr()) };
+                owner.current = Some(next);
                 to
             }
-            None => &self.owner().sched,
+            None => owner.sched,
         }
     }
 
     /// The next context: the thread the policy chooses (a handoff, straight
-    /// from thread to thread), else the scheduler loop.
+    /// from thread to thread), else the scheduler loop. A processor that is
+    /// leaving the set goes to its scheduler loop.
     #[inline]
     fn next_context(&self) -> *const Context {
-        let next = self.with_policy(|policy, cx| policy.next(cx));
+        let next = if self.membership.load(Relaxed) == ACTIVE {
+            self.with_policy(|policy, cx| policy.next(cx))
+        } else {
+            None
+        };
         self.enter_context(next)
     }
 
@@ -378,10 +656,14 @@ impl Processor {
     fn switch_to(&self, chosen: Option<Thread>, make_pending: impl FnOnce(Thread) -> Pending) {
         let owner = self.owner();
         // Threads handed off among themselves never pass through the
-        // scheduler loop: look at the timers every so often here too.
+        // scheduler loop: look at the timers every so often here too, and
+        // at events posted for any processor each time.
         owner.ticks = owner.ticks.wrapping_add(1);
         if owner.ticks.is_multiple_of(TIMER_CHECK_EVERY) {
             self.shared().timers.fire_due();
+        }
+        if self.shared().upcalls.pending() {
+            self.deliver_upcalls(self.shared());
         }
         let owner = self.owner();
         let me = owner.current.take().expect("switch_away outside a thread");
@@ -392,26 +674,7 @@ impl Processor {
             Some(t) => self.enter_context(Some(t)),
             None => self.next_context(),
         };
-        // errno belongs to the kernel thread; a user-level thread keeps its
-        // own on its stack across the switch and puts it back wherever it
-        // resumes.
-        // SAFETY: `errno` points at this kernel thread's errno slot (set by
-        // `enter` on the kernel thread that runs this processor).
-        let errno = unsafe { *owner.errno };
-        // SAFETY: `from` is the running thread's own context slot, kept alive
-        // by the `Thread` in `pending` (or by whoever holds it while it is
-        // parked) until it is resumed; `to` is a context that was saved or
-        // prepared and not resumed since (a queued thread's, or the
-        // scheduler loop's, which is suspended while any thread runs).
-        unsafe { arch::switch(from, to) };
-        // Resumed, possibly by another processor on another kernel thread:
-        // the one that resumed us left itself in our header.
-        // SAFETY: we run, so the processor that switched to us holds our
-        // block as its `current`; it wrote `processor` just before.
-        let p = unsafe { Thread::processor_of(my_header) };
-        p.finish_switch();
-        // SAFETY: as above, for the processor we resumed on.
-        unsafe { *p.owner().errno = errno };
+        switch_out_to(from, to, my_header);
     }
 
     /// Ends the running thread: its stack is released by whoever runs next.
@@ -420,29 +683,48 @@ impl Processor {
         let me = owner.current.take().expect("exit outside a thread");
         owner.pending = Pending::Exit(me);
         let to = self.next_context();
-        // SAFETY: `to` as in `switch_away`; nothing on this stack is used
+        // SAFETY: `to` as in `switch_out_to`; nothing on this stack is used
         // again (the caller dropped its locals), and the stack is released
         // only after the switch, by `finish_switch`.
         unsafe { arch::resume(to) }
     }
 
-    /// The scheduler loop: runs threads until the runtime shuts down.
-    pub(crate) fn run(&self, shared: &Shared) {
+    /// The scheduler loop, run by activation `act`: runs threads until the
+    /// runtime shuts down, the processor leaves the set, or `act` loses it
+    /// (a thread of `act`'s came back from the kernel to find it taken and
+    /// switched to this loop to be handed back).
+    pub(crate) fn run(&self, shared: &Shared, act: &Activation) -> RunEnd {
         loop {
+            if !std::ptr::eq(act.processor().map_or(ptr::null(), ptr::from_ref), self) {
+                return RunEnd::Lost;
+            }
+            debug_assert_eq!(
+                act.critical.load(Relaxed),
+                1,
+                "the scheduler loop runs at one level"
+            );
             self.finish_switch();
             if shared.is_shut_down() {
-                return;
+                return RunEnd::ShutDown;
             }
+            if self.is_stopping() && self.stop(shared) {
+                return RunEnd::Stopped;
+            }
+            if shared.upcalls.pending() {
+                self.deliver_upcalls(shared);
+            }
+            act.pin_for(shared, self);
             shared.timers.fire_due();
             match self.with_policy(|policy, cx| policy.next(cx)) {
                 Some(t) => {
                     let to = self.enter_context(Some(t));
-                    let owner = self.owner();
-                    // SAFETY: the scheduler context is this kernel thread's
-                    // own stack, saved here and resumed only by this
-                    // processor; `to` is a queued thread's context, saved or
-                    // prepared and not resumed since.
-                    unsafe { arch::switch(&mut owner.sched, to) };
+                    let sched = self.owner().sched;
+                    // SAFETY: `sched` is `act`'s scheduler context, on its
+                    // kernel thread's own stack, saved here and resumed only
+                    // by a thread this processor (or `act`) runs; `to` is a
+                    // queued thread's context, saved or prepared and not
+                    // resumed since.
+                    unsafe { arch::switch(sched, to) };
                 }
                 None => self.idle(shared),
             }
@@ -453,6 +735,8 @@ impl Processor {
     /// stop idling): cheap loads only.
     fn sees_work(&self, shared: &Shared) -> bool {
         shared.is_shut_down()
+            || self.is_stopping()
+            || shared.upcalls.pending()
             || self.with_policy(|policy, cx| policy.has_ready(cx))
             || self.owner().queue.others_have_work()
     }
@@ -558,6 +842,7 @@ impl Processor {
         }
         shared.sleeper_exit(self.index);
         self.willing_to_yield.store(false, Relaxed);
+        shared.monitor.unpark();
     }
 
     /// Before sleeping: if another processor's next-to-run slot holds a
@@ -608,6 +893,10 @@ impl Processor {
         let owner = self.owner();
         owner.queue.clear();
         drop(self.next.take());
+        if self.driver.load(Acquire) & upcall::LENT != 0 {
+            // Its thread runs on, away in the kernel, on this reference.
+            std::mem::forget(owner.current.take());
+        }
         owner.current = None;
         owner.pending = Pending::None;
         for stack in owner.stacks.drain(..) {
@@ -620,4 +909,37 @@ impl Processor {
         self.sleep.store(1, Release);
         let _ = rustix::thread::futex::wake(&self.sleep, rustix::thread::futex::Flags::PRIVATE, 1);
     }
+}
+
+/// Saves the running thread's context into `from`, continues `to`, and once
+/// someone resumes the thread (on whichever processor) finishes the switch
+/// there and puts back the thread's errno. Returns the processor it resumed
+/// on. The caller holds one level of the critical count, which `to`
+/// inherits and the resumer hands back.
+pub(crate) fn switch_out_to(
+    from: *mut Context,
+    to: *const Context,
+    my_header: std::ptr::NonNull<Header>,
+) -> &'static Processor {
+    // errno belongs to the kernel thread; a user-level thread keeps its own
+    // on its stack across the switch and puts it back wherever it resumes.
+    let errno_slot = crate::sys::errno_location();
+    // SAFETY: the calling kernel thread's own errno slot.
+    let errno = unsafe { *errno_slot };
+    // SAFETY: `from` is the running thread's own context slot, kept alive by
+    // its `Thread` (in a pending action, a queue or a lost-thread slot) until
+    // it is resumed; `to` is a context that was saved or prepared and not
+    // resumed since (a queued thread's, or a scheduler loop's, which is
+    // suspended while any thread runs on its processor).
+    unsafe { arch::switch(from, to) };
+    // Resumed, possibly by another processor on another kernel thread: the
+    // one that resumed us left itself in our header.
+    // SAFETY: we run, so the processor that switched to us holds our block
+    // as its `current`; it wrote `processor` just before.
+    let p = unsafe { Thread::processor_of(my_header) };
+    p.finish_switch();
+    // SAFETY: the errno slot of the kernel thread driving `p`, which is the
+    // one running us now (set in `bind`).
+    unsafe { *p.owner().errno = errno };
+    p
 }

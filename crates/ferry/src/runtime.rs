@@ -9,15 +9,19 @@
 
 use std::io;
 use std::ops::Range;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::{Duration, Instant};
 
-use crate::processor::{self, Processor};
+use crate::processor::{self, ACTIVE, Processor, STARTING, STOPPED, STOPPING};
 use crate::sched::{Injector, Ready};
 use crate::stack::DEFAULT_STACK_SIZE;
 use crate::thread::{self, Thread};
 use crate::timer::Timers;
+use crate::upcall::{
+    self, Activation, Activations, Assignment, Counters, Monitor, UpcallStats, Upcalls,
+};
 
 /// State every processor and every thread of one runtime shares.
 ///
@@ -38,6 +42,22 @@ pub(crate) struct Shared {
     spin_tries: u32,
     next_thread_id: AtomicU64,
     pub(crate) timers: Timers,
+    /// Events waiting for any processor (`Unblocked`, `ProcessorRemoved`).
+    pub(crate) upcalls: Upcalls,
+    /// What the activations did, for `Handle::upcall_stats`.
+    pub(crate) counters: Counters,
+    /// The kernel threads that drive processors, and the spare pool.
+    pub(crate) activations: Activations,
+    pub(crate) monitor: Monitor,
+    /// How long a lent processor waits before a spare takes it; zero: at
+    /// once when work waits for it.
+    pub(crate) handoff_after: Duration,
+    /// Preemption time slice, if any.
+    pub(crate) time_slice: Option<Duration>,
+    /// Time zero of the `*_at` words.
+    epoch: Instant,
+    /// This `Shared`, for handing to new kernel threads.
+    this: Weak<Shared>,
 }
 
 impl Shared {
@@ -45,8 +65,8 @@ impl Shared {
     /// one of this runtime's, else on the injector; and lets an idle
     /// processor know.
     pub(crate) fn schedule(&self, t: Thread, why: Ready) {
-        match processor::current() {
-            Some(p) if std::ptr::eq(p.shared(), self) => p.make_ready(t, why),
+        match processor::enter() {
+            Some(e) if std::ptr::eq(e.p.shared(), self) => e.p.make_ready(t, why),
             // Off the runtime (a kernel thread, or another runtime's processor).
             _ => {
                 self.injector.push(t);
@@ -65,6 +85,129 @@ impl Shared {
             return;
         }
         self.wake_sleeper();
+    }
+
+    /// [`Shared::notify_work`], from a kernel thread that drives no
+    /// processor.
+    pub(crate) fn notify_work_anywhere(&self) {
+        ferry_queue::wait::heavy_fence();
+        if self.spinning.load(Relaxed) != 0 || self.sleeper_count.load(Relaxed) == 0 {
+            return;
+        }
+        self.wake_sleeper();
+    }
+
+    /// The runtime as an `Arc`, for a new kernel thread to hold.
+    pub(crate) fn arc(&self) -> Arc<Shared> {
+        self.this
+            .upgrade()
+            .expect("the runtime is alive while it runs")
+    }
+
+    /// Nanoseconds since the runtime's epoch, for the `*_at` words.
+    pub(crate) fn now_ns(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// The moment a `*_at` word names.
+    pub(crate) fn instant_of(&self, ns: u64) -> Instant {
+        self.epoch + Duration::from_nanos(ns)
+    }
+
+    /// Hands lent processor `p` to a spare activation (which takes it only
+    /// if it is still lent when it gets there).
+    pub(crate) fn hand_lent(&self, p: &'static Processor) {
+        self.activations.hand(&self.arc(), Assignment::Take(p));
+    }
+
+    /// How many processors are in the set (or on their way in).
+    pub(crate) fn active_processors(&self) -> usize {
+        self.processors
+            .iter()
+            .filter(|p| matches!(p.membership.load(Relaxed), ACTIVE | STARTING))
+            .count()
+    }
+
+    /// Whether every processor in the set sleeps in `idle` and none is lent
+    /// or taken over (the monitor has nothing to watch).
+    pub(crate) fn all_idle(&self) -> bool {
+        self.processors.iter().all(|p| {
+            let m = p.membership.load(Relaxed);
+            m == STOPPED
+                || (m == ACTIVE
+                    && p.is_willing_to_yield()
+                    && p.driver.load(Relaxed) & upcall::LENT == 0)
+        })
+    }
+
+    /// Changes the set of processors to the first `n` (at least one, at
+    /// most all the runtime has).
+    fn set_processors(&self, n: usize) -> io::Result<()> {
+        let n = n.clamp(1, self.processors.len());
+        let now = self.now_ns();
+        for (i, p) in self.processors.iter().enumerate() {
+            let p = p.as_static();
+            if i < n {
+                if p.membership
+                    .compare_exchange(STOPPING, ACTIVE, AcqRel, Acquire)
+                    .is_ok()
+                {
+                    continue;
+                }
+                if p.membership
+                    .compare_exchange(STOPPED, STARTING, AcqRel, Acquire)
+                    .is_ok()
+                {
+                    p.changed_at.store(now, Relaxed);
+                    if !self.activations.hand(&self.arc(), Assignment::Start(p)) {
+                        p.membership.store(STOPPED, Release);
+                        return Err(io::Error::other(
+                            "ferry: no kernel thread to drive an added processor",
+                        ));
+                    }
+                }
+            } else {
+                let stopping = p
+                    .membership
+                    .compare_exchange(ACTIVE, STOPPING, AcqRel, Acquire)
+                    .or_else(|_| {
+                        p.membership
+                            .compare_exchange(STARTING, STOPPING, AcqRel, Acquire)
+                    })
+                    .is_ok();
+                if stopping {
+                    p.changed_at.store(now, Relaxed);
+                    self.nudge_stopping(p);
+                }
+            }
+        }
+        self.monitor.unpark();
+        Ok(())
+    }
+
+    /// Makes a processor that is leaving the set notice: woken if it
+    /// sleeps, handed to a spare if it is lent, its thread preempted if one
+    /// runs. The monitor repeats the preemption until it has stopped.
+    pub(crate) fn nudge_stopping(&self, p: &'static Processor) {
+        p.wake();
+        let d = p.driver.load(Acquire);
+        if d & upcall::LENT != 0 {
+            self.hand_lent(p);
+        } else if p.dispatch.load(Relaxed) & 1 != 0
+            // SAFETY: `d` is a driver word of this live runtime.
+            && let Some(a) = unsafe { Activation::from_word(d) }
+        {
+            upcall::signal(a);
+        }
+    }
+
+    /// Wakes every kernel thread of the runtime that waits.
+    fn wake_everyone(&self) {
+        for p in self.processors.iter() {
+            p.wake();
+        }
+        self.activations.wake_pool();
+        self.monitor.unpark();
     }
 
     /// Wakes one sleeping processor, if any sleeps.
@@ -137,9 +280,7 @@ impl Shared {
     /// Stops every processor's scheduler loop.
     fn shut_down(&self) {
         self.shutdown.store(true, Release);
-        for p in self.processors.iter() {
-            p.wake();
-        }
+        self.wake_everyone();
     }
 }
 
@@ -157,8 +298,12 @@ impl Drop for ShutDownOnDrop {
 #[derive(Debug, Clone)]
 pub struct Builder {
     processors: Option<usize>,
+    max_processors: Option<usize>,
     stack_size: usize,
     spin_tries: u32,
+    time_slice: Option<Duration>,
+    handoff_after: Duration,
+    max_activations: usize,
 }
 
 /// A ferry runtime: user-level threads multiplexed on one kernel thread per
@@ -183,8 +328,12 @@ impl Runtime {
     pub fn builder() -> Builder {
         Builder {
             processors: None,
+            max_processors: None,
             stack_size: DEFAULT_STACK_SIZE,
             spin_tries: 4096,
+            time_slice: time_slice_from_env(),
+            handoff_after: Duration::ZERO,
+            max_activations: 1024,
         }
     }
 }
@@ -209,6 +358,53 @@ impl Builder {
         self
     }
 
+    /// The most processors [`Handle::set_processors`] may grow the set to;
+    /// default: the larger of [`Builder::processors`] and the CPUs in the
+    /// process's affinity mask.
+    pub fn max_processors(&mut self, n: usize) -> &mut Self {
+        self.max_processors = Some(n.max(1));
+        self
+    }
+
+    /// Preempts a thread that has run this long without switching: a signal
+    /// interrupts it, its whole register state is saved, and it goes to the
+    /// back of its queue. Off by default (threads switch only when they
+    /// block, yield or end); the environment variable `FERRY_TIME_SLICE`
+    /// (e.g. `500us`, `2ms`) sets the default.
+    ///
+    /// A thread is never stopped while it holds a [`SpinLock`] or is inside
+    /// the runtime, nor while it runs C library code (malloc keeps
+    /// per-kernel-thread caches): the preemption waits for the lock to be
+    /// released (and happens right then), or for the next look of the
+    /// monitor, which checks the processors every 40 µs, so a slice is
+    /// enforced to within about that.
+    ///
+    /// [`SpinLock`]: crate::sync::SpinLock
+    pub fn time_slice(&mut self, slice: Option<Duration>) -> &mut Self {
+        self.time_slice = slice;
+        self
+    }
+
+    /// How long a processor whose thread entered [`blocking`](crate::blocking)
+    /// waits before a spare kernel thread takes it over. Zero (the default)
+    /// hands it over at once if other threads wait for it, and otherwise at
+    /// the monitor's next look (within about 40 µs); a longer wait makes
+    /// short calls cheaper and strands the processor for that long when the
+    /// call does block (Go uses 20 µs).
+    pub fn handoff_after(&mut self, wait: Duration) -> &mut Self {
+        self.handoff_after = wait;
+        self
+    }
+
+    /// The most kernel threads the runtime runs (the processors' drivers
+    /// plus the spares that take over from threads blocked in the kernel);
+    /// default 1,024. When every one is in use, a further blocking call
+    /// keeps its processor until it returns.
+    pub fn max_kernel_threads(&mut self, n: usize) -> &mut Self {
+        self.max_activations = n.max(2);
+        self
+    }
+
     /// Runs `main` as the first user-level thread, with the calling kernel
     /// thread as processor 0, and returns its result once it finishes. Threads
     /// still running then are abandoned, as when a process's `main` returns.
@@ -221,14 +417,19 @@ impl Builder {
         main: impl FnOnce() -> T + Send + 'static,
     ) -> io::Result<T> {
         assert!(
-            processor::current().is_none(),
+            upcall::resumed_processor().is_none(),
             "ferry::run: this kernel thread already runs a ferry processor"
         );
         let count = self.processors.unwrap_or_else(available_cpus);
-        let shared = Arc::new(Shared {
-            processors: Processor::build(count).into_boxed_slice(),
+        let max = self
+            .max_processors
+            .unwrap_or_else(available_cpus)
+            .max(count);
+        upcall::install_preemption()?;
+        let shared = Arc::new_cyclic(|this| Shared {
+            processors: Processor::build(max).into_boxed_slice(),
             injector: Injector::new(),
-            sleepers: Mutex::new(Vec::with_capacity(count)),
+            sleepers: Mutex::new(Vec::with_capacity(max)),
             sleeper_count: AtomicUsize::new(0),
             spinning: AtomicUsize::new(0),
             shutdown: AtomicBool::new(false),
@@ -236,12 +437,23 @@ impl Builder {
             spin_tries: self.spin_tries,
             next_thread_id: AtomicU64::new(1),
             timers: Timers::new(),
+            upcalls: Upcalls::new(),
+            counters: Counters::new(),
+            activations: Activations::new(self.max_activations.max(max + 1)),
+            monitor: Monitor::new(),
+            handoff_after: self.handoff_after,
+            time_slice: self.time_slice,
+            epoch: Instant::now(),
+            this: this.clone(),
         });
 
         for p in shared.processors.iter() {
             // SAFETY: no kernel thread runs the processors yet, and `shared`
             // owns them and outlives every use of them.
             unsafe { p.set_shared(Arc::as_ptr(&shared)) };
+        }
+        for p in &shared.processors[..count] {
+            p.membership.store(STARTING, Relaxed);
         }
         let first = {
             let guard = ShutDownOnDrop(Arc::clone(&shared));
@@ -253,46 +465,48 @@ impl Builder {
                 })?
         };
 
-        let mut kernel_threads = Vec::with_capacity(count - 1);
-        for index in 1..count {
-            let for_kernel_thread = Arc::clone(&shared);
-            let spawned = std::thread::Builder::new()
-                .name(format!("ferry-processor-{index}"))
-                .spawn(move || {
-                    let shared = for_kernel_thread;
-                    let p = &shared.processors[index];
-                    pin_to_cpu(index);
-                    p.enter();
-                    p.run(&shared);
-                    Processor::leave();
-                });
-            match spawned {
-                Ok(k) => kernel_threads.push(k),
-                Err(e) => {
-                    shared.shut_down();
-                    for k in kernel_threads {
-                        let _ = k.join();
-                    }
-                    return Err(e);
-                }
+        let monitor = {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("ferry-monitor".into())
+                .spawn(move || Monitor::run(&shared))
+        };
+        let monitor = match monitor {
+            Ok(m) => m,
+            Err(e) => {
+                shared.shut_down();
+                return Err(e);
+            }
+        };
+        let caller = shared.activations.register_caller();
+        // One spare from the start: the first handoff need not make one.
+        let _ = shared.activations.add_spare(&shared);
+        for p in &shared.processors[1..count] {
+            if let Err(e) = shared
+                .activations
+                .spawn(&shared, Some(Assignment::Start(p.as_static())))
+            {
+                shared.shut_down();
+                let _ = monitor.join();
+                shared.activations.join_all();
+                return Err(e);
             }
         }
 
-        let p0 = &shared.processors[0];
         let affinity = rustix::thread::sched_getaffinity(None).ok();
-        // One processor gains nothing from a fixed CPU and would lose the
-        // kernel's freedom to move it off a busy one.
-        if count > 1 {
-            pin_to_cpu(0);
-        }
-        p0.enter();
-        p0.run(&shared);
-        Processor::leave();
+        caller.main(
+            &shared,
+            Some(Assignment::Start(shared.processors[0].as_static())),
+        );
         if let Some(mask) = affinity {
             let _ = rustix::thread::sched_setaffinity(None, &mask);
         }
-        for k in kernel_threads {
-            let _ = k.join();
+        let _ = monitor.join();
+        shared.activations.join_all();
+        // The first thread's closure has returned (that is what shut the
+        // runtime down); its kernel thread may still be storing the result.
+        while !first.is_finished() {
+            std::thread::yield_now();
         }
         // Threads still queued hold the runtime; let them (and their stacks) go.
         shared.drain();
@@ -328,15 +542,92 @@ impl Handle {
     /// # Panics
     /// Outside a ferry thread.
     pub fn current() -> Handle {
-        let shared = processor::current()
-            .and_then(|p| p.current_ref().map(|t| Arc::clone(t.shared())))
+        let shared = processor::enter()
+            .and_then(|e| e.p.current_ref().map(|t| Arc::clone(t.shared())))
             .expect("ferry::Handle::current: not on a ferry thread");
         Handle { shared }
     }
 
-    /// How many processors the runtime holds.
+    /// How many processors the runtime holds (the set
+    /// [`Handle::set_processors`] changes).
     pub fn processors(&self) -> usize {
+        self.shared.active_processors()
+    }
+
+    /// The most processors the set may grow to ([`Builder::max_processors`]).
+    pub fn max_processors(&self) -> usize {
         self.shared.processors.len()
+    }
+
+    /// Grows or shrinks the set of processors to `n` (clamped to `1..=`
+    /// [`Handle::max_processors`]), as a processor allocator does.
+    ///
+    /// An added processor is driven by a spare kernel thread and its policy
+    /// is told `ProcessorAdded`. A removed one stops at once: its running
+    /// thread is preempted (after any spinlock it holds is released) and its
+    /// queued threads go to the others; the others are told
+    /// `ProcessorRemoved`. The call returns once the changes are under way;
+    /// [`Handle::processors`] counts a processor until it has stopped.
+    ///
+    /// ```
+    /// ferry::Runtime::builder()
+    ///     .processors(1)
+    ///     .max_processors(2)
+    ///     .run(|| {
+    ///         let rt = ferry::Handle::current();
+    ///         rt.set_processors(2).unwrap();
+    ///         assert_eq!(rt.processors(), 2);
+    ///         rt.set_processors(1).unwrap();
+    ///     })
+    ///     .unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// If no kernel thread can be made to drive an added processor.
+    pub fn set_processors(&self, n: usize) -> io::Result<()> {
+        self.shared.set_processors(n)
+    }
+
+    /// Names the core processor `processor` runs on: its kernel thread (and
+    /// every spare that later drives it) is pinned there from its next pass
+    /// through its scheduler loop.
+    ///
+    /// # Errors
+    /// `InvalidInput` if there is no such processor or no such core in the
+    /// process's affinity mask.
+    pub fn processor_on(&self, processor: usize, core: usize) -> io::Result<()> {
+        let Some(p) = self.shared.processors.get(processor) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("ferry: no processor {processor}"),
+            ));
+        };
+        let allowed = rustix::thread::sched_getaffinity(None)?;
+        if core >= rustix::thread::CpuSet::MAX_CPU || !allowed.is_set(core) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("ferry: core {core} is not in the process's affinity mask"),
+            ));
+        }
+        p.set_core(core);
+        p.wake();
+        Ok(())
+    }
+
+    /// How many kernel threads the runtime runs now (processor drivers,
+    /// spares, and threads away in blocking calls), and the bound
+    /// ([`Builder::max_kernel_threads`]).
+    pub fn kernel_threads(&self) -> (usize, usize) {
+        (
+            self.shared.activations.count(),
+            self.shared.activations.max(),
+        )
+    }
+
+    /// What the scheduler activations did so far: events delivered to the
+    /// scheduling policy and their latencies.
+    pub fn upcall_stats(&self) -> UpcallStats {
+        self.shared.counters.snapshot()
     }
 
     /// How many processors have nothing to run: they stopped spinning for
@@ -374,19 +665,80 @@ fn available_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// Pins the calling kernel thread to the `index`-th CPU of the process's
-/// affinity mask, where the kernel allows; best effort.
-fn pin_to_cpu(index: usize) {
-    let Ok(allowed) = rustix::thread::sched_getaffinity(None) else {
-        return;
-    };
-    let cpus: Vec<usize> = (0..rustix::thread::CpuSet::MAX_CPU)
-        .filter(|&c| allowed.is_set(c))
-        .collect();
+/// The `index`-th CPU of the process's affinity mask (wrapping), if the
+/// mask has more than one.
+pub(crate) fn default_core(index: usize) -> Option<usize> {
+    let cpus = allowed_cpus();
     if cpus.len() < 2 {
-        return;
+        return None;
     }
+    Some(cpus[index % cpus.len()])
+}
+
+/// The CPUs the process may run on, as the runtime first saw them.
+fn allowed_cpus() -> &'static [usize] {
+    static CPUS: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
+    CPUS.get_or_init(|| match rustix::thread::sched_getaffinity(None) {
+        Ok(allowed) => (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|&c| allowed.is_set(c))
+            .collect(),
+        Err(_) => Vec::new(),
+    })
+}
+
+/// Pins the calling kernel thread to `core`; best effort.
+pub(crate) fn pin_to_core(core: usize) {
     let mut set = rustix::thread::CpuSet::new();
-    set.set(cpus[index % cpus.len()]);
+    set.set(core);
     let _ = rustix::thread::sched_setaffinity(None, &set);
+}
+
+/// Lets the calling kernel thread run on every CPU the process may use.
+pub(crate) fn unpin() {
+    let mut set = rustix::thread::CpuSet::new();
+    for &c in allowed_cpus() {
+        set.set(c);
+    }
+    let _ = rustix::thread::sched_setaffinity(None, &set);
+}
+
+/// The default time slice, from `FERRY_TIME_SLICE` (`500us`, `2ms`, `1s`, or
+/// plain microseconds); unset, empty, `0` or `off` mean none.
+fn time_slice_from_env() -> Option<Duration> {
+    let v = std::env::var("FERRY_TIME_SLICE").ok()?;
+    parse_duration(v.trim())
+}
+
+/// Parses `500us`, `2ms`, `1s` or a bare number of microseconds.
+fn parse_duration(v: &str) -> Option<Duration> {
+    if v.is_empty() || v == "0" || v.eq_ignore_ascii_case("off") {
+        return None;
+    }
+    let (num, unit) = v
+        .find(|c: char| !c.is_ascii_digit())
+        .map_or((v, "us"), |i| (&v[..i], &v[i..]));
+    let n: u64 = num.parse().ok()?;
+    match unit {
+        "ns" => Some(Duration::from_nanos(n)),
+        "us" | "µs" => Some(Duration::from_micros(n)),
+        "ms" => Some(Duration::from_millis(n)),
+        "s" => Some(Duration::from_secs(n)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+    use std::time::Duration;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("500us"), Some(Duration::from_micros(500)));
+        assert_eq!(parse_duration("2ms"), Some(Duration::from_millis(2)));
+        assert_eq!(parse_duration("750"), Some(Duration::from_micros(750)));
+        assert_eq!(parse_duration("off"), None);
+        assert_eq!(parse_duration("0"), None);
+        assert_eq!(parse_duration("3 parsecs"), None);
+    }
 }

@@ -1,5 +1,14 @@
 //! Small libc shims that the safe layers above need and rustix does not
-//! offer. Nothing here blocks or allocates.
+//! offer: errno, thread ids and directed signals, a kernel thread's
+//! scheduling state from `/proc`, the preemption signal's installation and
+//! the address ranges of the C library's code.
+//!
+//! Raw system calls and `libc` structures stay here; nothing here blocks.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::OnceLock;
 
 /// The calling kernel thread's errno slot, valid for the kernel thread's
 /// lifetime.
@@ -7,4 +16,184 @@
 pub(crate) fn errno_location() -> *mut i32 {
     // SAFETY: `__errno_location` has no preconditions.
     unsafe { libc::__errno_location() }
+}
+
+/// The calling kernel thread's id.
+pub(crate) fn gettid() -> i32 {
+    rustix::thread::gettid().as_raw_nonzero().get()
+}
+
+/// Sends `signal` to kernel thread `tid` of this process.
+pub(crate) fn signal_thread(tid: i32, signal: i32) -> io::Result<()> {
+    // SAFETY: `tgkill` takes plain integers; a stale `tid` at worst hits a
+    // thread that does not exist (ESRCH), since ids of this process are only
+    // reused after the thread ended.
+    let r = unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, signal) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Lets the calling kernel thread's timed sleeps end within `ns`
+/// nanoseconds of their deadline (the default slack is 50 µs).
+pub(crate) fn set_timer_slack(ns: u64) {
+    // SAFETY: `PR_SET_TIMERSLACK` takes a plain integer.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0) };
+}
+
+/// What the kernel says a thread is doing, from its `/proc` stat line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TaskState {
+    /// `R`: running or runnable.
+    Running,
+    /// `S` or `D`: asleep in the kernel (a blocking call, a page fault).
+    Blocked,
+    /// Anything else (stopped, traced, exiting) or unreadable.
+    Other,
+}
+
+/// The calling kernel thread's `/proc/thread-self/stat`, kept open so that
+/// another thread can read its state with one `pread`.
+pub(crate) fn open_own_stat() -> Option<File> {
+    File::open("/proc/thread-self/stat").ok()
+}
+
+/// The state in a `/proc/<pid>/task/<tid>/stat` file opened by
+/// [`open_own_stat`].
+pub(crate) fn task_state(stat: &File) -> TaskState {
+    let mut buf = [0u8; 512];
+    let Ok(n) = stat.read_at(&mut buf, 0) else {
+        return TaskState::Other;
+    };
+    // "tid (comm) S ...": comm may hold spaces and parentheses, so look
+    // after the last ')'.
+    let line = &buf[..n];
+    let Some(close) = line.iter().rposition(|&b| b == b')') else {
+        return TaskState::Other;
+    };
+    match line.get(close + 2) {
+        Some(b'R') => TaskState::Running,
+        Some(b'S' | b'D') => TaskState::Blocked,
+        _ => TaskState::Other,
+    }
+}
+
+/// The instruction pointer saved in a signal handler's `ucontext`.
+///
+/// # Safety
+/// `ucontext` is the third argument the kernel passed to an `SA_SIGINFO`
+/// handler that is still running.
+pub(crate) unsafe fn interrupted_pc(ucontext: *mut libc::c_void) -> usize {
+    let uc = ucontext.cast::<libc::ucontext_t>();
+    // SAFETY: the kernel's `ucontext_t`, valid while the handler runs.
+    unsafe { (*uc).uc_mcontext.gregs[libc::REG_RIP as usize] as usize }
+}
+
+/// Installs `handler` for `signal` with `SA_SIGINFO | SA_RESTART` on the
+/// interrupted stack (no `SA_ONSTACK`: the handler may switch away from its
+/// frame and come back on another kernel thread, which an alternate stack
+/// would not survive). The signal is blocked while the handler runs; a
+/// handler that switches away unblocks it first ([`unblock_signal`]).
+pub(crate) fn install_handler(
+    signal: i32,
+    handler: extern "C" fn(i32, *mut libc::siginfo_t, *mut libc::c_void),
+) -> io::Result<()> {
+    // SAFETY: zero is a valid `sigaction` to fill in.
+    let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+    action.sa_sigaction = handler as usize;
+    action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+    // SAFETY: `action.sa_mask` is a valid set to clear.
+    unsafe { libc::sigemptyset(&mut action.sa_mask) };
+    // SAFETY: `action` is fully initialised; the old action is not wanted.
+    if unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Unblocks `signal` for the calling kernel thread.
+pub(crate) fn unblock_signal(signal: i32) {
+    // SAFETY: zero is a valid `sigset_t` to fill in.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid set; `signal` a valid number.
+    unsafe {
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, signal);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+/// Code of the C runtime whose per-kernel-thread state (malloc's caches,
+/// stdio locks, the dynamic loader) a thread must not be moved away from in
+/// the middle of: the executable ranges of libc, the loader, libgcc_s,
+/// libstdc++ and the vDSO, as `[start, end)` pairs.
+pub(crate) fn c_runtime_code() -> &'static [(usize, usize)] {
+    static RANGES: OnceLock<Vec<(usize, usize)>> = OnceLock::new();
+    RANGES.get_or_init(|| {
+        let mut ranges: Vec<(usize, usize)> = Vec::new();
+        // SAFETY: the callback only reads the `dl_phdr_info` it is given and
+        // pushes into the `Vec` passed as `data`.
+        unsafe {
+            libc::dl_iterate_phdr(Some(collect_c_runtime), (&raw mut ranges).cast());
+        }
+        ranges
+    })
+}
+
+/// `dl_iterate_phdr` callback for [`c_runtime_code`].
+unsafe extern "C" fn collect_c_runtime(
+    info: *mut libc::dl_phdr_info,
+    _size: libc::size_t,
+    data: *mut libc::c_void,
+) -> libc::c_int {
+    // SAFETY: the loader passes a valid `info` for the call's duration, and
+    // `data` is the `Vec` `c_runtime_code` passed.
+    let (info, ranges) = unsafe { (&*info, &mut *data.cast::<Vec<(usize, usize)>>()) };
+    let name = if info.dlpi_name.is_null() {
+        ""
+    } else {
+        // SAFETY: a NUL-terminated path owned by the loader.
+        unsafe { std::ffi::CStr::from_ptr(info.dlpi_name) }
+            .to_str()
+            .unwrap_or("")
+    };
+    let wanted = [
+        "libc.so",
+        "ld-linux",
+        "libgcc_s",
+        "libstdc++",
+        "libpthread",
+        "linux-vdso",
+    ];
+    if !wanted.iter().any(|w| name.contains(w)) {
+        return 0;
+    }
+    for i in 0..usize::from(info.dlpi_phnum) {
+        // SAFETY: `dlpi_phdr` points at `dlpi_phnum` program headers.
+        let ph = unsafe { &*info.dlpi_phdr.add(i) };
+        if ph.p_type == libc::PT_LOAD && ph.p_flags & libc::PF_X != 0 {
+            let start = info.dlpi_addr as usize + ph.p_vaddr as usize;
+            ranges.push((start, start + ph.p_memsz as usize));
+        }
+    }
+    0
+}
+
+/// CPU time consumed so far by kernel thread `tid` of this process, in
+/// nanoseconds (its per-thread CPU clock); `None` if it cannot be read.
+pub(crate) fn thread_cpu_ns(tid: i32) -> Option<u64> {
+    // The kernel's clock id for a thread's scheduler CPU clock:
+    // `(~tid << 3) | CPUCLOCK_PERTHREAD_MASK (4) | CPUCLOCK_SCHED (2)`.
+    let clock = ((!tid) << 3) | 6;
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-parameter; a bad clock id gives EINVAL.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return None;
+    }
+    Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }

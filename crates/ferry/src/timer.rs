@@ -153,7 +153,7 @@ impl Timers {
 /// .unwrap();
 /// ```
 pub fn sleep(duration: Duration) {
-    let Some(me) = processor::current().and_then(|p| p.current_ref().cloned()) else {
+    let Some(me) = processor::enter().and_then(|e| e.p.current_ref().cloned()) else {
         std::thread::sleep(duration);
         return;
     };

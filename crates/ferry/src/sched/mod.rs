@@ -21,6 +21,9 @@
 //! | running | parked | the thread parks (`PARKING`); the processor that switched it out makes it `PARKED` once the switch has landed (or requeues it, if an unpark came first) |
 //! | parked | runnable | `unpark`: [`Policy::ready`] with [`Ready::Woken`] on the waker's processor (the injector off a processor) |
 //! | running | exited | the thread's closure returned or panicked; the processor that switched it out for the last time takes back its stack |
+//! | running | blocked | the thread's kernel thread lent its processor for a kernel call; a spare took it ([`Policy::event`] `Blocked`) |
+//! | blocked | runnable | the call returned to find the processor gone; a processor delivers `Unblocked` and the policy queues it |
+//! | running | runnable | a signal preempted it (time slice, processor removal); the processor delivers `Preempted` once the switch has landed |
 //!
 //! A runnable thread is in exactly one queue: a next-to-run slot, a ring, or
 //! the injector. Stealing moves it between queues, never out of "runnable".
@@ -33,6 +36,7 @@ pub(crate) use work_stealing::WorkStealing;
 
 use crate::runtime::Shared;
 use crate::thread::Thread;
+use crate::upcall::Event;
 
 /// How urgently a thread wants a processor.
 ///
@@ -136,4 +140,10 @@ pub(crate) trait Policy {
 
     /// Whether [`Policy::next`] would find a thread without stealing.
     fn has_ready(&self, cx: &Cx<'_>) -> bool;
+
+    /// A scheduler-activation event for this processor (see
+    /// [`crate::upcall`]): a thread blocked in the kernel or came back, a
+    /// thread was preempted, a processor joined or left. A thread in
+    /// `Unblocked` or `Preempted` is runnable and must be queued.
+    fn event(&mut self, cx: &Cx<'_>, event: Event<'_>);
 }

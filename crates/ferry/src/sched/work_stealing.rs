@@ -6,6 +6,7 @@
 
 use super::{Cx, LEVELS, Policy, Priority, Ready};
 use crate::thread::Thread;
+use crate::upcall::Event;
 
 /// A processor looks at the injector before its own queues once per this
 /// many picks (Go uses 61 for its global queue), so that threads woken from
@@ -20,6 +21,10 @@ const INJECTOR_FIRST_EVERY: u32 = 61;
 ///   the back of its ring;
 /// - spawned, yielding, `High` and `Low` threads go to the back of their
 ///   priority's ring (the injector when the ring is full);
+/// - scheduler-activation events (004 §4.2): an `Unblocked` thread is
+///   queued as a woken one, a `Preempted` one goes to the back of its ring
+///   (it had its turn); `Blocked` and processor changes need no queue work
+///   (a leaving processor's threads were moved to the injector);
 /// - the next thread is, in order: the `High` ring, the next-to-run slot,
 ///   the `Normal` ring, the injector, the `Low` ring, then one stolen from
 ///   another processor's rings (highest level first); every
@@ -85,6 +90,14 @@ impl Policy for WorkStealing {
             return Some(t);
         }
         cx.queue.pop(low)
+    }
+
+    fn event(&mut self, cx: &Cx<'_>, event: Event<'_>) {
+        match event {
+            Event::Unblocked(t) => self.ready(cx, t, Ready::Woken),
+            Event::Preempted(t) => Self::push_back(cx, t),
+            Event::Blocked(_) | Event::ProcessorAdded(_) | Event::ProcessorRemoved(_) => {}
+        }
     }
 
     fn has_ready(&self, cx: &Cx<'_>) -> bool {

@@ -1,5 +1,7 @@
 //! Synchronisation that blocks at user level: [`Mutex`], [`Condvar`],
-//! [`Semaphore`], [`RwLock`], [`Barrier`] and the bounded MPMC [`channel`].
+//! [`Semaphore`], [`RwLock`], [`Barrier`] and the bounded MPMC [`channel`];
+//! and the [`SpinLock`] for sections of a few instructions, which a thread
+//! is never preempted inside.
 //!
 //! This room owns the blocking primitives and their waiter queues; it must
 //! not schedule threads itself (it only parks the caller and unparks the
@@ -67,3 +69,4 @@ pub use mutex::{Mutex, MutexGuard};
 pub use park::ParkWait;
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Semaphore, SemaphorePermit};
+pub use waiter::{SpinGuard, SpinLock};

@@ -38,18 +38,56 @@ use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 use crate::thread::Unparker;
+use crate::upcall::{Critical, critical_enter};
+use std::fmt;
 
 /// Spins with the CPU hint this many times before it starts giving the
 /// kernel thread's slice away while waiting for a [`SpinLock`].
 const SPINS_BEFORE_YIELD: u32 = 64;
 
-/// A test-and-test-and-set lock guarding a primitive's waiter bookkeeping.
+/// A test-and-test-and-set spinlock for critical sections of a few
+/// instructions, which every [`crate::sync`] primitive uses for its waiter
+/// bookkeeping.
 ///
-/// Held only for a few instructions and never across a park or a switch, so
-/// its holder is always a running kernel thread (or one the kernel preempted):
-/// a waiter spins, then yields its *kernel* thread (`sched_yield`) so that a
-/// preempted holder on the same core can finish.
-pub(crate) struct SpinLock<T> {
+/// Held only for a few instructions and never across a park, a switch or a
+/// blocking call, so its holder is always running: a waiter spins, then
+/// yields its *kernel* thread (`sched_yield`) so that a holder the kernel
+/// preempted on the same core can finish.
+///
+/// **Lock-holder care.** While a ferry thread holds a `SpinLock` it counts
+/// in its kernel thread's critical count: ferry never preempts it there
+/// (a time slice that ends, or its processor being removed, waits) and
+/// performs the preemption right after the last spinlock is released
+/// (Synthesis's procedure chaining, the lock-holder recovery of scheduler
+/// activations); and its processor is not taken over if it sleeps in the
+/// kernel while holding one, so do not block while holding it.
+///
+/// ```
+/// use std::sync::Arc;
+/// use ferry::sync::SpinLock;
+///
+/// let total = ferry::run(|| {
+///     let counter = Arc::new(SpinLock::new(0u64));
+///     let hs: Vec<_> = (0..4)
+///         .map(|_| {
+///             let c = Arc::clone(&counter);
+///             ferry::spawn(move || {
+///                 for _ in 0..1000 {
+///                     *c.lock() += 1;
+///                 }
+///             })
+///         })
+///         .collect();
+///     for h in hs {
+///         h.join().unwrap();
+///     }
+///     let total = *counter.lock();
+///     total
+/// })
+/// .unwrap();
+/// assert_eq!(total, 4000);
+/// ```
+pub struct SpinLock<T> {
     locked: AtomicBool,
     value: UnsafeCell<T>,
 }
@@ -66,8 +104,17 @@ impl<T: Default> Default for SpinLock<T> {
     }
 }
 
+impl<T: fmt::Debug> fmt::Debug for SpinLock<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SpinLock")
+            .field("locked", &self.locked.load(Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
 impl<T> SpinLock<T> {
-    pub(crate) const fn new(value: T) -> Self {
+    /// A free lock around `value`.
+    pub const fn new(value: T) -> Self {
         SpinLock {
             locked: AtomicBool::new(false),
             value: UnsafeCell::new(value),
@@ -77,7 +124,8 @@ impl<T> SpinLock<T> {
     /// Takes the lock, spinning (then yielding the kernel thread) while it is
     /// held.
     #[inline]
-    pub(crate) fn lock(&self) -> SpinGuard<'_, T> {
+    pub fn lock(&self) -> SpinGuard<'_, T> {
+        let critical = critical_enter().map(|(c, _)| c);
         if self
             .locked
             .compare_exchange_weak(false, true, Acquire, Relaxed)
@@ -85,7 +133,32 @@ impl<T> SpinLock<T> {
         {
             self.lock_contended();
         }
-        SpinGuard { lock: self }
+        SpinGuard {
+            lock: self,
+            _critical: critical,
+        }
+    }
+
+    /// Takes the lock if it is free.
+    pub fn try_lock(&self) -> Option<SpinGuard<'_, T>> {
+        let critical = critical_enter().map(|(c, _)| c);
+        self.locked
+            .compare_exchange(false, true, Acquire, Relaxed)
+            .ok()
+            .map(|_| SpinGuard {
+                lock: self,
+                _critical: critical,
+            })
+    }
+
+    /// The value, through exclusive access (no locking needed).
+    pub fn get_mut(&mut self) -> &mut T {
+        self.value.get_mut()
+    }
+
+    /// The value, consuming the lock.
+    pub fn into_inner(self) -> T {
+        self.value.into_inner()
     }
 
     #[cold]
@@ -111,9 +184,13 @@ impl<T> SpinLock<T> {
     }
 }
 
-/// Holds a [`SpinLock`]; unlocks when dropped.
-pub(crate) struct SpinGuard<'a, T> {
+/// Holds a [`SpinLock`]; unlocks when dropped (and then performs a
+/// preemption that waited for it).
+pub struct SpinGuard<'a, T> {
     lock: &'a SpinLock<T>,
+    /// Dropped after the unlock in `drop`: the kernel thread's critical
+    /// level, if it is one of a runtime's.
+    _critical: Option<Critical>,
 }
 
 impl<T> Deref for SpinGuard<'_, T> {

@@ -114,7 +114,8 @@ impl<T: Send + 'static> LocalKey<T> {
 /// Lends the calling thread's table to `f`: the ferry thread's own, or the
 /// kernel thread's.
 fn access<R>(f: impl FnOnce(&mut LocalTable) -> R) -> R {
-    match processor::current().and_then(|p| p.current_ref()) {
+    let entered = processor::enter();
+    match entered.as_ref().and_then(|e| e.p.current_ref()) {
         Some(me) => {
             // SAFETY: only the running thread touches its own table, `f`
             // never runs user code, and the loan ends with this call.

@@ -200,29 +200,30 @@ impl fmt::Debug for Thread {
 /// # Panics
 /// On a kernel thread that is not running a ferry thread.
 pub fn current() -> Thread {
-    processor::current()
-        .and_then(|p| p.current_ref().cloned())
+    processor::enter()
+        .and_then(|e| e.p.current_ref().cloned())
         .expect("ferry::thread::current: not on a ferry thread")
 }
 
 /// Lets other runnable threads of this processor run first. Cheap when there
 /// are none. Outside a ferry thread, yields the kernel thread.
 pub fn yield_now() {
-    let Some(p) = processor::current().filter(|p| p.in_thread()) else {
+    let Some(e) = processor::enter().filter(|e| e.p.in_thread()) else {
         std::thread::yield_now();
         return;
     };
-    p.yield_current();
+    e.p.yield_current();
 }
 
 /// Blocks the calling thread until it gets a wakeup token (see
 /// [`Thread::unpark`]); may also return spuriously. On a plain kernel thread
 /// this is `std::thread::park`.
 pub fn park() {
-    let Some(p) = processor::current() else {
+    let Some(e) = processor::enter() else {
         std::thread::park();
         return;
     };
+    let p = e.p;
     let Some(me) = p.current_ref() else {
         std::thread::park();
         return;
@@ -251,7 +252,7 @@ pub(crate) enum Unparker {
 impl Unparker {
     /// The caller, as something to wake later.
     pub(crate) fn current() -> Unparker {
-        match processor::current().and_then(|p| p.current_ref().cloned()) {
+        match processor::enter().and_then(|e| e.p.current_ref().cloned()) {
             Some(t) => Unparker::Ferry(t),
             None => Unparker::Kernel(std::thread::current()),
         }
@@ -408,11 +409,11 @@ impl Builder {
         self,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> io::Result<JoinHandle<T>> {
-        let p = processor::current()
-            .filter(|p| p.in_thread())
+        let e = processor::enter()
+            .filter(|e| e.p.in_thread())
             .expect("ferry::spawn: not inside a ferry runtime (use ferry::run)");
-        let (id, stack) = p.thread_parts(self.stack_size)?;
-        let shared = Arc::clone(p.current_ref().expect("checked above").shared());
+        let (id, stack) = e.p.thread_parts(self.stack_size)?;
+        let shared = Arc::clone(e.p.current_ref().expect("checked above").shared());
         Ok(self.spawn_with(shared, id, stack, f))
     }
 
@@ -472,12 +473,21 @@ pub fn spawn<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> JoinH
 /// its closure (which catches panics), drops its locals and exits.
 unsafe extern "C" fn thread_entry(_: *mut ()) -> ! {
     {
-        let p = processor::current().expect("a ferry thread started outside a processor");
+        // We run with the critical level the switch to us handed over.
+        let p =
+            crate::upcall::resumed_processor().expect("a ferry thread started outside a processor");
         p.finish_switch();
         let me = p
             .current_ref()
             .expect("a ferry thread runs as its processor's current")
             .as_ptr();
+        // From here on it is the thread's own code: preemptible, movable.
+        crate::upcall::critical_release_inherited();
+        debug_assert_eq!(
+            crate::upcall::critical_depth(),
+            0,
+            "a thread starts at level zero"
+        );
         // SAFETY: `me` is this thread's own block, kept alive by whichever
         // processor's `current` holds this thread while it runs; called once.
         unsafe { raw::run_main(me) };
@@ -487,6 +497,9 @@ unsafe extern "C" fn thread_entry(_: *mut ()) -> ! {
         let locals = unsafe { raw::take_locals(me) };
         drop(locals);
     }
-    let p = processor::current().expect("a ferry thread ended outside a processor");
+    let e = processor::enter().expect("a ferry thread ended outside a processor");
+    let p = e.p;
+    // The next context inherits our level.
+    e.hand_over();
     p.exit_current()
 }

@@ -1,0 +1,492 @@
+//! Files that block in the kernel without stopping the runtime: [`File`],
+//! [`OpenOptions`] and the whole-file [`read`], [`read_to_string`] and
+//! [`write()`], mirroring `std::fs`, each system call run through
+//! [`crate::blocking`] so the calling thread's processor keeps running other
+//! ferry threads meanwhile.
+//!
+//! This module owns thin wrappers around the std types (and the crate-private
+//! plumbing that [`crate::net`] and [`crate::process`] share); it must not
+//! hold a ferry lock, park, or switch threads inside a blocking call, and
+//! keeps no state beside the std handle it wraps. Outside a ferry runtime
+//! every call is just the std call.
+//!
+//! ```
+//! use std::io::{Read, Seek, SeekFrom, Write};
+//!
+//! ferry::run(|| {
+//!     let path = std::env::temp_dir().join(format!("ferry-fs-doc-{}", std::process::id()));
+//!     let mut file = ferry::fs::File::create(&path).unwrap();
+//!     file.write_all(b"hello, ferry").unwrap();
+//!     file.sync_all().unwrap();
+//!
+//!     let mut file = ferry::fs::File::open(&path).unwrap();
+//!     file.seek(SeekFrom::Start(7)).unwrap();
+//!     let mut text = String::new();
+//!     file.read_to_string(&mut text).unwrap();
+//!     assert_eq!(text, "ferry");
+//!     std::fs::remove_file(&path).unwrap();
+//! })
+//! .unwrap();
+//! ```
+//!
+//! # Interrupted calls
+//!
+//! A single operation (one `open`, `read`, `write`, `seek`, `fsync`, ...)
+//! that fails with [`io::ErrorKind::Interrupted`] is retried inside the
+//! wrapper, still inside the same blocking call: ferry may use a signal to
+//! preempt, and `SA_RESTART` restarts most system calls but not all of them.
+//! Composite operations (`read_to_end`, `read_exact`, `write_all`, the
+//! whole-file functions) are run once: std already retries `Interrupted`
+//! inside them, and running them again would repeat work already done.
+//!
+//! # Why errno is safe here
+//!
+//! A failing system call reports its error in `errno`, which lives in the
+//! kernel thread, while a ferry thread may move between kernel threads at
+//! every switch. Each std call used here reads errno right after its system
+//! call, on the same kernel thread, and turns it into an [`io::Error`] before
+//! it returns: the closure given to [`crate::blocking`] runs from start to
+//! finish on one kernel thread, with no ferry switch inside it, so errno is
+//! never read across a switch. The closure is also called through a small
+//! `#[inline(never)]` function, so the compiler cannot compute errno's
+//! address (std declares `__errno_location` `ffi_const`) before a switch
+//! inside `blocking` and reuse it after one; see [`crate::thread`].
+
+use std::fmt;
+use std::io::{self, Seek, SeekFrom};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+/// Runs one system-call-sized operation through [`crate::blocking`], again
+/// as long as it fails with [`io::ErrorKind::Interrupted`].
+///
+/// Only for operations that did nothing when they were interrupted (a
+/// `read`, `write`, `accept`, `connect` on a fresh socket, `waitpid`).
+pub(crate) fn call<R>(mut op: impl FnMut() -> io::Result<R>) -> io::Result<R> {
+    crate::blocking(move || retry_interrupted(&mut op))
+}
+
+/// Runs a composite operation (one std already retries `Interrupted`
+/// inside, or one that must not run twice) through [`crate::blocking`],
+/// once.
+pub(crate) fn call_once<R>(op: impl FnOnce() -> R) -> R {
+    crate::blocking(move || run_once(op))
+}
+
+/// `op` until it does not fail with `Interrupted`. Never inlined, so the
+/// system calls in `op` and their errno reads stay in a frame that holds no
+/// ferry switch (see the module docs).
+#[inline(never)]
+fn retry_interrupted<R>(op: &mut impl FnMut() -> io::Result<R>) -> io::Result<R> {
+    loop {
+        match op() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            done => return done,
+        }
+    }
+}
+
+/// `op()`, in a frame of its own for the same reason as
+/// [`retry_interrupted`].
+#[inline(never)]
+fn run_once<R>(op: impl FnOnce() -> R) -> R {
+    op()
+}
+
+/// Implements `Read` and `Write` for `$ty` and `&$ty`, where `$ty` wraps a
+/// std type in field `0` whose shared reference is `Read + Write`: single
+/// operations through [`call`], composite ones through [`call_once`],
+/// `flush` directly (it is no system call for files and sockets). Paths are
+/// spelled out in full so that the expansion needs no imports.
+macro_rules! read_write_through_blocking {
+    ($ty:ty) => {
+        impl ::std::io::Read for &$ty {
+            fn read(&mut self, buf: &mut [u8]) -> ::std::io::Result<usize> {
+                $crate::fs::call(|| ::std::io::Read::read(&mut &self.0, buf))
+            }
+
+            fn read_vectored(
+                &mut self,
+                bufs: &mut [::std::io::IoSliceMut<'_>],
+            ) -> ::std::io::Result<usize> {
+                $crate::fs::call(|| ::std::io::Read::read_vectored(&mut &self.0, bufs))
+            }
+
+            fn read_to_end(&mut self, buf: &mut Vec<u8>) -> ::std::io::Result<usize> {
+                $crate::fs::call_once(|| ::std::io::Read::read_to_end(&mut &self.0, buf))
+            }
+
+            fn read_to_string(&mut self, buf: &mut String) -> ::std::io::Result<usize> {
+                $crate::fs::call_once(|| ::std::io::Read::read_to_string(&mut &self.0, buf))
+            }
+
+            fn read_exact(&mut self, buf: &mut [u8]) -> ::std::io::Result<()> {
+                $crate::fs::call_once(|| ::std::io::Read::read_exact(&mut &self.0, buf))
+            }
+        }
+
+        impl ::std::io::Write for &$ty {
+            fn write(&mut self, buf: &[u8]) -> ::std::io::Result<usize> {
+                $crate::fs::call(|| ::std::io::Write::write(&mut &self.0, buf))
+            }
+
+            fn write_vectored(
+                &mut self,
+                bufs: &[::std::io::IoSlice<'_>],
+            ) -> ::std::io::Result<usize> {
+                $crate::fs::call(|| ::std::io::Write::write_vectored(&mut &self.0, bufs))
+            }
+
+            fn write_all(&mut self, buf: &[u8]) -> ::std::io::Result<()> {
+                $crate::fs::call_once(|| ::std::io::Write::write_all(&mut &self.0, buf))
+            }
+
+            fn flush(&mut self) -> ::std::io::Result<()> {
+                ::std::io::Write::flush(&mut &self.0)
+            }
+        }
+
+        impl ::std::io::Read for $ty {
+            fn read(&mut self, buf: &mut [u8]) -> ::std::io::Result<usize> {
+                ::std::io::Read::read(&mut &*self, buf)
+            }
+
+            fn read_vectored(
+                &mut self,
+                bufs: &mut [::std::io::IoSliceMut<'_>],
+            ) -> ::std::io::Result<usize> {
+                ::std::io::Read::read_vectored(&mut &*self, bufs)
+            }
+
+            fn read_to_end(&mut self, buf: &mut Vec<u8>) -> ::std::io::Result<usize> {
+                ::std::io::Read::read_to_end(&mut &*self, buf)
+            }
+
+            fn read_to_string(&mut self, buf: &mut String) -> ::std::io::Result<usize> {
+                ::std::io::Read::read_to_string(&mut &*self, buf)
+            }
+
+            fn read_exact(&mut self, buf: &mut [u8]) -> ::std::io::Result<()> {
+                ::std::io::Read::read_exact(&mut &*self, buf)
+            }
+        }
+
+        impl ::std::io::Write for $ty {
+            fn write(&mut self, buf: &[u8]) -> ::std::io::Result<usize> {
+                ::std::io::Write::write(&mut &*self, buf)
+            }
+
+            fn write_vectored(
+                &mut self,
+                bufs: &[::std::io::IoSlice<'_>],
+            ) -> ::std::io::Result<usize> {
+                ::std::io::Write::write_vectored(&mut &*self, bufs)
+            }
+
+            fn write_all(&mut self, buf: &[u8]) -> ::std::io::Result<()> {
+                ::std::io::Write::write_all(&mut &*self, buf)
+            }
+
+            fn flush(&mut self) -> ::std::io::Result<()> {
+                ::std::io::Write::flush(&mut &*self)
+            }
+        }
+    };
+}
+pub(crate) use read_write_through_blocking;
+
+/// An open file, as [`std::fs::File`], whose operations block only the
+/// calling ferry thread: each runs through [`crate::blocking`].
+///
+/// [`Read`](io::Read), [`Write`](io::Write) and [`Seek`] are implemented
+/// for `File` and for `&File` (as std does), so one file may be read and
+/// written from several threads through shared references; they share one
+/// file offset. A single `read`, `write` or `seek` interrupted by a signal
+/// is retried; `flush` does nothing, as std's does nothing for a file. See
+/// the [module docs](self).
+#[derive(Debug)]
+pub struct File(std::fs::File);
+
+impl File {
+    /// Opens `path` read-only, as [`std::fs::File::open`]; retried if
+    /// interrupted.
+    ///
+    /// # Errors
+    /// As [`std::fs::File::open`]: [`io::ErrorKind::NotFound`] if `path`
+    /// does not exist, and so on.
+    pub fn open<P: AsRef<Path>>(path: P) -> io::Result<File> {
+        let path = path.as_ref();
+        call(|| std::fs::File::open(path)).map(File)
+    }
+
+    /// Opens `path` write-only, creating it if it does not exist and
+    /// truncating it if it does, as [`std::fs::File::create`]; retried if
+    /// interrupted.
+    ///
+    /// # Errors
+    /// As [`std::fs::File::create`].
+    pub fn create<P: AsRef<Path>>(path: P) -> io::Result<File> {
+        let path = path.as_ref();
+        call(|| std::fs::File::create(path)).map(File)
+    }
+
+    /// Creates `path` read-write, failing if it exists, as
+    /// [`std::fs::File::create_new`]; retried if interrupted.
+    ///
+    /// # Errors
+    /// [`io::ErrorKind::AlreadyExists`] if `path` exists, else as
+    /// [`std::fs::File::create_new`].
+    pub fn create_new<P: AsRef<Path>>(path: P) -> io::Result<File> {
+        let path = path.as_ref();
+        call(|| std::fs::File::create_new(path)).map(File)
+    }
+
+    /// A builder with every option off, as [`std::fs::File::options`].
+    pub fn options() -> OpenOptions {
+        OpenOptions::new()
+    }
+
+    /// Flushes the file's data and metadata to the device (`fsync`), as
+    /// [`std::fs::File::sync_all`]; retried if interrupted.
+    ///
+    /// # Errors
+    /// As [`std::fs::File::sync_all`].
+    pub fn sync_all(&self) -> io::Result<()> {
+        call(|| self.0.sync_all())
+    }
+
+    /// Flushes the file's data (not necessarily its metadata) to the device
+    /// (`fdatasync`), as [`std::fs::File::sync_data`]; retried if
+    /// interrupted.
+    ///
+    /// # Errors
+    /// As [`std::fs::File::sync_data`].
+    pub fn sync_data(&self) -> io::Result<()> {
+        call(|| self.0.sync_data())
+    }
+
+    /// Truncates or extends the file to `size` bytes, as
+    /// [`std::fs::File::set_len`]; retried if interrupted.
+    ///
+    /// # Errors
+    /// As [`std::fs::File::set_len`], e.g. if the file is not open for
+    /// writing.
+    pub fn set_len(&self, size: u64) -> io::Result<()> {
+        call(|| self.0.set_len(size))
+    }
+
+    /// The file's metadata (`fstat`, which may go to the server on a network
+    /// file system), as [`std::fs::File::metadata`].
+    ///
+    /// # Errors
+    /// As [`std::fs::File::metadata`].
+    pub fn metadata(&self) -> io::Result<std::fs::Metadata> {
+        call(|| self.0.metadata())
+    }
+
+    /// Wraps an open std file.
+    pub fn from_std(file: std::fs::File) -> File {
+        File(file)
+    }
+
+    /// The std file inside, whose operations block the whole kernel thread
+    /// (and the processor with it) again.
+    pub fn into_std(self) -> std::fs::File {
+        self.0
+    }
+
+    /// The std file inside, for what this type does not wrap (permissions,
+    /// times, locks); its operations block the processor.
+    pub fn as_std(&self) -> &std::fs::File {
+        &self.0
+    }
+}
+
+read_write_through_blocking!(File);
+
+impl Seek for &File {
+    fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
+        // Usually cheap, but `SeekFrom::End` on a network file system may
+        // have to ask the server for the size.
+        call(|| Seek::seek(&mut &self.0, pos))
+    }
+}
+
+impl Seek for File {
+    fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
+        (&*self).seek(pos)
+    }
+}
+
+impl AsFd for File {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
+impl AsRawFd for File {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+impl From<std::fs::File> for File {
+    fn from(file: std::fs::File) -> File {
+        File(file)
+    }
+}
+
+impl From<File> for std::fs::File {
+    fn from(file: File) -> std::fs::File {
+        file.0
+    }
+}
+
+/// Options for opening a file, as [`std::fs::OpenOptions`] (with the Unix
+/// `mode` and `custom_flags` of [`OpenOptionsExt`]); [`OpenOptions::open`]
+/// runs through [`crate::blocking`].
+///
+/// ```
+/// use std::io::Write;
+///
+/// ferry::run(|| {
+///     let path = std::env::temp_dir().join(format!("ferry-options-doc-{}", std::process::id()));
+///     let mut log = ferry::fs::File::options()
+///         .create(true)
+///         .append(true)
+///         .mode(0o600)
+///         .open(&path)
+///         .unwrap();
+///     log.write_all(b"one line\n").unwrap();
+///     std::fs::remove_file(&path).unwrap();
+/// })
+/// .unwrap();
+/// ```
+#[derive(Clone)]
+pub struct OpenOptions(std::fs::OpenOptions);
+
+impl OpenOptions {
+    /// Every option off (and mode `0o666` before the umask), as
+    /// [`std::fs::OpenOptions::new`].
+    pub fn new() -> OpenOptions {
+        OpenOptions(std::fs::OpenOptions::new())
+    }
+
+    /// Open for reading.
+    pub fn read(&mut self, read: bool) -> &mut OpenOptions {
+        self.0.read(read);
+        self
+    }
+
+    /// Open for writing.
+    pub fn write(&mut self, write: bool) -> &mut OpenOptions {
+        self.0.write(write);
+        self
+    }
+
+    /// Open for appending: every write goes to the end of the file (implies
+    /// writing).
+    pub fn append(&mut self, append: bool) -> &mut OpenOptions {
+        self.0.append(append);
+        self
+    }
+
+    /// Truncate the file to 0 bytes when it is opened (needs writing).
+    pub fn truncate(&mut self, truncate: bool) -> &mut OpenOptions {
+        self.0.truncate(truncate);
+        self
+    }
+
+    /// Create the file if it does not exist (needs writing or appending).
+    pub fn create(&mut self, create: bool) -> &mut OpenOptions {
+        self.0.create(create);
+        self
+    }
+
+    /// Create the file, failing if it exists (needs writing or appending;
+    /// overrides `create` and `truncate`).
+    pub fn create_new(&mut self, create_new: bool) -> &mut OpenOptions {
+        self.0.create_new(create_new);
+        self
+    }
+
+    /// Permission bits for a file this open creates (before the umask), as
+    /// [`OpenOptionsExt::mode`].
+    pub fn mode(&mut self, mode: u32) -> &mut OpenOptions {
+        OpenOptionsExt::mode(&mut self.0, mode);
+        self
+    }
+
+    /// Extra `open` flags (`O_NOFOLLOW`, `O_DIRECT`, ...), as
+    /// [`OpenOptionsExt::custom_flags`].
+    pub fn custom_flags(&mut self, flags: i32) -> &mut OpenOptions {
+        OpenOptionsExt::custom_flags(&mut self.0, flags);
+        self
+    }
+
+    /// Opens `path` with these options, as [`std::fs::OpenOptions::open`];
+    /// retried if interrupted (it may block on a FIFO or a network file
+    /// system).
+    ///
+    /// # Errors
+    /// As [`std::fs::OpenOptions::open`]: [`io::ErrorKind::NotFound`],
+    /// [`io::ErrorKind::AlreadyExists`] with `create_new`,
+    /// [`io::ErrorKind::InvalidInput`] for a contradictory set of options,
+    /// and so on.
+    pub fn open<P: AsRef<Path>>(&self, path: P) -> io::Result<File> {
+        let path = path.as_ref();
+        call(|| self.0.open(path)).map(File)
+    }
+}
+
+impl Default for OpenOptions {
+    fn default() -> OpenOptions {
+        OpenOptions::new()
+    }
+}
+
+impl From<std::fs::OpenOptions> for OpenOptions {
+    fn from(options: std::fs::OpenOptions) -> OpenOptions {
+        OpenOptions(options)
+    }
+}
+
+impl fmt::Debug for OpenOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The whole contents of the file at `path`, as [`std::fs::read`], in one
+/// blocking call (std retries interrupted reads inside it).
+///
+/// # Errors
+/// As [`std::fs::read`].
+pub fn read<P: AsRef<Path>>(path: P) -> io::Result<Vec<u8>> {
+    let path = path.as_ref();
+    call_once(|| std::fs::read(path))
+}
+
+/// The whole contents of the file at `path` as UTF-8, as
+/// [`std::fs::read_to_string`], in one blocking call (std retries
+/// interrupted reads inside it).
+///
+/// # Errors
+/// As [`std::fs::read_to_string`]; [`io::ErrorKind::InvalidData`] if the
+/// contents are not UTF-8.
+pub fn read_to_string<P: AsRef<Path>>(path: P) -> io::Result<String> {
+    let path = path.as_ref();
+    call_once(|| std::fs::read_to_string(path))
+}
+
+/// Makes `contents` the whole contents of the file at `path`, creating or
+/// truncating it, as [`std::fs::write`], in one blocking call (std retries
+/// interrupted writes inside it).
+///
+/// # Errors
+/// As [`std::fs::write`].
+pub fn write<P: AsRef<Path>, C: AsRef<[u8]>>(path: P, contents: C) -> io::Result<()> {
+    let (path, contents) = (path.as_ref(), contents.as_ref());
+    call_once(|| std::fs::write(path, contents))
+}

@@ -1,0 +1,615 @@
+//! Activations: the kernel threads that drive processors. Each one runs a
+//! processor's scheduler loop until the processor is taken from it (its
+//! thread blocked in the kernel) or stopped, then waits in the runtime's
+//! pool of spares until it is handed another processor.
+//!
+//! This room owns the driver protocol of a processor, the runtime-critical
+//! count of each kernel thread and the pool; it must not decide what a
+//! processor runs (the policy does) nor block anywhere but in the pool wait.
+//!
+//! # The driver word (`Processor::driver`)
+//!
+//! | value | written by | meaning |
+//! |-------|------------|---------|
+//! | `0` | the runtime at start; a driver stopping the processor | nobody drives it: not started, or removed |
+//! | `A` | a spare or starter (CAS from `0` or a lent value); `A` reclaiming (CAS from `A\|LENT`) | activation `A` drives it; only `A`'s kernel thread touches the processor's owner part |
+//! | `A\|LENT` | `A` entering an announced blocking call | `A` is off in a kernel call: `A` may reclaim it, a spare may take it |
+//! | `A\|LENT\|UNANNOUNCED` | the monitor, having found `A` asleep in the kernel outside the runtime | as `A\|LENT`; a spare that takes it marks `A` an orphan |
+//!
+//! Whoever moves the word to its own activation (by CAS) owns the
+//! processor's owner part from then on. The monitor's `A -> A|LENT` races
+//! with `A` entering the runtime; an asymmetric Dekker handshake settles it:
+//! `A` raises its `critical` count (a plain store) and then loads the word;
+//! the monitor swaps the word, issues `heavy_fence` and then loads `critical`.
+//! If it sees a count it puts the word back; if `A` sees `LENT` it reclaims.
+//!
+//! # The critical count (`Activation::critical`)
+//!
+//! | value | written by | meaning |
+//! |-------|------------|---------|
+//! | `0` | the kernel thread itself, leaving the runtime | it runs a ferry thread's own code: it may be preempted, and its processor may be taken while it sleeps in the kernel |
+//! | `n > 0` | the kernel thread itself, entering the runtime or taking a `SpinLock` | it runs runtime code or holds `n` spinlocks: a preemption waits (`chained`), the processor stays |
+//!
+//! A user-level thread switches only with a count of exactly one, which the
+//! context it switches to inherits and gives back when it leaves the
+//! runtime; the scheduler loop always runs with one. So the count is a
+//! property of the kernel thread, read fresh from its thread-local each
+//! time (never cached across a switch).
+
+use std::cell::{Cell, UnsafeCell};
+use std::fs::File;
+use std::marker::PhantomData;
+use std::ptr;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, compiler_fence};
+use std::sync::{Arc, PoisonError};
+use std::time::Instant;
+
+use super::Posted;
+use crate::arch::Context;
+use crate::processor::{Processor, RunEnd};
+use crate::runtime::Shared;
+use crate::sys;
+use crate::thread::{Header, Thread};
+
+/// Driver-word flag: the driver is off in a kernel call.
+pub(crate) const LENT: usize = 1;
+/// Driver-word flag: the monitor lent the processor on the driver's behalf.
+pub(crate) const UNANNOUNCED: usize = 2;
+pub(crate) const FLAGS: usize = LENT | UNANNOUNCED;
+
+thread_local! {
+    /// The activation this kernel thread is, or null.
+    static LOCAL: Cell<*const Activation> = const { Cell::new(ptr::null()) };
+}
+
+/// The calling kernel thread's activation, if it is one. Never inlined, so
+/// that no caller keeps a thread-local address across a switch.
+#[inline(never)]
+pub(crate) fn local() -> Option<&'static Activation> {
+    let a = LOCAL.with(Cell::get);
+    // SAFETY: `LOCAL` is set by `Activation::main` to an activation kept
+    // alive by the runtime's list until after that kernel thread's `main`
+    // returned and cleared it.
+    unsafe { a.as_ref() }
+}
+
+/// What to do with a processor handed to a spare.
+#[derive(Clone, Copy)]
+pub(crate) enum Assignment {
+    /// Take over a lent processor (its driver is off in the kernel).
+    Take(&'static Processor),
+    /// Start a processor nobody drives (a new or re-added one).
+    Start(&'static Processor),
+}
+
+/// A kernel thread of the runtime: the paper's scheduler activation, which
+/// drives one processor at a time.
+pub(crate) struct Activation {
+    /// Runtime-critical depth; see the module docs.
+    pub(crate) critical: AtomicU32,
+    /// A preemption arrived while `critical` was above zero: the kernel
+    /// thread performs it when the count returns to zero.
+    pub(crate) chained: AtomicBool,
+    /// Its processor was taken while it slept in the kernel outside the
+    /// runtime; set by the taker, cleared by the kernel thread when it
+    /// notices. The monitor pushes an orphan that runs again off its thread.
+    pub(crate) orphaned: AtomicBool,
+    /// Between taking the processor from `A|LENT` and posting `Unblocked`:
+    /// a ferry thread's code runs here on no processor (or blocks).
+    pub(crate) away: AtomicBool,
+    /// The processor it drives (its own kernel thread only).
+    processor: Cell<*const Processor>,
+    /// The header of the thread running on this kernel thread (its own
+    /// kernel thread only; set by its processor on each switch).
+    running: Cell<*mut Header>,
+    /// The thread it must give back after its processor was taken.
+    lost: Cell<Option<(Thread, Instant)>>,
+    /// Its scheduler loop, suspended while a thread runs.
+    pub(crate) sched: UnsafeCell<Context>,
+    /// An assignment (`Assignment` encoded) left while it waits in the pool.
+    assigned: AtomicUsize,
+    /// Futex word of the pool wait.
+    wake: AtomicU32,
+    /// Kernel thread id (for signals).
+    pub(crate) tid: AtomicU32,
+    /// Its `/proc` stat file, for the monitor.
+    stat: std::sync::OnceLock<File>,
+    /// The CPU it is pinned to, if any (its own kernel thread only).
+    pinned: Cell<Option<usize>>,
+}
+
+// SAFETY: the `Cell`s and the `UnsafeCell` are touched only by the
+// activation's own kernel thread (see each field); the rest is atomic or
+// written once.
+unsafe impl Sync for Activation {}
+// SAFETY: as above; an `Activation` is built and then owned by an `Arc`.
+unsafe impl Send for Activation {}
+
+impl Activation {
+    pub(crate) fn new() -> Activation {
+        Activation {
+            critical: AtomicU32::new(1),
+            chained: AtomicBool::new(false),
+            orphaned: AtomicBool::new(false),
+            away: AtomicBool::new(false),
+            processor: Cell::new(ptr::null()),
+            running: Cell::new(ptr::null_mut()),
+            lost: Cell::new(None),
+            sched: UnsafeCell::new(Context::empty()),
+            assigned: AtomicUsize::new(0),
+            wake: AtomicU32::new(0),
+            tid: AtomicU32::new(0),
+            stat: std::sync::OnceLock::new(),
+            pinned: Cell::new(None),
+        }
+    }
+
+    /// This activation's address, as the driver word holds it.
+    pub(crate) fn word(&self) -> usize {
+        ptr::from_ref(self) as usize
+    }
+
+    /// The activation a driver word names, if any.
+    ///
+    /// # Safety
+    /// `word` was read from a driver word of a live runtime: its activation
+    /// lives as long as the runtime.
+    pub(crate) unsafe fn from_word(word: usize) -> Option<&'static Activation> {
+        // SAFETY: the caller's contract; activations are never freed before
+        // their runtime.
+        unsafe { ((word & !FLAGS) as *const Activation).as_ref() }
+    }
+
+    /// What the kernel says this activation's kernel thread is doing.
+    pub(crate) fn task_state(&self) -> sys::TaskState {
+        match self.stat.get() {
+            Some(f) => sys::task_state(f),
+            None => sys::TaskState::Other,
+        }
+    }
+
+    /// The processor this kernel thread drives, if any (own thread only).
+    pub(crate) fn processor(&self) -> Option<&'static Processor> {
+        // SAFETY: processors live in the runtime's `Shared`, which outlives
+        // every activation's drive loop.
+        unsafe { self.processor.get().as_ref() }
+    }
+
+    /// Records the thread now running on this kernel thread (own thread).
+    #[inline]
+    pub(crate) fn set_running(&self, header: *mut Header) {
+        self.running.set(header);
+    }
+
+    /// Makes the calling kernel thread this activation and runs it: drives
+    /// `first` if given, then whatever the pool hands it, until the runtime
+    /// shuts down.
+    pub(crate) fn main(self: &Arc<Self>, shared: &Arc<Shared>, mut next: Option<Assignment>) {
+        LOCAL.with(|l| l.set(Arc::as_ptr(self)));
+        self.tid.store(sys::gettid() as u32, Relaxed);
+        if let Some(f) = sys::open_own_stat() {
+            let _ = self.stat.set(f);
+        }
+        loop {
+            let assignment = match next.take() {
+                Some(a) => a,
+                None => match self.wait(shared) {
+                    Some(a) => a,
+                    None => break,
+                },
+            };
+            if let Some(p) = self.take(shared, assignment) {
+                let end = self.drive(shared, p);
+                if let Some((t, at)) = self.lost.take() {
+                    // Our thread is switched out now: hand it back.
+                    self.away.store(false, Relaxed);
+                    shared.upcalls.post(Posted::Unblocked(t), at);
+                    shared.notify_work_anywhere();
+                }
+                if end == RunEnd::ShutDown {
+                    break;
+                }
+            }
+            if shared.is_shut_down() {
+                break;
+            }
+            shared.activations.to_pool(Arc::clone(self));
+        }
+        LOCAL.with(|l| l.set(ptr::null()));
+    }
+
+    /// Waits in the pool for an assignment; `None` at shutdown.
+    fn wait(&self, shared: &Shared) -> Option<Assignment> {
+        loop {
+            self.wake.store(0, SeqCst);
+            let a = self.assigned.swap(0, SeqCst);
+            if a != 0 {
+                return Some(decode(a));
+            }
+            if shared.is_shut_down() {
+                return None;
+            }
+            // Bounded, so that a spare made while the runtime shuts down
+            // (which `wake_pool` may miss) still sees the flag.
+            let _ = rustix::thread::futex::wait(
+                &self.wake,
+                rustix::thread::futex::Flags::PRIVATE,
+                0,
+                Some(&rustix::thread::futex::Timespec {
+                    tv_sec: 0,
+                    tv_nsec: 50_000_000,
+                }),
+            );
+        }
+    }
+
+    /// Hands this (pooled) activation an assignment and wakes it.
+    pub(crate) fn assign(&self, a: Assignment) {
+        self.assigned.store(encode(a), SeqCst);
+        self.wake_up();
+    }
+
+    /// Wakes it from the pool wait (for an assignment, or shutdown).
+    pub(crate) fn wake_up(&self) {
+        self.wake.store(1, SeqCst);
+        let _ = rustix::thread::futex::wake(&self.wake, rustix::thread::futex::Flags::PRIVATE, 1);
+    }
+
+    /// Makes this activation the driver of the assigned processor, if it
+    /// still needs one, and delivers the event the takeover means.
+    fn take(&self, shared: &Shared, a: Assignment) -> Option<&'static Processor> {
+        match a {
+            Assignment::Take(p) => {
+                let mut d = p.driver.load(Acquire);
+                loop {
+                    if d & LENT == 0 {
+                        // Reclaimed, or stopped, before we came.
+                        return None;
+                    }
+                    match p.driver.compare_exchange(d, self.word(), Acquire, Acquire) {
+                        Ok(_) => break,
+                        Err(now) => d = now,
+                    }
+                }
+                // SAFETY: `d` was the driver word of a live processor.
+                if let Some(previous) = unsafe { Activation::from_word(d) }
+                    && d & UNANNOUNCED != 0
+                {
+                    previous.orphaned.store(true, Release);
+                    shared.counters.unannounced.fetch_add(1, Relaxed);
+                }
+                self.begin(shared, p);
+                p.deliver_blocked(shared);
+                Some(p)
+            }
+            Assignment::Start(p) => {
+                if p.driver
+                    .compare_exchange(0, self.word(), Acquire, Acquire)
+                    .is_err()
+                {
+                    return None;
+                }
+                self.begin(shared, p);
+                p.deliver_added(shared);
+                Some(p)
+            }
+        }
+    }
+
+    /// Binds this kernel thread to `p` (which it now drives).
+    fn begin(&self, shared: &Shared, p: &'static Processor) {
+        debug_assert_eq!(
+            self.critical.load(Relaxed),
+            1,
+            "an activation starts at one level"
+        );
+        self.processor.set(p);
+        self.critical.store(1, Relaxed);
+        self.pin_for(shared, p);
+        p.bind(self);
+    }
+
+    /// Pins this kernel thread to the core `p` runs on, if it changed.
+    pub(crate) fn pin_for(&self, shared: &Shared, p: &Processor) {
+        let want = p.core(shared);
+        if self.pinned.get() != want {
+            match want {
+                Some(core) => crate::runtime::pin_to_core(core),
+                None => crate::runtime::unpin(),
+            }
+            self.pinned.set(want);
+        }
+    }
+
+    /// Runs `p`'s scheduler loop until the processor is lost, stopped or the
+    /// runtime shuts down.
+    fn drive(&self, shared: &Shared, p: &'static Processor) -> RunEnd {
+        let end = p.run(shared, self);
+        self.processor.set(ptr::null());
+        end
+    }
+
+    /// The running thread found its processor taken (it was away in the
+    /// kernel): it leaves this kernel thread for the scheduler loop's
+    /// frame, which hands it back with `Unblocked`. Returns the processor it
+    /// resumes on, with its critical count held.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn give_back_thread(&self) -> &'static Processor {
+        self.orphaned.store(false, Relaxed);
+        self.processor.set(ptr::null());
+        let header = self.running.replace(ptr::null_mut());
+        // SAFETY: `header` is the running thread's own block; the taker of
+        // the processor forgot its handle on it (`deliver_blocked`), whose
+        // reference this one now carries.
+        let me = unsafe { Thread::from_raw(header) };
+        let (from, my_header) = (me.context_ptr(), me.as_ptr());
+        self.lost.set(Some((me, Instant::now())));
+        // SAFETY: `from` is our own context slot, kept alive by the handle
+        // in `lost` until someone resumes it; `sched` is this activation's
+        // scheduler loop, suspended in `Processor::run` since it switched to
+        // a thread, and resumed only here.
+        crate::processor::switch_out_to(from, self.sched.get(), my_header)
+    }
+}
+
+/// Marks the calling kernel thread as in runtime-critical code (or holding
+/// a spinlock) until the returned guard drops; `None` on a kernel thread
+/// that is no activation (nothing there can be preempted or taken).
+///
+/// The activation is returned for the caller's immediate use only: after a
+/// switch the code may run on another one.
+///
+/// Entering from the thread's own code (a count of zero), it first makes
+/// sure the kernel thread still drives its processor: a lent one is taken
+/// back, and if it was taken (the thread slept in the kernel), the thread
+/// is handed back and this returns once it runs again, on whichever kernel
+/// thread. Nested entries need no check: nobody takes a processor from a
+/// kernel thread whose count is above zero (the handshake in the module
+/// docs), so code inside the runtime or under a spinlock never switches
+/// for this reason.
+#[inline(never)]
+pub(crate) fn critical_enter() -> Option<(Critical, &'static Activation)> {
+    let a = local()?;
+    let c = a.critical.load(Relaxed);
+    a.critical.store(c + 1, Relaxed);
+    // Pairs with the monitor's `heavy_fence` (see the module docs).
+    ferry_queue::wait::light_fence();
+    let critical = Critical {
+        _not_send: PhantomData,
+    };
+    if c == 0
+        && let Some(p) = a.processor()
+    {
+        let d = p.driver.load(Acquire);
+        if d != a.word() {
+            p.reclaim_or_give_back(a, d);
+            // Possibly resumed on another kernel thread: ask again.
+            return Some((critical, local()?));
+        }
+    }
+    Some((critical, a))
+}
+
+/// The processor the calling kernel thread drives, without entering the
+/// runtime: for a context that was just switched to (it runs with the
+/// level the switch handed over).
+pub(crate) fn resumed_processor() -> Option<&'static Processor> {
+    local()?.processor()
+}
+
+/// The calling kernel thread's critical count (0 off the runtime).
+pub(crate) fn critical_depth() -> u32 {
+    local().map_or(0, |a| a.critical.load(Relaxed))
+}
+
+/// Where `critical_exit` starts (for the preemption handler).
+pub(crate) fn critical_exit_address() -> usize {
+    critical_exit as *const () as usize
+}
+
+/// Leaves one level of runtime-critical code on the calling kernel thread;
+/// at zero, performs a preemption that waited for it.
+#[inline(never)]
+fn critical_exit() {
+    let Some(a) = local() else {
+        return;
+    };
+    compiler_fence(SeqCst);
+    let c = a.critical.load(Relaxed) - 1;
+    a.critical.store(c, Release);
+    compiler_fence(SeqCst);
+    if c == 0 && a.chained.load(Relaxed) {
+        a.chained.store(false, Relaxed);
+        super::preempt::chained(a);
+    }
+}
+
+/// One level of the calling kernel thread's critical count (see the module
+/// docs). Dropping it leaves the level on whatever kernel thread the code
+/// runs on by then: a switch in between hands the level over with it.
+#[must_use]
+pub(crate) struct Critical {
+    _not_send: PhantomData<*const ()>,
+}
+
+impl Critical {
+    /// Leaves without dropping through `Drop`'s chained-preemption check
+    /// (the count is handed to the context switched to).
+    pub(crate) fn hand_over(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Critical {
+    fn drop(&mut self) {
+        critical_exit();
+    }
+}
+
+/// Leaves one level of the count that a context switched to us handed over
+/// (a thread's first run).
+pub(crate) fn critical_release_inherited() {
+    critical_exit();
+}
+
+fn encode(a: Assignment) -> usize {
+    match a {
+        Assignment::Take(p) => ptr::from_ref(p) as usize,
+        Assignment::Start(p) => ptr::from_ref(p) as usize | 1,
+    }
+}
+
+fn decode(word: usize) -> Assignment {
+    // SAFETY: encoded by `encode` from a processor of the live runtime.
+    let p = unsafe { &*((word & !1) as *const Processor) };
+    if word & 1 == 0 {
+        Assignment::Take(p)
+    } else {
+        Assignment::Start(p)
+    }
+}
+
+/// An activation and its kernel thread (none for the runtime's caller).
+type Registered = (Arc<Activation>, Option<std::thread::JoinHandle<()>>);
+
+/// Every activation of a runtime, and the pool of spare ones.
+pub(crate) struct Activations {
+    all: std::sync::Mutex<Vec<Registered>>,
+    pool: std::sync::Mutex<Vec<Arc<Activation>>>,
+    /// How many activations there are (read without the lock).
+    count: AtomicUsize,
+    max: usize,
+}
+
+impl Activations {
+    pub(crate) fn new(max: usize) -> Activations {
+        Activations {
+            all: std::sync::Mutex::new(Vec::new()),
+            pool: std::sync::Mutex::new(Vec::new()),
+            count: AtomicUsize::new(0),
+            max,
+        }
+    }
+
+    /// The most kernel threads the runtime runs as activations.
+    pub(crate) fn max(&self) -> usize {
+        self.max
+    }
+
+    /// How many kernel threads are activations now.
+    pub(crate) fn count(&self) -> usize {
+        self.count.load(Relaxed)
+    }
+
+    /// Registers the calling kernel thread's activation (the runtime's
+    /// first), which the caller then runs.
+    pub(crate) fn register_caller(&self) -> Arc<Activation> {
+        let a = Arc::new(Activation::new());
+        self.all
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((Arc::clone(&a), None));
+        self.count.fetch_add(1, Relaxed);
+        a
+    }
+
+    /// Starts a new activation on a new kernel thread, running `first`;
+    /// fails when the bound is reached or no thread can be made.
+    pub(crate) fn spawn(
+        &self,
+        shared: &Arc<Shared>,
+        first: Option<Assignment>,
+    ) -> std::io::Result<()> {
+        let mut all = self.all.lock().unwrap_or_else(PoisonError::into_inner);
+        if shared.is_shut_down() {
+            return Err(std::io::Error::other("ferry: the runtime is shutting down"));
+        }
+        if all.len() >= self.max {
+            return Err(std::io::Error::other(
+                "ferry: the runtime's activation bound is reached",
+            ));
+        }
+        let a = Arc::new(Activation::new());
+        let (mine, for_thread) = (Arc::clone(&a), Arc::clone(shared));
+        let k = std::thread::Builder::new()
+            .name(format!("ferry-activation-{}", all.len()))
+            .spawn(move || mine.main(&for_thread, first))?;
+        if first.is_none() {
+            // A spare from birth: it waits in the pool.
+            self.to_pool(Arc::clone(&a));
+        }
+        all.push((a, Some(k)));
+        self.count.store(all.len(), Relaxed);
+        Ok(())
+    }
+
+    /// Puts an activation whose work ended into the pool.
+    fn to_pool(&self, a: Arc<Activation>) {
+        self.pool
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(a);
+    }
+
+    /// Hands `assignment` to a spare, making one if the pool is empty and
+    /// the bound allows. Returns whether anyone got it.
+    pub(crate) fn hand(&self, shared: &Arc<Shared>, assignment: Assignment) -> bool {
+        let spare = self
+            .pool
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
+        match spare {
+            Some(a) => {
+                a.assign(assignment);
+                true
+            }
+            None => self.spawn(shared, Some(assignment)).is_ok(),
+        }
+    }
+
+    /// Starts one spare, so that the first handoff need not make a kernel
+    /// thread.
+    pub(crate) fn add_spare(&self, shared: &Arc<Shared>) -> std::io::Result<()> {
+        self.spawn(shared, None)
+    }
+
+    /// Calls `f` on every activation (the monitor's scan).
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&Arc<Activation>)) {
+        for (a, _) in self
+            .all
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            f(a);
+        }
+    }
+
+    /// Wakes every pooled activation (at shutdown).
+    pub(crate) fn wake_pool(&self) {
+        for a in self
+            .pool
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            a.wake_up();
+        }
+    }
+
+    /// Joins every activation's kernel thread that is not away in a
+    /// ferry thread's kernel call (those end when their call returns).
+    pub(crate) fn join_all(&self) {
+        let all = std::mem::take(&mut *self.all.lock().unwrap_or_else(PoisonError::into_inner));
+        for (a, k) in all {
+            if let Some(k) = k
+                && !a.away.load(Acquire)
+            {
+                let _ = k.join();
+            }
+        }
+    }
+}

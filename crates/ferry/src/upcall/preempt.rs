@@ -1,0 +1,163 @@
+//! Preemption: the signal that interrupts a ferry thread (its time slice is
+//! over, its processor is leaving the set, or its processor was taken while
+//! it slept in the kernel), and lock-holder care.
+//!
+//! This room owns the signal handler and the rule for when it may act; it
+//! must not act while the interrupted code is inside the runtime, holds a
+//! spinlock (`Activation::critical` above zero: the preemption is chained
+//! to the moment the count returns to zero, Synthesis's procedure
+//! chaining), runs C library code (malloc's per-kernel-thread caches must
+//! not change hands mid-call) or is panicking (std counts panics per kernel
+//! thread); in the last two cases the monitor asks again at its next look.
+//! Code that needs the same care can say so with [`without_preemption`].
+//!
+//! # The full context switch
+//!
+//! The kernel saves the whole interrupted state (every general register,
+//! the flags, and the FP/SIMD state with `xsave`) in the signal frame, on
+//! the interrupted thread's own stack (the handler runs without
+//! `SA_ONSTACK`). The handler then makes an ordinary, partial switch away.
+//! When the thread is resumed — on any processor, any kernel thread — the
+//! handler returns and `rt_sigreturn` restores the full state from that
+//! frame. The frame costs about 1–3 KiB of the thread's stack.
+
+use std::io;
+use std::sync::OnceLock;
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
+
+use super::activation::{self, Activation, FLAGS};
+use crate::processor;
+use crate::sys;
+
+/// The preemption signal. `SIGURG` (as Go uses) is otherwise only raised
+/// for out-of-band socket data, which almost no program asks for.
+pub(crate) const SIGNAL: i32 = libc::SIGURG;
+
+/// Installs the preemption handler, once per process.
+pub(crate) fn install() -> io::Result<()> {
+    static INSTALLED: OnceLock<Result<(), i32>> = OnceLock::new();
+    let r = INSTALLED.get_or_init(|| {
+        // Resolve the C runtime's ranges now, not in a handler.
+        let _ = sys::c_runtime_code();
+        sys::install_handler(SIGNAL, on_signal).map_err(|e| e.raw_os_error().unwrap_or(0))
+    });
+    r.map_err(io::Error::from_raw_os_error)
+}
+
+/// Sends the preemption signal to `a`'s kernel thread.
+pub(crate) fn signal(a: &Activation) {
+    let tid = a.tid.load(Relaxed) as i32;
+    if tid != 0 {
+        let _ = sys::signal_thread(tid, SIGNAL);
+    }
+}
+
+/// Bytes from the start of `critical_enter` and `critical_exit` in which
+/// the count may be half updated (the functions are far shorter than this;
+/// a preemption deferred for code that follows them is merely late).
+const COUNT_UPDATE_BYTES: usize = 512;
+
+/// Whether `pc` lies where the critical count is being read and rewritten
+/// (a thread moved to another kernel thread there would write the old
+/// one's count).
+fn in_count_update(pc: usize) -> bool {
+    let enter = activation::critical_enter as *const () as usize;
+    let exit = activation::critical_exit_address();
+    (enter..enter + COUNT_UPDATE_BYTES).contains(&pc)
+        || (exit..exit + COUNT_UPDATE_BYTES).contains(&pc)
+}
+
+/// Whether `pc` lies in the C runtime's code.
+fn in_c_runtime(pc: usize) -> bool {
+    sys::c_runtime_code()
+        .iter()
+        .any(|&(start, end)| (start..end).contains(&pc))
+}
+
+extern "C" fn on_signal(_signal: i32, _info: *mut libc::siginfo_t, ucontext: *mut libc::c_void) {
+    let errno_slot = sys::errno_location();
+    // SAFETY: the interrupted code's errno, on this kernel thread.
+    let errno = unsafe { *errno_slot };
+    if let Some(a) = activation::local() {
+        if a.critical.load(Relaxed) != 0 {
+            a.chained.store(true, Relaxed);
+        } else {
+            // SAFETY: the kernel's `ucontext` for this running handler.
+            let pc = unsafe { sys::interrupted_pc(ucontext) };
+            if in_count_update(pc) {
+                // Between reading and writing the count: it will have
+                // changed by the time this is acted on.
+                a.chained.store(true, Relaxed);
+            } else if !in_c_runtime(pc) && !std::thread::panicking() {
+                // (A panicking thread must stay on its kernel thread until
+                // the panic is caught: std counts panics per kernel thread.)
+                interrupt(a, false);
+            }
+        }
+    }
+    // Possibly on another kernel thread by now: put errno back there.
+    // SAFETY: the errno slot of whichever kernel thread runs us now.
+    unsafe { *sys::errno_location() = errno };
+}
+
+/// A preemption waited for the critical count to reach zero, and it just
+/// did (the thread released its last spinlock or left the runtime).
+pub(crate) fn chained(a: &Activation) {
+    interrupt(a, true);
+}
+
+/// Acts on a preemption request for the thread running on `a`'s kernel
+/// thread, which is outside the runtime: hands it back if `a` lost its
+/// processor, preempts it if its slice is over or its processor leaves,
+/// and otherwise (a stale request, or a blocking call in progress) does
+/// nothing.
+fn interrupt(a: &Activation, was_chained: bool) {
+    let Some(p) = a.processor() else {
+        return;
+    };
+    let d = p.driver.load(Acquire);
+    if d == a.word() {
+        if !(p.is_stopping() || p.slice_expired()) {
+            return;
+        }
+        let Some(e) = processor::enter() else {
+            return;
+        };
+        if !e.p.in_thread() {
+            return;
+        }
+        if was_chained {
+            e.p.shared().counters.chained.fetch_add(1, Relaxed);
+        }
+        // Whatever runs next on this kernel thread must be preemptible.
+        sys::unblock_signal(SIGNAL);
+        e.p.preempt_current();
+        drop(e);
+    } else if d & !FLAGS == a.word() {
+        // Lent for a blocking call (or being checked by the monitor).
+    } else {
+        // Taken while we slept in the kernel: give the thread back.
+        // Unblocked first: this kernel thread goes to the pool from inside
+        // `enter` and must be preemptible when it drives again. A signal
+        // that nests here does the same give-back, and this `enter` then
+        // finds the thread on a processor already.
+        sys::unblock_signal(SIGNAL);
+        drop(processor::enter());
+    }
+}
+
+/// Runs `f` with the calling ferry thread's preemption held off, as if it
+/// held a [`SpinLock`](crate::sync::SpinLock): a time slice that ends
+/// meanwhile, or its processor's removal, takes effect right after `f`
+/// returns. For short sections of code that rely on the kernel thread they
+/// run on (a `std::thread_local!`, a lock keyed by kernel thread such as
+/// std's stdout lock). `f` must not block or switch.
+///
+/// ```
+/// let n = ferry::run(|| ferry::upcall::without_preemption(|| 6 * 7)).unwrap();
+/// assert_eq!(n, 42);
+/// ```
+pub fn without_preemption<R>(f: impl FnOnce() -> R) -> R {
+    let _critical = activation::critical_enter();
+    f()
+}

@@ -1,0 +1,327 @@
+//! Scheduler activations: announced and unannounced blocking, preemption
+//! with lock-holder care, and processor changes. Every check is on progress
+//! counters and exact results, never on elapsed time.
+
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::time::Duration;
+
+use ferry::sync::{Mutex, SpinLock};
+use ferry::{Handle, Runtime};
+
+/// How long any one runtime of a test may take before the test fails.
+const WATCHDOG: Duration = Duration::from_secs(60);
+
+/// Runs `f` on its own kernel thread and fails if it does not finish in time.
+fn within(what: &str, f: impl FnOnce() + Send + 'static) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let k = std::thread::spawn(move || {
+        f();
+        let _ = tx.send(());
+    });
+    match rx.recv_timeout(WATCHDOG) {
+        Ok(()) => k.join().unwrap(),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            if let Err(p) = k.join() {
+                std::panic::resume_unwind(p);
+            }
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("hung for {WATCHDOG:?} on {what}: a processor stalled")
+        }
+    }
+}
+
+/// A thread that counts and yields until told to stop.
+fn compute(stop: &Arc<AtomicBool>, progress: &Arc<AtomicU64>) -> ferry::JoinHandle<()> {
+    let (stop, progress) = (Arc::clone(stop), Arc::clone(progress));
+    ferry::spawn(move || {
+        while !stop.load(SeqCst) {
+            progress.fetch_add(1, SeqCst);
+            ferry::yield_now();
+        }
+    })
+}
+
+/// Yields until `progress` has moved `by` past `from`.
+fn wait_for_progress(progress: &AtomicU64, from: u64, by: u64) {
+    while progress.load(SeqCst) < from + by {
+        ferry::yield_now();
+    }
+}
+
+#[test]
+fn announced_blocking_reads_leave_the_processor_running() {
+    within("announced blocking reads", || {
+        Runtime::builder()
+            .processors(1)
+            .run(|| {
+                let stop = Arc::new(AtomicBool::new(false));
+                let progress = Arc::new(AtomicU64::new(0));
+                let worker = compute(&stop, &progress);
+                let entered = Arc::new(AtomicUsize::new(0));
+                let mut writers = Vec::new();
+                let readers: Vec<_> = (0..4)
+                    .map(|i| {
+                        let (mut r, w) = std::io::pipe().unwrap();
+                        writers.push(w);
+                        let (progress, entered) = (Arc::clone(&progress), Arc::clone(&entered));
+                        ferry::spawn(move || {
+                            let before = progress.load(SeqCst);
+                            entered.fetch_add(1, SeqCst);
+                            let mut buf = [0u8; 1];
+                            ferry::blocking(|| r.read_exact(&mut buf)).unwrap();
+                            assert_eq!(buf[0], i as u8);
+                            progress.load(SeqCst) - before
+                        })
+                    })
+                    .collect();
+                while entered.load(SeqCst) < 4 {
+                    ferry::yield_now();
+                }
+                // The compute thread advances while all four readers block.
+                let start = progress.load(SeqCst);
+                wait_for_progress(&progress, start, 10_000);
+                for (i, w) in writers.iter_mut().enumerate() {
+                    w.write_all(&[i as u8]).unwrap();
+                }
+                for r in readers {
+                    assert!(r.join().unwrap() >= 10_000, "compute stalled during a read");
+                }
+                stop.store(true, SeqCst);
+                worker.join().unwrap();
+                let stats = Handle::current().upcall_stats();
+                assert!(stats.blocked.count >= 4, "{stats:?}");
+                assert!(stats.unblocked.count >= 4, "{stats:?}");
+                let (threads, bound) = Handle::current().kernel_threads();
+                assert!(threads <= bound);
+            })
+            .unwrap();
+    });
+}
+
+#[test]
+fn unannounced_reads_and_sleeps_are_taken_over() {
+    within("unannounced blocking", || {
+        Runtime::builder()
+            .processors(1)
+            .run(|| {
+                let stop = Arc::new(AtomicBool::new(false));
+                let progress = Arc::new(AtomicU64::new(0));
+                let worker = compute(&stop, &progress);
+                let entered = Arc::new(AtomicUsize::new(0));
+                let mut writers = Vec::new();
+                let mut blocked = Vec::new();
+                for i in 0..2 {
+                    let (r, w) = std::io::pipe().unwrap();
+                    writers.push(w);
+                    let (progress, entered) = (Arc::clone(&progress), Arc::clone(&entered));
+                    blocked.push(ferry::spawn(move || {
+                        let before = progress.load(SeqCst);
+                        entered.fetch_add(1, SeqCst);
+                        let mut byte = 0u8;
+                        // A raw read, not announced to ferry.
+                        // SAFETY: a valid fd and a one-byte buffer.
+                        let n = unsafe { libc::read(r.as_raw_fd(), (&raw mut byte).cast(), 1) };
+                        assert_eq!(n, 1);
+                        assert_eq!(byte, i as u8);
+                        progress.load(SeqCst) - before
+                    }));
+                }
+                for _ in 0..2 {
+                    let (progress, entered) = (Arc::clone(&progress), Arc::clone(&entered));
+                    blocked.push(ferry::spawn(move || {
+                        let before = progress.load(SeqCst);
+                        entered.fetch_add(1, SeqCst);
+                        std::thread::sleep(Duration::from_millis(50));
+                        progress.load(SeqCst) - before
+                    }));
+                }
+                while entered.load(SeqCst) < 4 {
+                    ferry::yield_now();
+                }
+                let start = progress.load(SeqCst);
+                wait_for_progress(&progress, start, 10_000);
+                for (i, w) in writers.iter_mut().enumerate() {
+                    w.write_all(&[i as u8]).unwrap();
+                }
+                for b in blocked {
+                    assert!(b.join().unwrap() > 0, "compute stalled during a block");
+                }
+                stop.store(true, SeqCst);
+                worker.join().unwrap();
+                let stats = Handle::current().upcall_stats();
+                assert!(stats.unannounced_blocks >= 1, "{stats:?}");
+            })
+            .unwrap();
+    });
+}
+
+#[test]
+fn blocking_passes_panics_and_values_and_works_off_the_runtime() {
+    assert_eq!(ferry::blocking(|| 7), 7);
+    Runtime::builder()
+        .processors(1)
+        .run(|| {
+            assert_eq!(ferry::blocking(|| 6 * 7), 42);
+            let r = std::panic::catch_unwind(|| ferry::blocking(|| panic!("inside")));
+            assert!(r.is_err());
+            // Still a working ferry thread afterwards.
+            assert_eq!(ferry::spawn(|| 1).join().unwrap(), 1);
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_spinning_thread_does_not_starve_another_with_a_time_slice() {
+    within("time slice", || {
+        Runtime::builder()
+            .processors(1)
+            .time_slice(Some(Duration::from_millis(1)))
+            .run(|| {
+                let stop = Arc::new(AtomicBool::new(false));
+                let s = Arc::clone(&stop);
+                let spinner = ferry::spawn(move || {
+                    let mut n = 0u64;
+                    while !s.load(SeqCst) {
+                        n = std::hint::black_box(n + 1);
+                    }
+                    n
+                });
+                let other = ferry::spawn(|| {
+                    let mut sum = 0u64;
+                    for i in 0..100u64 {
+                        ferry::yield_now();
+                        sum += i;
+                    }
+                    sum
+                });
+                assert_eq!(other.join().unwrap(), 4950);
+                stop.store(true, SeqCst);
+                assert!(spinner.join().unwrap() > 0);
+                assert!(Handle::current().upcall_stats().preempted.count > 0);
+            })
+            .unwrap();
+    });
+}
+
+#[test]
+fn a_spinlock_holder_is_preempted_only_after_release() {
+    within("lock-holder care", || {
+        Runtime::builder()
+            .processors(1)
+            .time_slice(Some(Duration::from_micros(200)))
+            .run(|| {
+                let lock = Arc::new(SpinLock::new(0u64));
+                let inside = Arc::new(AtomicBool::new(false));
+                let done = Arc::new(AtomicBool::new(false));
+                let (l, i, d) = (Arc::clone(&lock), Arc::clone(&inside), Arc::clone(&done));
+                let holder = ferry::spawn(move || {
+                    for _ in 0..4000 {
+                        let mut g = l.lock();
+                        i.store(true, SeqCst);
+                        // ~20 µs of work inside the lock, then out for
+                        // a few instructions only.
+                        let mut x = *g;
+                        for k in 0..20_000u64 {
+                            x = std::hint::black_box(x.wrapping_add(k));
+                        }
+                        *g = x;
+                        i.store(false, SeqCst);
+                        drop(g);
+                    }
+                    d.store(true, SeqCst);
+                });
+                let (i, d) = (Arc::clone(&inside), Arc::clone(&done));
+                let observer = ferry::spawn(move || {
+                    let mut runs = 0u64;
+                    while !d.load(SeqCst) {
+                        // On one processor this runs only while the holder
+                        // is switched out: never inside its lock.
+                        assert!(!i.load(SeqCst), "preempted inside a SpinLock");
+                        runs += 1;
+                        ferry::yield_now();
+                    }
+                    runs
+                });
+                holder.join().unwrap();
+                let runs = observer.join().unwrap();
+                assert!(runs > 1, "the holder was never preempted");
+                let stats = Handle::current().upcall_stats();
+                assert!(stats.chained_preemptions > 0, "{stats:?}");
+            })
+            .unwrap();
+    });
+}
+
+#[test]
+fn processors_come_and_go_under_a_mutex_workload() {
+    within("processor changes", || {
+        Runtime::builder()
+            .processors(2)
+            .max_processors(2)
+            .max_kernel_threads(8)
+            .time_slice(Some(Duration::from_millis(1)))
+            .run(|| {
+                let counter = Arc::new(Mutex::new(0u64));
+                let finished = Arc::new(AtomicUsize::new(0));
+                let workers: Vec<_> = (0..1000)
+                    .map(|_| {
+                        let (c, f) = (Arc::clone(&counter), Arc::clone(&finished));
+                        ferry::spawn(move || {
+                            for _ in 0..50 {
+                                *c.lock() += 1;
+                                ferry::yield_now();
+                            }
+                            f.fetch_add(1, SeqCst);
+                        })
+                    })
+                    .collect();
+                let rt = Handle::current();
+                let mut n = 1;
+                let mut changes = 0;
+                while finished.load(SeqCst) < 1000 || changes < 4 {
+                    rt.set_processors(n).unwrap();
+                    changes += 1;
+                    n = 3 - n;
+                    let (threads, bound) = rt.kernel_threads();
+                    assert!(threads <= bound, "{threads} kernel threads, bound {bound}");
+                    ferry::sleep(Duration::from_millis(2));
+                }
+                for w in workers {
+                    w.join().unwrap();
+                }
+                assert_eq!(*counter.lock(), 50_000);
+                rt.set_processors(2).unwrap();
+                let stats = rt.upcall_stats();
+                assert!(stats.processor_removed.count >= 1, "{stats:?}");
+                assert!(stats.processor_added.count >= 3, "{stats:?}");
+            })
+            .unwrap();
+    });
+}
+
+#[test]
+fn processor_changes_reject_bad_input() {
+    Runtime::builder()
+        .processors(1)
+        .max_processors(2)
+        .run(|| {
+            let rt = Handle::current();
+            assert_eq!(rt.max_processors(), 2);
+            rt.set_processors(0).unwrap(); // clamped to one
+            assert_eq!(rt.processors(), 1);
+            rt.set_processors(99).unwrap(); // clamped to the maximum
+            assert_eq!(rt.processors(), 2);
+            let e = rt.processor_on(5, 0).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+            let e = rt.processor_on(0, 100_000).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+            rt.processor_on(0, 0).unwrap();
+            ferry::yield_now();
+        })
+        .unwrap();
+}
