@@ -3,9 +3,14 @@
 //! memory.
 //!
 //! This crate is being built in layers (see `docs/architecture.md`). Present
-//! so far: [`arch`]'s context switch, [`stack`]'s guarded stacks, and the
-//! first cut of user-level threads on processors: [`run`], [`spawn`],
-//! [`JoinHandle::join`], [`yield_now`], [`park`] / [`Thread::unpark`].
+//! so far: [`arch`]'s context switch, [`stack`]'s guarded stacks,
+//! user-level threads on processors ([`run`], [`spawn`],
+//! [`JoinHandle::join`], [`yield_now`], [`park`] / [`Thread::unpark`],
+//! [`sync`]), and scheduler activations ([`upcall`]): [`blocking`] calls and
+//! the [`fs`], [`net`] and [`process`] wrappers that keep their processor
+//! running, a monitor for unannounced blocking, optional preemption
+//! ([`Builder::time_slice`]) and processor changes
+//! ([`Handle::set_processors`]).
 //!
 //! ```
 //! let answer = ferry::run(|| {

@@ -1,6 +1,8 @@
-//! Processors: one kernel thread per core the runtime holds, each running
-//! user-level threads that its scheduling [`Policy`] picks, and spinning,
-//! then sleeping on a futex, when there is nothing to run.
+//! Processors: one per core the runtime holds, each running user-level
+//! threads that its scheduling [`Policy`] picks, and spinning, then sleeping
+//! on a futex, when there is nothing to run. A processor is driven by one
+//! kernel thread at a time, an activation (`crate::upcall`), which may
+//! change when a thread blocks in the kernel.
 //!
 //! This room owns the mechanism: the switch between threads, what is left to
 //! do after a switch, idling and waking. It must not decide *which* thread
@@ -13,10 +15,11 @@
 //! # Who touches what
 //!
 //! A processor's [`Owner`] part (its rings' producer side, its policy, its
-//! scheduler context, the running thread, the pending action, its caches of
-//! stacks and thread ids) is touched only by the kernel thread the processor
-//! runs on. The rest (`next`, `sleep`, `willing_to_yield`) is atomic and
-//! touched by anyone.
+//! driver's scheduler context, the running thread, the pending action, its
+//! caches of stacks and thread ids) is touched only by the kernel thread
+//! whose activation holds the processor's driver word (see
+//! `upcall::activation`). The rest (`next`, `sleep`, `willing_to_yield`, the
+//! driver, dispatch and membership words) is atomic and touched by anyone.
 //!
 //! # The pending action
 //!
@@ -31,6 +34,7 @@
 //! | `Requeue(t)` | `yield_now` | the policy queues `t` again ([`Ready::Yielded`]) |
 //! | `Park(t)` | a thread that blocks | `t.state`: `PARKING -> PARKED`; if an unpark came first (`NOTIFIED`), `t` is queued again at once ([`Ready::Woken`]) |
 //! | `Exit(t)` | a finished thread | `t`'s stack goes back to a cache |
+//! | `Preempted(t, at)` | the preemption signal's handler (or a chained preemption) | the policy gets `Event::Preempted(t)` |
 //!
 //! # Idling and waking
 //!
@@ -179,10 +183,10 @@ pub(crate) struct Processor {
     core: AtomicUsize,
 }
 
-// SAFETY: `owner` is only touched from the kernel thread the processor runs
-// on (see the module docs; `owner()` is only called through `current()`,
-// which reads that kernel thread's own thread-local, or by `run` after every
-// processor stopped); everything else is atomic.
+// SAFETY: `owner` is only touched from the kernel thread whose activation
+// holds the driver word (see the module docs; `owner()` is reached through
+// `enter()`, which checks the word, through the driver's own loop, or by
+// `drain` after every processor stopped); everything else is atomic.
 unsafe impl Sync for Processor {}
 // SAFETY: the handles in `Owner` are `Send`; the processor is built on one
 // kernel thread and then used by the one it is handed to.
@@ -473,8 +477,8 @@ impl Processor {
     /// The owner-only part.
     #[allow(clippy::mut_from_ref)]
     fn owner(&self) -> &mut Owner {
-        // SAFETY: only the kernel thread running this processor gets here
-        // (through `current()`), and no caller keeps the reference across a
+        // SAFETY: only the kernel thread driving this processor gets here
+        // (through `enter()` or its own loop), and no caller keeps the reference across a
         // switch or a re-entrant call.
         unsafe { &mut *self.owner.get() }
     }

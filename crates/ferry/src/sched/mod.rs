@@ -45,7 +45,8 @@ use crate::upcall::Event;
 /// `Normal` one before any `Low` one. Across processors it is approximate: a
 /// processor runs its own `Normal` threads while another one's queue may
 /// still hold a `High` thread it has not stolen. A running thread is never
-/// interrupted for a higher one (there is no preemption yet), and a thread
+/// interrupted for a higher one (a time slice, if set, preempts it only
+/// when the slice ends), and a thread
 /// woken by another runs next only at `Normal` priority (the next-to-run
 /// slot); `Low` threads can starve while higher ones keep running.
 ///

@@ -39,6 +39,14 @@
 //!   for the current processor again after a switch, never through an
 //!   address cached before it.
 //!
+//! With a time slice ([`crate::Builder::time_slice`]) a thread can also be
+//! preempted *between* any two instructions of its own code, and resume on
+//! another kernel thread. ferry defers a preemption inside the runtime,
+//! under a [`SpinLock`](crate::sync::SpinLock), in the C library and while
+//! the thread panics; code of your own that depends on its kernel thread
+//! (a `std::thread_local!` borrow, std's stdout lock held by `println!`)
+//! can ask for the same with [`without_preemption`](crate::upcall::without_preemption).
+//!
 //! `errno` is saved and restored per ferry thread across every switch. One
 //! trap remains, and it is the compiler's: std declares `__errno_location`
 //! `ffi_const`, so in an optimised build a function that reads errno through
