@@ -335,7 +335,8 @@ impl Processor {
         act: &Activation,
         mut d: usize,
     ) -> &'static Processor {
-        while d & !(upcall::LENT | upcall::UNANNOUNCED) == act.word() && d & upcall::LENT != 0 {
+        let flags = upcall::LENT | upcall::UNANNOUNCED | upcall::PROBING;
+        while d & !flags == act.word() && d & flags != 0 {
             match self
                 .driver
                 .compare_exchange(d, act.word(), Acquire, Acquire)

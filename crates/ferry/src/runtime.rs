@@ -54,6 +54,8 @@ pub(crate) struct Shared {
     pub(crate) handoff_after: Duration,
     /// Preemption time slice, if any.
     pub(crate) time_slice: Option<Duration>,
+    /// Whether the monitor takes over from unannounced blocking.
+    pub(crate) take_over_unannounced: bool,
     /// Time zero of the `*_at` words.
     epoch: Instant,
     /// This `Shared`, for handing to new kernel threads.
@@ -284,16 +286,6 @@ impl Shared {
     }
 }
 
-/// Shuts the runtime down when the first thread's closure ends, by return or
-/// by panic.
-struct ShutDownOnDrop(Arc<Shared>);
-
-impl Drop for ShutDownOnDrop {
-    fn drop(&mut self) {
-        self.0.shut_down();
-    }
-}
-
 /// Settings for a runtime; see [`Runtime::builder`].
 #[derive(Debug, Clone)]
 pub struct Builder {
@@ -304,6 +296,7 @@ pub struct Builder {
     time_slice: Option<Duration>,
     handoff_after: Duration,
     max_activations: usize,
+    take_over_unannounced: bool,
 }
 
 /// A ferry runtime: user-level threads multiplexed on one kernel thread per
@@ -334,6 +327,7 @@ impl Runtime {
             time_slice: time_slice_from_env(),
             handoff_after: Duration::ZERO,
             max_activations: 1024,
+            take_over_unannounced: false,
         }
     }
 }
@@ -396,6 +390,21 @@ impl Builder {
         self
     }
 
+    /// Lets the monitor take a processor over from a thread that blocks in
+    /// the kernel without announcing it (a raw `read`, `std::thread::sleep`,
+    /// a page fault), as if it had called [`blocking`](crate::blocking).
+    ///
+    /// **Experimental, off by default.** A known defect: with many threads
+    /// starting at once (100,000 spawned on two processors, faulting in
+    /// their fresh stacks), a processor is occasionally taken from a kernel
+    /// thread that is inside the runtime, which the handshake is meant to
+    /// exclude (a debug assertion catches it). Until that is found, use it
+    /// only for threads that block in plain system calls.
+    pub fn take_over_unannounced(&mut self, on: bool) -> &mut Self {
+        self.take_over_unannounced = on;
+        self
+    }
+
     /// The most kernel threads the runtime runs (the processors' drivers
     /// plus the spares that take over from threads blocked in the kernel);
     /// default 1,024. When every one is in use, a further blocking call
@@ -443,6 +452,7 @@ impl Builder {
             monitor: Monitor::new(),
             handoff_after: self.handoff_after,
             time_slice: self.time_slice,
+            take_over_unannounced: self.take_over_unannounced,
             epoch: Instant::now(),
             this: this.clone(),
         });
@@ -455,15 +465,21 @@ impl Builder {
         for p in &shared.processors[..count] {
             p.membership.store(STARTING, Relaxed);
         }
-        let first = {
-            let guard = ShutDownOnDrop(Arc::clone(&shared));
+        // The first thread leaves its outcome here *before* it shuts the
+        // runtime down, so that nothing after the shutdown (a preemption, a
+        // lost processor) can keep the outcome from the caller.
+        type Outcome<T> = std::sync::Mutex<Option<std::thread::Result<T>>>;
+        let outcome: Arc<Outcome<T>> = Arc::new(std::sync::Mutex::new(None));
+        {
+            let (outcome, for_thread) = (Arc::clone(&outcome), Arc::clone(&shared));
             thread::Builder::new()
                 .name("main")
                 .spawn_in(&shared, move || {
-                    let _guard = guard;
-                    main()
-                })?
-        };
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(main));
+                    *outcome.lock().unwrap_or_else(PoisonError::into_inner) = Some(r);
+                    for_thread.shut_down();
+                })?;
+        }
 
         let monitor = {
             let shared = Arc::clone(&shared);
@@ -503,16 +519,15 @@ impl Builder {
         }
         let _ = monitor.join();
         shared.activations.join_all();
-        // The first thread's closure has returned (that is what shut the
-        // runtime down); its kernel thread may still be storing the result.
-        while !first.is_finished() {
-            std::thread::yield_now();
-        }
         // Threads still queued hold the runtime; let them (and their stacks) go.
         shared.drain();
-        match first.try_take() {
+        let outcome = outcome
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        match outcome {
             Some(Ok(value)) => Ok(value),
-            Some(Err(panic)) => std::panic::resume_unwind(panic.into_payload()),
+            Some(Err(panic)) => std::panic::resume_unwind(panic),
             None => unreachable!("the runtime shuts down only after its first thread finished"),
         }
     }

@@ -108,6 +108,7 @@ fn unannounced_reads_and_sleeps_are_taken_over() {
     within("unannounced blocking", || {
         Runtime::builder()
             .processors(1)
+            .take_over_unannounced(true)
             .run(|| {
                 let stop = Arc::new(AtomicBool::new(false));
                 let progress = Arc::new(AtomicU64::new(0));

@@ -342,11 +342,6 @@ impl<T> JoinHandle<T> {
     pub fn is_finished(&self) -> bool {
         self.raw.is_complete()
     }
-
-    /// The result if the thread has finished.
-    pub(crate) fn try_take(&self) -> Option<Result<T, Panic>> {
-        self.raw.try_take()
-    }
 }
 
 impl<T> fmt::Debug for JoinHandle<T> {

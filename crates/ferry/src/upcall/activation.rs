@@ -14,14 +14,17 @@
 //! | `0` | the runtime at start; a driver stopping the processor | nobody drives it: not started, or removed |
 //! | `A` | a spare or starter (CAS from `0` or a lent value); `A` reclaiming (CAS from `A\|LENT`) | activation `A` drives it; only `A`'s kernel thread touches the processor's owner part |
 //! | `A\|LENT` | `A` entering an announced blocking call | `A` is off in a kernel call: `A` may reclaim it, a spare may take it |
-//! | `A\|LENT\|UNANNOUNCED` | the monitor, having found `A` asleep in the kernel outside the runtime | as `A\|LENT`; a spare that takes it marks `A` an orphan |
+//! | `A\|PROBING` | the monitor, having found `A` asleep in the kernel | being checked: nobody may take it; `A` may take it back |
+//! | `A\|LENT\|UNANNOUNCED` | the monitor, from `A\|PROBING`, having seen `A`'s count at zero | as `A\|LENT`; a spare that takes it marks `A` an orphan |
 //!
 //! Whoever moves the word to its own activation (by CAS) owns the
 //! processor's owner part from then on. The monitor's `A -> A|LENT` races
-//! with `A` entering the runtime; an asymmetric Dekker handshake settles it:
-//! `A` raises its `critical` count (a plain store) and then loads the word;
-//! the monitor swaps the word, issues `heavy_fence` and then loads `critical`.
-//! If it sees a count it puts the word back; if `A` sees `LENT` it reclaims.
+//! (`A -> A|PROBING`) races with `A` entering the runtime; an asymmetric
+//! Dekker handshake settles it: `A` raises its `critical` count (a plain
+//! store) and then loads the word; the monitor swaps the word, issues
+//! `heavy_fence` and then loads `critical`. If it sees a count it puts the
+//! word back, else it confirms the lend; if `A` sees a flag it takes the
+//! word back. Only a confirmed (`LENT`) word can be taken by a spare.
 //!
 //! # The critical count (`Activation::critical`)
 //!
@@ -56,7 +59,11 @@ use crate::thread::{Header, Thread};
 pub(crate) const LENT: usize = 1;
 /// Driver-word flag: the monitor lent the processor on the driver's behalf.
 pub(crate) const UNANNOUNCED: usize = 2;
-pub(crate) const FLAGS: usize = LENT | UNANNOUNCED;
+/// Driver-word flag: the monitor is checking whether the driver is outside
+/// the runtime; nobody may take the processor yet, the driver may take the
+/// word back.
+pub(crate) const PROBING: usize = 4;
+pub(crate) const FLAGS: usize = LENT | UNANNOUNCED | PROBING;
 
 thread_local! {
     /// The activation this kernel thread is, or null.

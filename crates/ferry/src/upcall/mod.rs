@@ -39,7 +39,7 @@ mod monitor;
 mod preempt;
 
 pub(crate) use activation::{
-    Activation, Activations, Assignment, Critical, LENT, UNANNOUNCED, critical_depth,
+    Activation, Activations, Assignment, Critical, LENT, PROBING, UNANNOUNCED, critical_depth,
     critical_enter, critical_release_inherited, resumed_processor,
 };
 pub use blocking::blocking;

@@ -20,7 +20,7 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::time::{Duration, Instant};
 
-use super::activation::{Activation, LENT, UNANNOUNCED};
+use super::activation::{Activation, LENT, PROBING, UNANNOUNCED};
 use super::preempt;
 use crate::processor::{ACTIVE, STOPPING};
 use crate::runtime::Shared;
@@ -168,7 +168,7 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen]) {
             a.task_state()
         };
         match state {
-            TaskState::Blocked => take_unannounced(shared, p, a, d),
+            TaskState::Blocked if shared.take_over_unannounced => take_unannounced(shared, p, a, d),
             TaskState::Running => {
                 let slice_over = shared.time_slice.is_some_and(|slice| stale >= slice);
                 let leaving = p.membership.load(Relaxed) == STOPPING;
@@ -177,7 +177,7 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen]) {
                     preempt::signal(a);
                 }
             }
-            TaskState::Other => {}
+            TaskState::Blocked | TaskState::Other => {}
         }
         let _ = ACTIVE;
     }
@@ -200,11 +200,15 @@ fn take_unannounced(
     d: usize,
 ) {
     p.lent_at.store(shared.now_ns(), Relaxed);
+    let probing = d | PROBING;
     let lent = d | LENT | UNANNOUNCED;
     // Marked before the word moves: `a` clears it when it takes the word
     // back, which can only come after.
     a.away.store(true, SeqCst);
-    if p.driver.compare_exchange(d, lent, SeqCst, Relaxed).is_err() {
+    if p.driver
+        .compare_exchange(d, probing, SeqCst, Relaxed)
+        .is_err()
+    {
         a.away.store(false, SeqCst);
         return;
     }
@@ -212,9 +216,19 @@ fn take_unannounced(
     if a.critical.load(Acquire) != 0 {
         // Inside the runtime (or holding a spinlock): leave it be. If it
         // took the word back meanwhile, that is fine too.
-        if p.driver.compare_exchange(lent, d, SeqCst, Relaxed).is_ok() {
+        if p.driver
+            .compare_exchange(probing, d, SeqCst, Relaxed)
+            .is_ok()
+        {
             a.away.store(false, SeqCst);
         }
+        return;
+    }
+    // Confirmed: only now may a spare take it.
+    if p.driver
+        .compare_exchange(probing, lent, SeqCst, Relaxed)
+        .is_err()
+    {
         return;
     }
     shared.hand_lent(p);
