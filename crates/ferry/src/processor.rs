@@ -65,7 +65,7 @@ use std::cell::UnsafeCell;
 use std::io;
 use std::ops::Range;
 use std::ptr;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize};
 use std::time::Instant;
 
@@ -126,7 +126,7 @@ pub(crate) const STOPPED: u8 = 2;
 pub(crate) const STARTING: u8 = 3;
 
 /// `Processor::core` when the processor has no named core.
-const NO_CORE: usize = usize::MAX;
+pub(crate) const NO_CORE: usize = usize::MAX;
 
 /// The parts of a processor only its own kernel thread touches.
 pub(crate) struct Owner {
@@ -175,6 +175,17 @@ pub(crate) struct Processor {
     pub(crate) preempt_dispatch: AtomicU32,
     /// When the processor was lent (ns since the runtime's epoch).
     pub(crate) lent_at: AtomicU64,
+    /// The CPU the lender ran on when it lent an unpinned processor (a
+    /// spare moves there before it competes for the processor), or
+    /// [`NO_CORE`]: the spare need not move (the processor is pinned, or the
+    /// monitor saw the lender asleep).
+    pub(crate) lent_cpu: AtomicUsize,
+    /// A spare is on its way to take this processor when it is lent; see
+    /// `upcall::activation` ("Handing a lent processor over").
+    pub(crate) standby: AtomicBool,
+    /// The activation (its word) that is on its way, once the hander picked
+    /// it, for the monitor to hurry; `0` if none or not yet known.
+    pub(crate) standby_by: AtomicUsize,
     /// When the last change of membership was asked for (ns since epoch).
     pub(crate) changed_at: AtomicU64,
     /// See [`ACTIVE`].
@@ -258,6 +269,9 @@ impl Processor {
                 dispatch: AtomicU32::new(0),
                 preempt_dispatch: AtomicU32::new(u32::MAX),
                 lent_at: AtomicU64::new(0),
+                lent_cpu: AtomicUsize::new(NO_CORE),
+                standby: AtomicBool::new(false),
+                standby_by: AtomicUsize::new(0),
                 changed_at: AtomicU64::new(0),
                 membership: AtomicU8::new(STOPPED),
                 core: AtomicUsize::new(NO_CORE),
@@ -367,10 +381,20 @@ impl Processor {
         let shared = self.shared();
         let hand_now = shared.handoff_after.is_zero() && self.sees_work(shared);
         self.lent_at.store(shared.now_ns(), Relaxed);
+        let cpu = if hand_now && self.core(shared).is_none() {
+            crate::sys::current_cpu().unwrap_or(NO_CORE)
+        } else {
+            NO_CORE
+        };
+        self.lent_cpu.store(cpu, Relaxed);
         act.away.store(true, Relaxed);
-        self.driver.store(act.word() | upcall::LENT, Release);
+        // SeqCst: pairs with the standby spare's `standby` store and driver
+        // load (`Activation::take`): one of the two sees the other.
+        self.driver.store(act.word() | upcall::LENT, SeqCst);
         if hand_now {
-            shared.hand_lent(self);
+            // A spare still on its way (waiting for this core to go idle)
+            // will take this lend too: wake nobody else.
+            shared.hand_lent(self, true);
         }
     }
 

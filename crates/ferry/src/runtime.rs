@@ -118,8 +118,21 @@ impl Shared {
 
     /// Hands lent processor `p` to a spare activation (which takes it only
     /// if it is still lent when it gets there).
-    pub(crate) fn hand_lent(&self, p: &'static Processor) {
-        self.activations.hand(&self.arc(), Assignment::Take(p));
+    ///
+    /// At most one spare is on its way per processor (`standby`): a lend
+    /// while one is on its way wakes nobody, the spare takes that lend too.
+    /// `patient`: the lender itself asks, and the spare waits for the
+    /// lender's core to go idle (see `upcall::activation`).
+    pub(crate) fn hand_lent(&self, p: &'static Processor, patient: bool) {
+        if p.standby.swap(true, SeqCst) {
+            return;
+        }
+        if !self
+            .activations
+            .hand(&self.arc(), Assignment::Take(p, patient))
+        {
+            p.standby.store(false, SeqCst);
+        }
     }
 
     /// How many processors are in the set (or on their way in).
@@ -194,7 +207,7 @@ impl Shared {
         p.wake();
         let d = p.driver.load(Acquire);
         if d & upcall::LENT != 0 {
-            self.hand_lent(p);
+            self.hand_lent(p, false);
         } else if p.dispatch.load(Relaxed) & 1 != 0
             // SAFETY: `d` is a driver word of this live runtime.
             && let Some(a) = unsafe { Activation::from_word(d) }
@@ -370,7 +383,7 @@ impl Builder {
     /// the runtime, nor while it runs C library code (malloc keeps
     /// per-kernel-thread caches): the preemption waits for the lock to be
     /// released (and happens right then), or for the next look of the
-    /// monitor, which checks the processors every 40 µs, so a slice is
+    /// monitor, which checks the processors every 20 µs (about 50 µs as the kernel wakes it), so a slice is
     /// enforced to within about that.
     ///
     /// [`SpinLock`]: crate::sync::SpinLock
@@ -382,7 +395,7 @@ impl Builder {
     /// How long a processor whose thread entered [`blocking`](crate::blocking)
     /// waits before a spare kernel thread takes it over. Zero (the default)
     /// hands it over at once if other threads wait for it, and otherwise at
-    /// the monitor's next look (within about 40 µs); a longer wait makes
+    /// the monitor's next look (within about 50 µs); a longer wait makes
     /// short calls cheaper and strands the processor for that long when the
     /// call does block (Go uses 20 µs).
     pub fn handoff_after(&mut self, wait: Duration) -> &mut Self {
@@ -701,20 +714,20 @@ fn allowed_cpus() -> &'static [usize] {
     })
 }
 
-/// Pins the calling kernel thread to `core`; best effort.
-pub(crate) fn pin_to_core(core: usize) {
+/// Pins kernel thread `tid` (`None`: the caller) to `cpu`, or lets it run
+/// on every CPU the process may use for [`NO_CORE`](crate::processor::NO_CORE);
+/// best effort.
+pub(crate) fn pin(tid: Option<i32>, cpu: usize) {
     let mut set = rustix::thread::CpuSet::new();
-    set.set(core);
-    let _ = rustix::thread::sched_setaffinity(None, &set);
-}
-
-/// Lets the calling kernel thread run on every CPU the process may use.
-pub(crate) fn unpin() {
-    let mut set = rustix::thread::CpuSet::new();
-    for &c in allowed_cpus() {
-        set.set(c);
+    if cpu == crate::processor::NO_CORE {
+        for &c in allowed_cpus() {
+            set.set(c);
+        }
+    } else {
+        set.set(cpu);
     }
-    let _ = rustix::thread::sched_setaffinity(None, &set);
+    let tid = tid.and_then(rustix::process::Pid::from_raw);
+    let _ = rustix::thread::sched_setaffinity(tid, &set);
 }
 
 /// The default time slice, from `FERRY_TIME_SLICE` (`500us`, `2ms`, `1s`, or

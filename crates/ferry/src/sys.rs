@@ -197,3 +197,33 @@ pub(crate) fn thread_cpu_ns(tid: i32) -> Option<u64> {
     }
     Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
+
+/// Puts kernel thread `tid` in `SCHED_BATCH` (`true`) or back in
+/// `SCHED_OTHER`; `false` if the kernel refused.
+///
+/// A batch thread is never woken *onto* a core ahead of the thread running
+/// there (no wakeup preemption), yet keeps its fair share; anyone may move
+/// between the two classes. A spare waits for a patient handoff in it (see
+/// `upcall::activation`).
+///
+/// `tid` names another kernel thread of this process, or `0` the caller.
+pub(crate) fn set_batch(tid: i32, batch: bool) -> bool {
+    let policy = if batch {
+        libc::SCHED_BATCH
+    } else {
+        libc::SCHED_OTHER
+    };
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid `sched_param`; a stale `tid` at worst names
+    // no thread (ESRCH), as in `signal_thread`.
+    unsafe { libc::sched_setscheduler(tid, policy, &raw const param) == 0 }
+}
+
+/// The CPU the calling kernel thread runs on now (through the vDSO), or
+/// `None` if the kernel will not say.
+#[inline]
+pub(crate) fn current_cpu() -> Option<usize> {
+    // SAFETY: `sched_getcpu` has no preconditions.
+    let c = unsafe { libc::sched_getcpu() };
+    usize::try_from(c).ok()
+}

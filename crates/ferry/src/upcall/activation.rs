@@ -26,6 +26,36 @@
 //! word back, else it confirms the lend; if `A` sees a flag it takes the
 //! word back. Only a confirmed (`LENT`) word can be taken by a spare.
 //!
+//! # Handing a lent processor over
+//!
+//! A spare must take a lent processor only once its lender really sleeps
+//! in the kernel: taken from a call that returns at once, the lender finds
+//! it gone and must hand its thread back, and on the same core that
+//! round trip waits for the kernel to time-slice two kernel threads (a
+//! millisecond, not a microsecond). Linux cannot tell us when a thread
+//! blocks, but its scheduler can act on it: a `SCHED_BATCH` thread woken
+//! on a core never preempts the thread running there, so it runs there
+//! when that core has nothing else to run, which is when the lender
+//! sleeps (or at a scheduler tick).
+//!
+//! So the lender of a processor with work waiting asks for a *patient*
+//! takeover (`Assignment::Take(p, true)`): the hander moves a pooled spare
+//! into `SCHED_BATCH` and onto the lender's core (`pin_remotely`; the
+//! lender's CPU is `Processor::lent_cpu` when the processor is not pinned)
+//! and wakes it; a short call is back and has reclaimed the word before the
+//! spare runs, which then finds no `LENT` and goes back to the pool. The
+//! monitor's takeovers (a lend that outlasted the handoff wait, a thread
+//! seen asleep) are *urgent*: the spare is in the normal class and takes
+//! at once. A patient spare that still has not come a tick later (other
+//! processes hold the core) is hurried back into the normal class.
+//!
+//! | word | written by | meaning |
+//! |------|------------|---------|
+//! | `Processor::standby` | a hander (`swap(true)`, `hand_lent`); the spare (`false`, SeqCst, before it loads the driver word) | `true`: a spare is on its way and will take any lend it finds, so a lend wakes nobody else. The lender stores the driver word (SeqCst) before the swap: either the spare sees `LENT` or the lender sees `false` and wakes another |
+//! | `Processor::standby_by` | the hander, once it picked the spare; the spare, as it arrives (`0`) | which activation is on its way, for the monitor to hurry |
+//! | `Activation::batch` | the activation itself; a hander or the monitor while it sleeps in the pool or waits to arrive | whether its kernel thread is in `SCHED_BATCH` (mirrors the kernel's setting) |
+//! | `Activation::pinned` | the activation itself; a hander while it sleeps in the pool | the CPU its kernel thread is pinned to, or `NO_CORE` |
+//!
 //! # The critical count (`Activation::critical`)
 //!
 //! | value | written by | meaning |
@@ -50,7 +80,7 @@ use std::time::Instant;
 
 use super::Posted;
 use crate::arch::Context;
-use crate::processor::{Processor, RunEnd};
+use crate::processor::{NO_CORE, Processor, RunEnd};
 use crate::runtime::Shared;
 use crate::sys;
 use crate::thread::{Header, Thread};
@@ -84,8 +114,12 @@ pub(crate) fn local() -> Option<&'static Activation> {
 /// What to do with a processor handed to a spare.
 #[derive(Clone, Copy)]
 pub(crate) enum Assignment {
-    /// Take over a lent processor (its driver is off in the kernel).
-    Take(&'static Processor),
+    /// Take over a lent processor (its driver is off in the kernel). A
+    /// *patient* takeover (asked for by the lender itself, which may not
+    /// block at all) waits until the lender's core has nothing else to run;
+    /// the monitor's (the lender was seen asleep, or outlasted the handoff
+    /// wait) takes at once.
+    Take(&'static Processor, bool),
     /// Start a processor nobody drives (a new or re-added one).
     Start(&'static Processor),
 }
@@ -122,8 +156,14 @@ pub(crate) struct Activation {
     pub(crate) tid: AtomicU32,
     /// Its `/proc` stat file, for the monitor.
     stat: std::sync::OnceLock<File>,
-    /// The CPU it is pinned to, if any (its own kernel thread only).
-    pinned: Cell<Option<usize>>,
+    /// The CPU it is pinned to, or `NO_CORE` for every allowed CPU: written
+    /// by its own kernel thread, or by a hander while it sleeps in the pool
+    /// (before `assign`, whose store publishes it).
+    pinned: AtomicUsize,
+    /// Whether it is in the wait class, `SCHED_BATCH`: written like
+    /// `pinned`, by its own kernel thread or by a hander while it sleeps in
+    /// the pool.
+    batch: AtomicBool,
 }
 
 // SAFETY: the `Cell`s and the `UnsafeCell` are touched only by the
@@ -148,7 +188,8 @@ impl Activation {
             wake: AtomicU32::new(0),
             tid: AtomicU32::new(0),
             stat: std::sync::OnceLock::new(),
-            pinned: Cell::new(None),
+            pinned: AtomicUsize::new(NO_CORE),
+            batch: AtomicBool::new(false),
         }
     }
 
@@ -267,8 +308,25 @@ impl Activation {
     /// still needs one, and delivers the event the takeover means.
     fn take(&self, shared: &Shared, a: Assignment) -> Option<&'static Processor> {
         match a {
-            Assignment::Take(p) => {
-                let mut d = p.driver.load(Acquire);
+            Assignment::Take(p, patient) => {
+                // Patient: the hander put us in the wait class on the
+                // lender's core, so that we run there only once the lender
+                // sleeps (or at a scheduler tick, or when the monitor
+                // hurries us). Else take at once.
+                if !patient {
+                    self.set_wait_class(false);
+                }
+                let lent_cpu = p.lent_cpu.load(Relaxed);
+                let want = p.core(shared).or((lent_cpu != NO_CORE).then_some(lent_cpu));
+                if want.is_some() {
+                    self.pin_to(want);
+                }
+                // Off standby before looking (SeqCst, the pair of `lend`'s
+                // driver store and `hand_lent`'s swap): a lend we do not see
+                // finds the flag down and wakes another spare.
+                p.standby_by.store(0, Relaxed);
+                p.standby.store(false, SeqCst);
+                let mut d = p.driver.load(SeqCst);
                 loop {
                     if d & LENT == 0 {
                         // Reclaimed, or stopped, before we came.
@@ -279,6 +337,7 @@ impl Activation {
                         Err(now) => d = now,
                     }
                 }
+                self.set_wait_class(false);
                 // SAFETY: `d` was the driver word of a live processor.
                 if let Some(previous) = unsafe { Activation::from_word(d) }
                     && d & UNANNOUNCED != 0
@@ -291,6 +350,7 @@ impl Activation {
                 Some(p)
             }
             Assignment::Start(p) => {
+                self.set_wait_class(false);
                 if p.driver
                     .compare_exchange(0, self.word(), Acquire, Acquire)
                     .is_err()
@@ -319,13 +379,59 @@ impl Activation {
 
     /// Pins this kernel thread to the core `p` runs on, if it changed.
     pub(crate) fn pin_for(&self, shared: &Shared, p: &Processor) {
-        let want = p.core(shared);
-        if self.pinned.get() != want {
-            match want {
-                Some(core) => crate::runtime::pin_to_core(core),
-                None => crate::runtime::unpin(),
+        self.pin_to(p.core(shared));
+    }
+
+    /// Puts this kernel thread in the spares' wait class, `SCHED_BATCH`
+    /// (`true`, see `sys::set_batch`), or back in the normal one (own thread only; a
+    /// system call only when it changes).
+    fn set_wait_class(&self, waiting: bool) {
+        if self.batch.load(Relaxed) != waiting && sys::set_batch(0, waiting) {
+            self.batch.store(waiting, Relaxed);
+        }
+    }
+
+    /// [`set_wait_class`](Self::set_wait_class) from a hander's kernel
+    /// thread, while this activation sleeps in the pool: its wakeup must
+    /// already be in the right class (a patient spare must not preempt the
+    /// lender; an urgent one must).
+    ///
+    /// Also used by the monitor on a spare that is awake ([`hurry`](Self::hurry)):
+    /// the only race is with that spare setting the same `false` itself.
+    fn set_wait_class_remotely(&self, waiting: bool) {
+        let tid = self.tid.load(Relaxed);
+        if tid != 0 && self.batch.load(Relaxed) != waiting && sys::set_batch(tid as i32, waiting) {
+            self.batch.store(waiting, Relaxed);
+        }
+    }
+
+    /// Pins this kernel thread to `want` (`None`: every allowed CPU), if it
+    /// changed.
+    fn pin_to(&self, want: Option<usize>) {
+        let want = want.unwrap_or(NO_CORE);
+        if self.pinned.load(Relaxed) != want {
+            crate::runtime::pin(None, want);
+            self.pinned.store(want, Relaxed);
+        }
+    }
+
+    /// Hurries a patient spare that waits for its lender's core: back in
+    /// the normal class, it competes for the core like any thread (the
+    /// monitor's call, when a lend outlasts a tick).
+    pub(crate) fn hurry(&self) {
+        self.set_wait_class_remotely(false);
+    }
+
+    /// Pins this pooled (sleeping) activation to `cpu` from the hander's
+    /// kernel thread, before `assign` wakes it: in the wait class it might
+    /// not get to run where it is pinned now to move itself.
+    fn pin_remotely(&self, cpu: usize) {
+        if self.pinned.load(Relaxed) != cpu {
+            let tid = self.tid.load(Relaxed);
+            if tid != 0 {
+                crate::runtime::pin(Some(tid as i32), cpu);
+                self.pinned.store(cpu, Relaxed);
             }
-            self.pinned.set(want);
         }
     }
 
@@ -461,18 +567,20 @@ pub(crate) fn critical_release_inherited() {
     critical_exit();
 }
 
+/// An assignment as one word: the processor's address (aligned to at least
+/// 8), `| 1` for `Start`, `| 2` for a patient `Take`.
 fn encode(a: Assignment) -> usize {
     match a {
-        Assignment::Take(p) => ptr::from_ref(p) as usize,
+        Assignment::Take(p, patient) => ptr::from_ref(p) as usize | (usize::from(patient) << 1),
         Assignment::Start(p) => ptr::from_ref(p) as usize | 1,
     }
 }
 
 fn decode(word: usize) -> Assignment {
     // SAFETY: encoded by `encode` from a processor of the live runtime.
-    let p = unsafe { &*((word & !1) as *const Processor) };
+    let p = unsafe { &*((word & !3) as *const Processor) };
     if word & 1 == 0 {
-        Assignment::Take(p)
+        Assignment::Take(p, word & 2 != 0)
     } else {
         Assignment::Start(p)
     }
@@ -570,6 +678,21 @@ impl Activations {
             .pop();
         match spare {
             Some(a) => {
+                match assignment {
+                    Assignment::Take(p, true) => {
+                        a.set_wait_class_remotely(true);
+                        p.standby_by.store(a.word(), Relaxed);
+                        let lent_cpu = p.lent_cpu.load(Relaxed);
+                        match p.core(shared) {
+                            Some(core) => a.pin_remotely(core),
+                            None if lent_cpu != NO_CORE => a.pin_remotely(lent_cpu),
+                            None => {}
+                        }
+                    }
+                    Assignment::Take(_, false) | Assignment::Start(_) => {
+                        a.set_wait_class_remotely(false);
+                    }
+                }
                 a.assign(assignment);
                 true
             }

@@ -13,7 +13,8 @@
 //! Its cost while nothing blocks: per tick, a few atomic loads per
 //! processor, and for a processor that has run one thread for a whole tick
 //! one `clock_gettime` of that kernel thread's CPU clock (to tell computing
-//! from sleeping; only a clock that stood still costs a `/proc` read).
+//! from sleeping), plus one `/proc` read the first time it sees that thread
+//! run a whole tick and whenever the clock stood still.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
@@ -27,7 +28,7 @@ use crate::runtime::Shared;
 use crate::sys::{self, TaskState};
 
 /// How often the monitor looks while processors are busy.
-pub(crate) const TICK: Duration = Duration::from_micros(40);
+pub(crate) const TICK: Duration = Duration::from_micros(20);
 
 /// Consecutive all-idle looks after which the monitor parks.
 const IDLE_LOOKS_BEFORE_PARK: u32 = 25;
@@ -145,7 +146,14 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen]) {
             let lent_for =
                 now.saturating_duration_since(shared.instant_of(p.lent_at.load(Relaxed)));
             if lent_for >= shared.handoff_after.max(TICK) || p.is_stopping() {
-                shared.hand_lent(p);
+                let by = p.standby_by.load(Relaxed);
+                // SAFETY: `by` names an activation of this live runtime.
+                match unsafe { Activation::from_word(by) } {
+                    // A patient spare still waits for the core (others run
+                    // there): let it compete now.
+                    Some(spare) => spare.hurry(),
+                    None => shared.hand_lent(p, false),
+                }
             }
             continue;
         }
@@ -158,11 +166,15 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen]) {
             continue;
         };
         // One thread has had the processor for a whole tick: computing, or
-        // asleep in the kernel? Its CPU clock tells, cheaply.
+        // asleep in the kernel? The first time, ask `/proc` (one read per
+        // such dispatch, so that a block is found on the second look);
+        // after that its CPU clock tells, cheaply, and only a clock that
+        // stood still costs a `/proc` read.
+        let first = s.cpu_ns == 0;
         let cpu = sys::thread_cpu_ns(a.tid.load(Relaxed) as i32);
         let advanced = cpu.is_none_or(|c| c != s.cpu_ns);
         s.cpu_ns = cpu.unwrap_or(0);
-        let state = if advanced {
+        let state = if advanced && !first {
             TaskState::Running
         } else {
             a.task_state()
@@ -200,6 +212,8 @@ fn take_unannounced(
     d: usize,
 ) {
     p.lent_at.store(shared.now_ns(), Relaxed);
+    // Seen asleep: the spare need not wait for the core to go idle.
+    p.lent_cpu.store(crate::processor::NO_CORE, Relaxed);
     let probing = d | PROBING;
     let lent = d | LENT | UNANNOUNCED;
     // Marked before the word moves: `a` clears it when it takes the word
@@ -231,5 +245,5 @@ fn take_unannounced(
     {
         return;
     }
-    shared.hand_lent(p);
+    shared.hand_lent(p, false);
 }
