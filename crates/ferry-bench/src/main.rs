@@ -15,6 +15,7 @@ mod queues;
 mod report;
 mod switch;
 mod threads;
+mod upcalls;
 
 use std::process::ExitCode;
 
@@ -39,6 +40,11 @@ enum Command {
     /// ns per thread operation (URPC Table I, Synthesis Table 3): ferry
     /// against std::thread, Tokio and Go
     Threads(threads::Args),
+    /// Scheduler activations: event latencies (004 Table 1), a ping-pong
+    /// under processor disruptions (004 Figure 2, plotted to
+    /// docs/results/upcalls-figure2.png), partial against full context
+    /// switch (Synthesis Table 4)
+    Upcalls(upcalls::Args),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +53,7 @@ fn main() -> ExitCode {
         Command::Queues(args) => queues::run(args),
         Command::Switch(args) => return switch::main(args),
         Command::Threads(args) => return threads::main(args),
+        Command::Upcalls(args) => return upcalls::main(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
