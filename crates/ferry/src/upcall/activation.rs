@@ -11,20 +11,23 @@
 //!
 //! | value | written by | meaning |
 //! |-------|------------|---------|
-//! | `0` | the runtime at start; a driver stopping the processor | nobody drives it: not started, or removed |
-//! | `A` | a spare or starter (CAS from `0` or a lent value); `A` reclaiming (CAS from `A\|LENT`) | activation `A` drives it; only `A`'s kernel thread touches the processor's owner part |
-//! | `A\|LENT` | `A` entering an announced blocking call | `A` is off in a kernel call: `A` may reclaim it, a spare may take it |
-//! | `A\|PROBING` | the monitor, having found `A` asleep in the kernel | being checked: nobody may take it; `A` may take it back |
+//! | `0` | the runtime at start; a driver stopping the processor (swap from `A` or `A\|PROBING`) | nobody drives it: not started, or removed |
+//! | `A` | a spare or starter (CAS from `0` or a lent value); `A` reclaiming (CAS from `A\|LENT` or `A\|PROBING`); the monitor putting it back; `A` whose stop was called off | activation `A` drives it; only `A`'s kernel thread touches the processor's owner part |
+//! | `A\|LENT` | `A` entering an announced blocking call (a store, over `A` or `A\|PROBING`) | `A` is off in a kernel call: `A` may reclaim it, a spare may take it |
+//! | `A\|PROBING` | the monitor, having found `A` asleep in the kernel | being checked: nobody may take it; `A` still drives it (runtime code of `A`'s, whose count is above zero, goes on as under `A`) and may take it back |
 //! | `A\|LENT\|UNANNOUNCED` | the monitor, from `A\|PROBING`, having seen `A`'s count at zero | as `A\|LENT`; a spare that takes it marks `A` an orphan |
 //!
 //! Whoever moves the word to its own activation (by CAS) owns the
-//! processor's owner part from then on. The monitor's `A -> A|LENT` races
-//! (`A -> A|PROBING`) races with `A` entering the runtime; an asymmetric
+//! processor's owner part from then on. The monitor's `A -> A|PROBING`
+//! races with `A` entering the runtime; an asymmetric
 //! Dekker handshake settles it: `A` raises its `critical` count (a plain
 //! store) and then loads the word; the monitor swaps the word, issues
 //! `heavy_fence` and then loads `critical`. If it sees a count it puts the
 //! word back, else it confirms the lend; if `A` sees a flag it takes the
-//! word back. Only a confirmed (`LENT`) word can be taken by a spare.
+//! word back. Only a confirmed (`LENT`) word can be taken by a spare. So
+//! `A`'s own code inside the runtime (count above zero) may find the word
+//! at `A|PROBING` for a moment, which still means `A`: it never finds a
+//! `LENT` it did not set.
 //!
 //! # The critical count (`Activation::critical`)
 //!
