@@ -231,8 +231,11 @@ impl Entered {
 pub(crate) fn enter() -> Option<Entered> {
     let (critical, act) = upcall::critical_enter()?;
     let p = act.processor()?;
+    // A nested entry does not look at the word, and the monitor may be
+    // probing it (`A|PROBING`): it finds our count above zero and puts the
+    // word back, and nobody else may take it meanwhile, so it is still ours.
     debug_assert_eq!(
-        p.driver.load(Relaxed),
+        p.driver.load(Relaxed) & !upcall::PROBING,
         act.word(),
         "entered a processor we do not drive"
     );
@@ -431,6 +434,8 @@ impl Processor {
     /// the others know. `false` if it was re-added meanwhile (it goes on).
     fn stop(&self, shared: &Shared) -> bool {
         let owner = self.owner();
+        // SAFETY: the driver set `act` in `bind`; it outlives its drive.
+        let act = unsafe { &*owner.act };
         if let Some(t) = self.next.take() {
             shared.injector.push(t);
         }
@@ -439,13 +444,25 @@ impl Processor {
                 shared.injector.push(t);
             }
         }
+        // Our word, or `A|PROBING` if the monitor is checking us: it will
+        // see our count (the scheduler loop runs at one level) and fail to
+        // put the word back, so its mark on `away` is ours to undo, and the
+        // flag must not come back with the word.
         let me = self.driver.swap(0, AcqRel);
+        debug_assert_eq!(
+            me & !upcall::PROBING,
+            act.word(),
+            "stopping a processor we do not drive"
+        );
+        if me & upcall::PROBING != 0 {
+            act.away.store(false, Relaxed);
+        }
         if self
             .membership
             .compare_exchange(STOPPING, STOPPED, AcqRel, Acquire)
             .is_err()
         {
-            self.driver.store(me, Release);
+            self.driver.store(act.word(), Release);
             return false;
         }
         self.mark_dispatch(false);

