@@ -328,6 +328,13 @@ fn whole_batches(n: u64) -> u64 {
 // ferry
 
 /// ferry on a 1-processor runtime.
+/// ns per `ferry::yield_now` switch, as the YIELD row measures it (see
+/// [`ferry_sys::yields`]); for Synthesis Table 4's partial switch in
+/// `upcalls`.
+pub(crate) fn ferry_yields(n: u64) -> Result<f64, String> {
+    ferry_sys::yields(n)
+}
+
 mod ferry_sys {
     use super::*;
 
@@ -410,7 +417,10 @@ mod ferry_sys {
         Ok(per_op(start.elapsed(), n))
     }
 
-    fn yields(n: u64) -> Result<f64, String> {
+    /// ns per `ferry::yield_now` switch: two threads on the calling
+    /// thread's runtime yield `n` times each (also Synthesis Table 4's
+    /// partial switch, in `upcalls`).
+    pub(crate) fn yields(n: u64) -> Result<f64, String> {
         let start = Instant::now();
         let a = ferry::spawn(move || {
             for _ in 0..n {

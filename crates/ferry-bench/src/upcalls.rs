@@ -1153,22 +1153,7 @@ fn partial_switch(n: u64) -> Result<f64, String> {
         |b| {
             b.processors(1);
         },
-        move || {
-            let start = Instant::now();
-            let a = ferry::spawn(move || {
-                for _ in 0..n {
-                    ferry::yield_now();
-                }
-            });
-            let b = ferry::spawn(move || {
-                for _ in 0..n {
-                    ferry::yield_now();
-                }
-            });
-            a.join().map_err(|p| p.to_string())?;
-            b.join().map_err(|p| p.to_string())?;
-            Ok(ns(start.elapsed()) / (2 * n) as f64)
-        },
+        move || crate::threads::ferry_yields(n),
     )?
 }
 

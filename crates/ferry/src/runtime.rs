@@ -383,8 +383,8 @@ impl Builder {
     /// the runtime, nor while it runs C library code (malloc keeps
     /// per-kernel-thread caches): the preemption waits for the lock to be
     /// released (and happens right then), or for the next look of the
-    /// monitor, which checks the processors every 20 µs (about 50 µs as the kernel wakes it), so a slice is
-    /// enforced to within about that.
+    /// monitor, which checks the processors every 20 µs (about 50 µs as
+    /// the kernel wakes it), so a slice is enforced to within about that.
     ///
     /// [`SpinLock`]: crate::sync::SpinLock
     pub fn time_slice(&mut self, slice: Option<Duration>) -> &mut Self {
