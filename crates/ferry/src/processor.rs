@@ -35,6 +35,11 @@
 //! | `Park(t)` | a thread that blocks | `t.state`: `PARKING -> PARKED`; if an unpark came first (`NOTIFIED`), `t` is queued again at once ([`Ready::Woken`]) |
 //! | `Exit(t)` | a finished thread | `t`'s stack goes back to a cache |
 //! | `Preempted(t, at)` | the preemption signal's handler (or a chained preemption) | the policy gets `Event::Preempted(t)` |
+//! | `Hold(t)` | a thread that suspends itself (`Thread::wait_suspended`) | `t.control`: `SUSPENDED -> SUSPENDED \| HELD`; if it was resumed first, `t` is queued again ([`Ready::Woken`]) |
+//!
+//! A thread about to be switched to whose `control` word says `SUSPENDED`
+//! is held instead, the same way, and the processor picks another
+//! (`enter_context`; see `thread`'s module docs on suspension).
 //!
 //! # Idling and waking
 //!
@@ -73,7 +78,7 @@ use crate::arch::{self, Context};
 use crate::runtime::Shared;
 use crate::sched::{self, Cx, NextSlot, Policy, Ready, RunQueue, WorkStealing};
 use crate::stack::{Stack, StackCache};
-use crate::thread::{EMPTY, Header, NOTIFIED, PARKED, PARKING, Thread, ThreadId};
+use crate::thread::{EMPTY, HELD, Header, NOTIFIED, PARKED, PARKING, SUSPENDED, Thread, ThreadId};
 use crate::upcall::{self, Activation, Critical, Event, Kind, Posted};
 
 /// A processor looks at the timers at least once per this many switches.
@@ -98,6 +103,9 @@ pub(crate) enum Pending {
     Exit(Thread),
     /// Queue the thread again, as preempted at the given moment.
     Preempted(Thread, Instant),
+    /// Hold the thread (it stopped itself: `Thread::wait_suspended`), unless
+    /// it was resumed meanwhile.
+    Hold(Thread),
 }
 
 /// Why a processor's scheduler loop returned to its activation.
@@ -150,6 +158,9 @@ pub(crate) struct Owner {
     ids: Range<u64>,
     /// The errno slot of the kernel thread running this processor.
     errno: *mut i32,
+    /// `arch::ticks()` when the running thread was switched to, if the
+    /// runtime accounts run time.
+    since: u64,
     /// The runtime this processor belongs to (set once, before it runs).
     shared: *const Shared,
 }
@@ -263,6 +274,7 @@ impl Processor {
                     stacks: Vec::new(),
                     ids: 0..0,
                     errno: ptr::null_mut(),
+                    since: 0,
                     shared: ptr::null(),
                 }),
                 next: NextSlot::new(),
@@ -631,6 +643,7 @@ impl Processor {
                     self.release_stack(stack);
                 }
             }
+            Pending::Hold(t) => hold(t, Ready::Woken, self),
             Pending::Preempted(t, at) => {
                 self.with_policy(|policy, cx| policy.event(cx, Event::Preempted(t)));
                 let shared = self.shared();
@@ -659,7 +672,21 @@ impl Processor {
     /// scheduler loop's when there is none. The thread learns which
     /// processor resumed it from its header, without a TLS lookup.
     #[inline]
-    fn enter_context(&self, next: Option<Thread>) -> *const Context {
+    fn enter_context(&self, mut next: Option<Thread>) -> *const Context {
+        // A suspended thread is held, not run (see `thread`'s docs).
+        while next
+            .as_ref()
+            .is_some_and(|t| t.header().control.load(Relaxed) & SUSPENDED != 0)
+        {
+            let held = next.take().expect("checked above");
+            if let Some(resumed) = try_hold(held) {
+                next = Some(resumed);
+                break;
+            }
+            if self.membership.load(Relaxed) == ACTIVE {
+                next = self.with_policy(|policy, cx| policy.next(cx));
+            }
+        }
         self.mark_dispatch(next.is_some());
         let owner = self.owner();
         match next {
@@ -669,10 +696,39 @@ impl Processor {
                 // SAFETY: `act` is our driver, set in `bind`.
                 unsafe { (*owner.act).set_running(next.as_ptr().as_ptr()) };
                 owner.current = Some(next);
+                if self.shared().account_cpu {
+                    owner.since = arch::ticks();
+                }
                 to
             }
             None => owner.sched,
         }
+    }
+
+    /// Adds the running thread's time since it was switched to (when the
+    /// runtime accounts it).
+    #[inline]
+    fn account(&self, t: &Thread) {
+        if self.shared().account_cpu {
+            let ran = arch::ticks().wrapping_sub(self.owner().since);
+            t.header().cpu_ticks.fetch_add(ran, Relaxed);
+        }
+    }
+
+    /// Switches the running thread away and holds it (it suspended itself);
+    /// returns once it is resumed, on whichever processor.
+    pub(crate) fn switch_away_held(&self) -> &'static Processor {
+        let owner = self.owner();
+        let me = owner
+            .current
+            .take()
+            .expect("switch_away_held outside a thread");
+        self.account(&me);
+        let from = me.context_ptr();
+        let my_header = me.as_ptr();
+        owner.pending = Pending::Hold(me);
+        let to = self.next_context();
+        switch_out_to(from, to, my_header)
     }
 
     /// The next context: the thread the policy chooses (a handoff, straight
@@ -713,6 +769,7 @@ impl Processor {
         }
         let owner = self.owner();
         let me = owner.current.take().expect("switch_away outside a thread");
+        self.account(&me);
         let from = me.context_ptr();
         let my_header = me.as_ptr();
         owner.pending = make_pending(me);
@@ -727,6 +784,7 @@ impl Processor {
     pub(crate) fn exit_current(&self) -> ! {
         let owner = self.owner();
         let me = owner.current.take().expect("exit outside a thread");
+        self.account(&me);
         owner.pending = Pending::Exit(me);
         let to = self.next_context();
         // SAFETY: `to` as in `switch_out_to`; nothing on this stack is used
@@ -954,6 +1012,29 @@ impl Processor {
     pub(crate) fn wake(&self) {
         self.sleep.store(1, Release);
         let _ = rustix::thread::futex::wake(&self.sleep, rustix::thread::futex::Flags::PRIVATE, 1);
+    }
+}
+
+/// Holds suspended thread `t` (its `control` word takes over the runtime's
+/// reference), or gives it back if it was resumed meanwhile.
+fn try_hold(t: Thread) -> Option<Thread> {
+    match t
+        .header()
+        .control
+        .compare_exchange(SUSPENDED, SUSPENDED | HELD, AcqRel, Acquire)
+    {
+        Ok(_) => {
+            let _ = t.into_raw();
+            None
+        }
+        Err(_) => Some(t),
+    }
+}
+
+/// Holds `t` as [`try_hold`] does, or queues it on `p` if it was resumed.
+fn hold(t: Thread, why: Ready, p: &Processor) {
+    if let Some(t) = try_hold(t) {
+        p.make_ready(t, why);
     }
 }
 

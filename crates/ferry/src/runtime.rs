@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use crate::processor::{self, ACTIVE, Processor, STARTING, STOPPED, STOPPING};
 use crate::sched::{Injector, Ready};
 use crate::stack::DEFAULT_STACK_SIZE;
-use crate::thread::{self, Thread};
+use crate::thread::{self, Thread, ThreadId};
 use crate::timer::Timers;
 use crate::upcall::{
     self, Activation, Activations, Assignment, Counters, Monitor, UpcallStats, Upcalls,
@@ -56,6 +56,8 @@ pub(crate) struct Shared {
     pub(crate) time_slice: Option<Duration>,
     /// Whether the monitor takes over from unannounced blocking.
     pub(crate) take_over_unannounced: bool,
+    /// Whether processors account each thread's run time.
+    pub(crate) account_cpu: bool,
     /// Time zero of the `*_at` words.
     epoch: Instant,
     /// This `Shared`, for handing to new kernel threads.
@@ -310,6 +312,7 @@ pub struct Builder {
     handoff_after: Duration,
     max_activations: usize,
     take_over_unannounced: bool,
+    account_cpu: bool,
 }
 
 /// A ferry runtime: user-level threads multiplexed on one kernel thread per
@@ -341,6 +344,7 @@ impl Runtime {
             handoff_after: Duration::ZERO,
             max_activations: 1024,
             take_over_unannounced: true,
+            account_cpu: false,
         }
     }
 }
@@ -425,27 +429,27 @@ impl Builder {
         self
     }
 
-    /// Runs `main` as the first user-level thread, with the calling kernel
-    /// thread as processor 0, and returns its result once it finishes. Threads
-    /// still running then are abandoned, as when a process's `main` returns.
-    ///
-    /// # Errors
-    /// If a processor's kernel thread or the first thread's stack cannot be
-    /// made. A panic in `main` is resumed in the caller.
-    pub fn run<T: Send + 'static>(
-        &self,
-        main: impl FnOnce() -> T + Send + 'static,
-    ) -> io::Result<T> {
-        assert!(
-            upcall::resumed_processor().is_none(),
-            "ferry::run: this kernel thread already runs a ferry processor"
-        );
+    /// Accounts how long each thread runs on processors
+    /// ([`Thread::cpu_time`](crate::Thread::cpu_time)): two reads of the
+    /// time stamp counter per switch. Off by default.
+    pub fn thread_cpu_time(&mut self, on: bool) -> &mut Self {
+        self.account_cpu = on;
+        self
+    }
+
+    /// The processor count this builder starts with, and the most it may
+    /// grow to.
+    fn processor_counts(&self) -> (usize, usize) {
         let count = self.processors.unwrap_or_else(available_cpus);
         let max = self
             .max_processors
             .unwrap_or_else(available_cpus)
             .max(count);
-        upcall::install_preemption()?;
+        (count, max)
+    }
+
+    /// The runtime's shared state, with processors `..count` starting.
+    fn build_shared(&self, count: usize, max: usize) -> Arc<Shared> {
         let shared = Arc::new_cyclic(|this| Shared {
             processors: Processor::build(max).into_boxed_slice(),
             injector: Injector::new(),
@@ -464,10 +468,10 @@ impl Builder {
             handoff_after: self.handoff_after,
             time_slice: self.time_slice,
             take_over_unannounced: self.take_over_unannounced,
+            account_cpu: self.account_cpu,
             epoch: Instant::now(),
             this: this.clone(),
         });
-
         for p in shared.processors.iter() {
             // SAFETY: no kernel thread runs the processors yet, and `shared`
             // owns them and outlives every use of them.
@@ -476,6 +480,138 @@ impl Builder {
         for p in &shared.processors[..count] {
             p.membership.store(STARTING, Relaxed);
         }
+        shared
+    }
+
+    /// Starts the monitor, a first spare and the drivers of processors
+    /// `1..count`; on failure, shuts the runtime down.
+    fn start_helpers(
+        shared: &Arc<Shared>,
+        count: usize,
+    ) -> io::Result<std::thread::JoinHandle<()>> {
+        let monitor = {
+            let shared = Arc::clone(shared);
+            std::thread::Builder::new()
+                .name("ferry-monitor".into())
+                .spawn(move || Monitor::run(&shared))
+        };
+        let monitor = match monitor {
+            Ok(m) => m,
+            Err(e) => {
+                shared.shut_down();
+                return Err(e);
+            }
+        };
+        // One spare from the start: the first handoff need not make one.
+        let _ = shared.activations.add_spare(shared);
+        for p in &shared.processors[1..count] {
+            if let Err(e) = shared
+                .activations
+                .spawn(shared, Some(Assignment::Start(p.as_static())))
+            {
+                shared.shut_down();
+                let _ = monitor.join();
+                shared.activations.join_all();
+                return Err(e);
+            }
+        }
+        Ok(monitor)
+    }
+
+    /// Starts the runtime in the background and makes the calling kernel
+    /// thread's own flow of control its first user-level thread, on the
+    /// stack it already runs on: when this returns, the caller is a ferry
+    /// thread (it may [`spawn`](crate::spawn), block at user level, and be
+    /// moved to another kernel thread at any switch), and the kernel thread
+    /// that called drives processor 0 from a stack of its own. This is how
+    /// scheduler activations start a program (004 §2.1), and how ferry's C
+    /// API starts on its first call.
+    ///
+    /// The runtime runs until the process exits; it is not shut down. The
+    /// adopted flow may be on any kernel thread when it ends, so it must end
+    /// the process (`exit`, as a C `main` returning does) rather than
+    /// return into code tied to the kernel thread it started on (it must not,
+    /// say, end a `std::thread`).
+    ///
+    /// ```no_run
+    /// fn main() {
+    ///     let rt = ferry::Runtime::builder().processors(2).adopt().unwrap();
+    ///     let t = ferry::spawn(|| 6 * 7);
+    ///     assert_eq!(t.join().unwrap(), 42);
+    ///     assert_eq!(rt.processors(), 2);
+    ///     std::process::exit(0);
+    /// }
+    /// ```
+    ///
+    /// # Errors
+    /// If a kernel thread or a stack cannot be made.
+    ///
+    /// # Panics
+    /// If the calling kernel thread already runs ferry threads.
+    pub fn adopt(&self) -> io::Result<Handle> {
+        assert!(
+            upcall::resumed_processor().is_none(),
+            "ferry::Builder::adopt: this kernel thread already runs a ferry processor"
+        );
+        let (count, max) = self.processor_counts();
+        upcall::install_preemption()?;
+        let shared = self.build_shared(count, max);
+        // The first thread: a block without a stack of its own, whose
+        // context the switch below fills in.
+        let (main, join) = thread::raw_new(
+            thread::Spec {
+                id: ThreadId(shared.next_thread_ids(1).start),
+                name: Some("main".into()),
+                priority: thread::Priority::default(),
+                context: crate::arch::Context::empty(),
+                stack: None,
+                shared: Arc::clone(&shared),
+            },
+            || {},
+        );
+        drop(join);
+        let driver_stack = crate::stack::StackCache::global().get(shared.stack_size)?;
+        // The monitor's handle is dropped: it runs as long as the process.
+        let _monitor = Self::start_helpers(&shared, count)?;
+        let caller = shared.activations.register_caller();
+        let from = main.context_ptr();
+        let header = main.as_ptr();
+        let start = Box::new(AdoptedStart {
+            shared: Arc::clone(&shared),
+            caller,
+            main,
+            stack: driver_stack,
+        });
+        let top = start.stack.top();
+        // SAFETY: the driver stack is owned by `start`, which is leaked for
+        // as long as the process runs; the entry catches every panic.
+        let driver =
+            unsafe { crate::arch::prepare(top, adopted_driver, Box::into_raw(start).cast()) };
+        // SAFETY: `from` is the first thread's context slot, which its block
+        // (queued by the driver only once it runs) keeps in place; `driver`
+        // was just prepared and is resumed once.
+        let _p = unsafe { thread::switch_in_adopted(from, &driver, header) };
+        Ok(Handle { shared })
+    }
+
+    /// Runs `main` as the first user-level thread, with the calling kernel
+    /// thread as processor 0, and returns its result once it finishes. Threads
+    /// still running then are abandoned, as when a process's `main` returns.
+    ///
+    /// # Errors
+    /// If a processor's kernel thread or the first thread's stack cannot be
+    /// made. A panic in `main` is resumed in the caller.
+    pub fn run<T: Send + 'static>(
+        &self,
+        main: impl FnOnce() -> T + Send + 'static,
+    ) -> io::Result<T> {
+        assert!(
+            upcall::resumed_processor().is_none(),
+            "ferry::run: this kernel thread already runs a ferry processor"
+        );
+        let (count, max) = self.processor_counts();
+        upcall::install_preemption()?;
+        let shared = self.build_shared(count, max);
         // The first thread leaves its outcome here *before* it shuts the
         // runtime down, so that nothing after the shutdown (a preemption, a
         // lost processor) can keep the outcome from the caller.
@@ -491,34 +627,8 @@ impl Builder {
                     for_thread.shut_down();
                 })?;
         }
-
-        let monitor = {
-            let shared = Arc::clone(&shared);
-            std::thread::Builder::new()
-                .name("ferry-monitor".into())
-                .spawn(move || Monitor::run(&shared))
-        };
-        let monitor = match monitor {
-            Ok(m) => m,
-            Err(e) => {
-                shared.shut_down();
-                return Err(e);
-            }
-        };
+        let monitor = Self::start_helpers(&shared, count)?;
         let caller = shared.activations.register_caller();
-        // One spare from the start: the first handoff need not make one.
-        let _ = shared.activations.add_spare(&shared);
-        for p in &shared.processors[1..count] {
-            if let Err(e) = shared
-                .activations
-                .spawn(&shared, Some(Assignment::Start(p.as_static())))
-            {
-                shared.shut_down();
-                let _ = monitor.join();
-                shared.activations.join_all();
-                return Err(e);
-            }
-        }
 
         let affinity = rustix::thread::sched_getaffinity(None).ok();
         caller.main(
@@ -541,6 +651,41 @@ impl Builder {
             Some(Err(panic)) => std::panic::resume_unwind(panic),
             None => unreachable!("the runtime shuts down only after its first thread finished"),
         }
+    }
+}
+
+/// What the kernel thread that adopts its flow of control as a runtime's
+/// first thread needs on the stack it continues on.
+struct AdoptedStart {
+    shared: Arc<Shared>,
+    caller: Arc<Activation>,
+    main: Thread,
+    stack: crate::stack::Stack,
+}
+
+/// Where the adopting kernel thread continues after its first thread's
+/// context was saved: queues that thread and drives processor 0, for good.
+unsafe extern "C" fn adopted_driver(arg: *mut ()) -> ! {
+    // SAFETY: `adopt` passes a leaked `Box<AdoptedStart>` and resumes here
+    // once; the box (and the stack we run on, inside it) is never freed.
+    let start: &'static mut AdoptedStart = unsafe { &mut *arg.cast::<AdoptedStart>() };
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let shared = Arc::clone(&start.shared);
+        let main = start.main.clone();
+        shared.schedule(main, Ready::Spawned);
+        start.caller.main(
+            &shared,
+            Some(Assignment::Start(shared.processors[0].as_static())),
+        );
+    }));
+    if run.is_err() {
+        eprintln!("ferry: the adopted runtime's first driver panicked");
+        std::process::abort();
+    }
+    // An adopted runtime is never shut down, so its driver never returns;
+    // should it, this kernel thread just waits for the process to end.
+    loop {
+        std::thread::park();
     }
 }
 

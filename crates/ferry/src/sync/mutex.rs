@@ -168,6 +168,43 @@ impl<T: ?Sized> Mutex<T> {
         None
     }
 
+    /// Locks the mutex and keeps it locked without a guard, for callers
+    /// that pair lock and unlock themselves (ferry's C API: `mutex_lock`).
+    /// Unlock it with [`force_unlock`](Mutex::force_unlock).
+    pub fn lock_raw(&self) {
+        std::mem::forget(self.lock());
+    }
+
+    /// Takes the mutex if it is free, keeping it locked without a guard;
+    /// whether it was taken. See [`lock_raw`](Mutex::lock_raw).
+    pub fn try_lock_raw(&self) -> bool {
+        self.try_lock().map(std::mem::forget).is_some()
+    }
+
+    /// Unlocks a mutex locked with [`lock_raw`](Mutex::lock_raw) (or whose
+    /// guard was forgotten).
+    ///
+    /// # Safety
+    /// The mutex is locked, and the caller acts for the thread that locked
+    /// it: no guard of that lock is alive, and the data is not borrowed.
+    pub unsafe fn force_unlock(&self) {
+        // SAFETY: the caller's contract makes this the lock's one release.
+        drop(unsafe { self.make_guard_unchecked() });
+    }
+
+    /// A guard for a lock the caller holds without one (for
+    /// [`Condvar::wait`](super::Condvar::wait) on a raw-locked mutex).
+    ///
+    /// # Safety
+    /// As [`force_unlock`](Mutex::force_unlock): the mutex is locked by the
+    /// caller's side and no other guard of that lock is alive.
+    pub unsafe fn make_guard_unchecked(&self) -> MutexGuard<'_, T> {
+        MutexGuard {
+            mutex: self,
+            _not_send: PhantomData,
+        }
+    }
+
     /// Whether some thread holds the lock at the moment of the call.
     pub fn is_locked(&self) -> bool {
         self.state.load(Relaxed) & LOCKED != 0

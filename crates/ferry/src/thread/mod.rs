@@ -18,6 +18,26 @@
 //! | `PARKING` | the thread decided to block and is switching out | the thread (`EMPTY -> PARKING`) |
 //! | `PARKED` | switched out, in no queue; only `unpark` brings it back | `finish_switch` (`PARKING -> PARKED`) |
 //!
+//! # Suspension: the `control` word
+//!
+//! Mach's three thread states (running, will-suspend, suspended; 003 §4)
+//! live in `Header::control`, beside the scheduling state above:
+//!
+//! | value | meaning | set by |
+//! |-------|---------|--------|
+//! | `RUNNING` | runs and is scheduled as usual | [`Thread::resume`] (from anything) |
+//! | `WILL_SUSPEND` | still runs; a [`Thread::wait_suspended`] will stop it | [`Thread::suspend`] (from `RUNNING`) |
+//! | `SUSPENDED` | must not run: the next processor that would run it holds it instead | [`Thread::wait_suspended`] (from `WILL_SUSPEND`) |
+//! | `SUSPENDED \| HELD` | held: in no queue, switched out; only `resume` brings it back | the processor that held it (`SUSPENDED -> SUSPENDED \| HELD`, CAS) |
+//!
+//! A processor checks the word (one relaxed load) each time it is about to
+//! switch to a thread, and holds a `SUSPENDED` one instead: it keeps the
+//! runtime's reference to the thread in the word's owner (the `HELD` bit)
+//! and picks another. `resume` swaps in `RUNNING`; if the old value had
+//! `HELD`, it takes that reference back and queues the thread. The CAS and
+//! the swap decide between them who owns the reference, so a thread resumed
+//! while it is being held is queued exactly once.
+//!
 //! The thread states themselves (new, runnable, running, parked, exited) are
 //! where a thread is: in a run queue (runnable), in a processor's `current`
 //! (running), nowhere but a waiter list (parked), or gone (exited).
@@ -75,6 +95,7 @@ pub(crate) use raw::Header;
 use raw::RawJoin;
 
 pub use crate::sched::Priority;
+pub(crate) use raw::{Spec, new as raw_new};
 
 use crate::arch::{self, Context};
 use crate::processor::{self, Pending};
@@ -86,6 +107,27 @@ pub(crate) const EMPTY: u32 = 0;
 pub(crate) const NOTIFIED: u32 = 1;
 pub(crate) const PARKING: u32 = 2;
 pub(crate) const PARKED: u32 = 3;
+
+/// `Header::control`: see the module docs.
+pub(crate) const RUNNING: u32 = 0;
+pub(crate) const WILL_SUSPEND: u32 = 1;
+pub(crate) const SUSPENDED: u32 = 2;
+pub(crate) const HELD: u32 = 4;
+
+/// Where a thread stands in Mach's suspension protocol (003 §4); see
+/// [`Thread::suspension`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Suspension {
+    /// Scheduled as usual.
+    Running,
+    /// Still runs, until [`Thread::wait_suspended`] stops it.
+    WillSuspend,
+    /// Must not run until [`Thread::resume`]d; it may still be on its way
+    /// off its processor.
+    Suspended,
+    /// Suspended and switched out: held by the runtime, in no queue.
+    Stopped,
+}
 
 /// A handle on a user-level thread: one pointer to its control block (see
 /// `raw`), which lives while any handle does.
@@ -148,6 +190,146 @@ impl Thread {
                 Err(now) => s = now,
             }
         }
+    }
+
+    /// Places the thread in *will-suspend* state (Mach's `thread_suspend`):
+    /// it keeps running until [`Thread::wait_suspended`] stops it. Does
+    /// nothing to a thread already suspended.
+    ///
+    /// The split into suspend and wait lets a thread announce that it will
+    /// stop, publish that (unlock a queue it put itself on), and only then
+    /// stop; a [`resume`](Thread::resume) that comes in between cancels the
+    /// stop, so the wakeup is not lost:
+    ///
+    /// ```
+    /// ferry::run(|| {
+    ///     let me = ferry::current();
+    ///     me.suspend();
+    ///     me.resume(); // a waker came first
+    ///     me.wait_suspended(true); // so this returns at once
+    ///     assert_eq!(me.suspension(), ferry::thread::Suspension::Running);
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn suspend(&self) {
+        let _ = self
+            .header()
+            .control
+            .compare_exchange(RUNNING, WILL_SUSPEND, AcqRel, Relaxed);
+    }
+
+    /// Places the thread back in *running* state (Mach's `thread_resume`):
+    /// a held thread is queued again, a will-suspend one will not stop.
+    pub fn resume(&self) {
+        if self.header().control.swap(RUNNING, AcqRel) & HELD != 0 {
+            // SAFETY: the `HELD` bit carried the runtime's reference, given
+            // up with `into_raw` by the processor that held the thread; the
+            // swap took it from the word, so it is ours alone.
+            let t = unsafe { Thread::from_raw(self.ptr.as_ptr()) };
+            let shared = Arc::clone(t.shared());
+            shared.schedule(t, Ready::Woken);
+        }
+    }
+
+    /// Stops a thread in *will-suspend* state (Mach's `thread_wait`): it
+    /// becomes *suspended* and runs no more until resumed. Does nothing to
+    /// a thread in another state.
+    ///
+    /// Called by the thread on itself, it switches away at once and returns
+    /// once resumed. On another thread, that thread stops at its next
+    /// switch (a yield, a block, a preemption when a time slice is set, or
+    /// at once if it is not running); with `wait`, the caller waits until
+    /// it has.
+    pub fn wait_suspended(&self, wait: bool) {
+        let control = &self.header().control;
+        if control
+            .compare_exchange(WILL_SUSPEND, SUSPENDED, AcqRel, Relaxed)
+            .is_err()
+        {
+            return;
+        }
+        if let Some(e) =
+            processor::enter().filter(|e| e.p.current_ref().is_some_and(|c| c.ptr == self.ptr))
+        {
+            let p = e.p;
+            let _resumed_on = p.switch_away_held();
+            drop(e);
+            return;
+        }
+        if wait {
+            self.wait_stopped();
+        }
+    }
+
+    /// Waits until the thread is off its processor for good (held,
+    /// parked or finished) or was resumed, yielding (then sleeping) in
+    /// between; a stop is asynchronous, so this looks, as Go's `suspendG`
+    /// does.
+    fn wait_stopped(&self) {
+        let mut tries = 0u32;
+        loop {
+            let c = self.header().control.load(Acquire);
+            if c & SUSPENDED == 0
+                || c & HELD != 0
+                || self.state().load(Acquire) == PARKED
+                || self.is_finished()
+            {
+                return;
+            }
+            tries += 1;
+            if tries < 64 {
+                if processor::enter().is_some() {
+                    yield_now();
+                } else {
+                    std::thread::yield_now();
+                }
+            } else if processor::enter().is_some() {
+                crate::sleep(std::time::Duration::from_micros(50));
+            } else {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+        }
+    }
+
+    /// Where the thread stands in the suspension protocol.
+    pub fn suspension(&self) -> Suspension {
+        let c = self.header().control.load(Acquire);
+        if c & HELD != 0 {
+            Suspension::Stopped
+        } else if c == SUSPENDED {
+            if self.state().load(Acquire) == PARKED || self.is_finished() {
+                Suspension::Stopped
+            } else {
+                Suspension::Suspended
+            }
+        } else if c == WILL_SUSPEND {
+            Suspension::WillSuspend
+        } else {
+            Suspension::Running
+        }
+    }
+
+    /// Whether the thread has finished (returned, panicked or exited).
+    pub fn is_finished(&self) -> bool {
+        raw::is_complete(self.ptr)
+    }
+
+    /// How long the thread has run on processors, if the runtime accounts
+    /// it ([`Builder::thread_cpu_time`](crate::Builder::thread_cpu_time)).
+    pub fn cpu_time(&self) -> Option<std::time::Duration> {
+        if !self.shared().account_cpu {
+            return None;
+        }
+        let ticks = self.header().cpu_ticks.load(Relaxed);
+        Some(crate::arch::ticks_to_duration(ticks))
+    }
+
+    /// The index of the processor that last ran the thread, if any has.
+    pub fn last_processor(&self) -> Option<usize> {
+        let p = self.header().processor.load(Relaxed);
+        // SAFETY: a non-null `processor` points into the runtime's
+        // processors, which live as long as the runtime the block holds.
+        (!p.is_null()).then(|| unsafe { (*p).index })
     }
 
     /// Lends the thread's local table to `f`.
@@ -450,7 +632,7 @@ impl Builder {
                 name: self.name.map(String::into_boxed_str),
                 priority: self.priority,
                 context,
-                stack,
+                stack: Some(stack),
                 shared,
             },
             f,
@@ -459,6 +641,61 @@ impl Builder {
         shared.schedule(thread, Ready::Spawned);
         JoinHandle { raw }
     }
+}
+
+/// Ends the calling ferry thread at once, as if its closure had returned
+/// `value` (its joiner gets `Ok(value)`), without returning to the
+/// closure: the frames between are abandoned, their destructors do not
+/// run. Its thread-locals are dropped as at a normal end.
+///
+/// This is C-Threads' `cthread_exit` (and `pthread_exit` without
+/// cancellation handlers); Rust code rarely wants it.
+///
+/// # Safety
+/// Nothing on the calling thread's stack may rely on its destructor running
+/// or on control coming back to it: no pinned value that others point to,
+/// no scope guard (a `std::thread::scope`), no lock guard others wait on
+/// (the lock stays held). Memory owned by the abandoned frames leaks.
+///
+/// # Panics
+/// Off a ferry thread, or if the thread's closure returns another type
+/// than `T` (`value` is then dropped and nothing ends).
+pub unsafe fn exit_with<T: Send + 'static>(value: T) -> ! {
+    let me = processor::enter()
+        .and_then(|e| e.p.current_ref().map(Thread::as_ptr))
+        .expect("ferry::thread::exit_with: not on a ferry thread");
+    // SAFETY: `me` is this running thread's block; we exit right after, and
+    // never return to the closure.
+    let done = unsafe { raw::finish_with(me, value) };
+    assert!(
+        done,
+        "ferry::thread::exit_with: the thread's closure returns another type"
+    );
+    // SAFETY: this thread's own block, and nothing borrows its table.
+    drop(unsafe { raw::take_locals(me) });
+    let e = processor::enter().expect("a ferry thread ended outside a processor");
+    let p = e.p;
+    e.hand_over();
+    p.exit_current()
+}
+
+/// Switches from the adopting kernel thread's own flow of control, which
+/// becomes thread `header`, to the driver context `to`; returns once the
+/// thread runs on a processor, with that switch finished and the level it
+/// inherited released: from here on it is an ordinary ferry thread.
+///
+/// # Safety
+/// As `processor::switch_out_to`, except that the caller holds no level
+/// (it is no activation yet); `header`'s block is queued only after the
+/// switch saved `from`.
+pub(crate) unsafe fn switch_in_adopted(
+    from: *mut Context,
+    to: *const Context,
+    header: NonNull<Header>,
+) -> &'static crate::processor::Processor {
+    let p = processor::switch_out_to(from, to, header);
+    crate::upcall::critical_release_inherited();
+    p
 }
 
 /// Starts a user-level thread running `f` on the calling thread's runtime.

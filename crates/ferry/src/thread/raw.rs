@@ -35,14 +35,16 @@
 //! side alone after it; `DETACHED` set before `COMPLETE` keeps the join side
 //! away for good, so the thread drops the result right after storing it.
 
+use std::any::TypeId;
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::ptr;
 use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicU32, AtomicUsize, fence};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, fence};
 
 use super::local::LocalTable;
 use super::{Panic, Thread, ThreadId, Unparker};
@@ -64,6 +66,13 @@ pub(crate) struct Header {
     pub(crate) state: AtomicU32,
     /// The join protocol word; see the module docs.
     join: AtomicU32,
+    /// Suspension (Mach's running / will-suspend / suspended); see
+    /// `thread`'s module docs.
+    pub(crate) control: AtomicU32,
+    /// Time stamp counter ticks the thread has run, when the runtime
+    /// accounts them (`Builder::thread_cpu_time`); written by the processor
+    /// switching it out.
+    pub(crate) cpu_ticks: AtomicU64,
     pub(crate) priority: Priority,
     pub(crate) id: ThreadId,
     pub(crate) name: Option<Box<str>>,
@@ -83,7 +92,7 @@ pub(crate) struct Header {
     /// The processor that last switched to this thread: written by that
     /// processor just before the switch, read by the thread right after it
     /// (same kernel thread, so program order suffices).
-    processor: std::cell::Cell<*const Processor>,
+    pub(crate) processor: AtomicPtr<Processor>,
     vtable: &'static Vtable,
 }
 
@@ -96,6 +105,11 @@ struct Vtable {
     take_output: unsafe fn(NonNull<Header>, *mut ()),
     /// Drops and frees the block.
     dealloc: unsafe fn(NonNull<Header>),
+    /// The type of the closure's result.
+    output_type: fn() -> TypeId,
+    /// Completes the thread with the `T` read out of `*mut T` (as if its
+    /// closure had returned it).
+    finish_with: unsafe fn(NonNull<Header>, *mut ()),
 }
 
 /// Where the closure and then its result live.
@@ -116,6 +130,8 @@ impl<F: FnOnce() -> T + Send + 'static, T: Send + 'static> Cell<F, T> {
         run: Self::run,
         take_output: Self::take_output,
         dealloc: Self::dealloc,
+        output_type: TypeId::of::<T>,
+        finish_with: Self::finish_with,
     };
 
     /// # Safety
@@ -125,12 +141,26 @@ impl<F: FnOnce() -> T + Send + 'static, T: Send + 'static> Cell<F, T> {
         let cell = ptr.cast::<Cell<F, T>>().as_ptr();
         // SAFETY: until `COMPLETE` only the thread touches the stage, and
         // the caller is the thread; the block lives while the thread runs
-        // (the runtime's reference is its `current`).
-        let stage = unsafe { &mut *(*cell).stage.get() };
-        let Stage::Ready(f) = std::mem::replace(stage, Stage::Taken) else {
-            return;
+        // (the runtime's reference is its `current`). The borrow ends before
+        // the closure runs, which may end the thread with `finish_with`.
+        let f = match std::mem::replace(unsafe { &mut *(*cell).stage.get() }, Stage::Taken) {
+            Stage::Ready(f) => f,
+            _ => return,
         };
-        *stage = Stage::Done(catch_unwind(AssertUnwindSafe(f)).map_err(Panic));
+        let result = catch_unwind(AssertUnwindSafe(f)).map_err(Panic);
+        // SAFETY: as above; called once, by the thread.
+        unsafe { Self::complete(ptr, result) };
+    }
+
+    /// Stores the thread's result and completes the join protocol.
+    ///
+    /// # Safety
+    /// As `run`; called once per thread, by the thread itself.
+    unsafe fn complete(ptr: NonNull<Header>, result: Result<T, Panic>) {
+        let cell = ptr.cast::<Cell<F, T>>().as_ptr();
+        // SAFETY: the caller is the thread, before `COMPLETE`.
+        let stage = unsafe { &mut *(*cell).stage.get() };
+        *stage = Stage::Done(result);
         // SAFETY: `cell` is live (see above).
         let header = unsafe { &(*cell).header };
         let prev = header.join.fetch_or(COMPLETE, AcqRel);
@@ -146,6 +176,15 @@ impl<F: FnOnce() -> T + Send + 'static, T: Send + 'static> Cell<F, T> {
                 j.unpark();
             }
         }
+    }
+
+    /// # Safety
+    /// As `complete`, and `value` points at a `T` the callee moves out.
+    unsafe fn finish_with(ptr: NonNull<Header>, value: *mut ()) {
+        // SAFETY: the caller hands over the `T` behind `value`.
+        let value = unsafe { value.cast::<T>().read() };
+        // SAFETY: forwarded.
+        unsafe { Self::complete(ptr, Ok(value)) };
     }
 
     /// # Safety
@@ -181,6 +220,32 @@ pub(crate) unsafe fn run_main(ptr: NonNull<Header>) {
     unsafe { (ptr.as_ref().vtable.run)(ptr) }
 }
 
+/// Completes the running thread with `value` as its result, without
+/// returning from its closure; false (and `value` dropped) if the closure's
+/// result is not a `T`.
+///
+/// # Safety
+/// As [`run_main`], called by the thread from inside its closure; the
+/// thread then exits without returning to the closure.
+pub(crate) unsafe fn finish_with<T: 'static>(ptr: NonNull<Header>, value: T) -> bool {
+    // SAFETY: the block is live (the contract).
+    let vtable = unsafe { ptr.as_ref().vtable };
+    if (vtable.output_type)() != TypeId::of::<T>() {
+        return false;
+    }
+    let mut value = ManuallyDrop::new(value);
+    // SAFETY: the vtable's `T` is this `T` (checked above); the callee
+    // moves the value out, and `ManuallyDrop` keeps us from dropping it.
+    unsafe { (vtable.finish_with)(ptr, (&raw mut value).cast()) };
+    true
+}
+
+/// Whether the thread of block `ptr` has completed.
+pub(crate) fn is_complete(ptr: NonNull<Header>) -> bool {
+    // SAFETY: callers hold a reference to the block.
+    unsafe { ptr.as_ref() }.join.load(Acquire) & COMPLETE != 0
+}
+
 /// Takes the thread's locals out of its block.
 ///
 /// # Safety
@@ -196,7 +261,8 @@ pub(crate) struct Spec {
     pub(crate) name: Option<Box<str>>,
     pub(crate) priority: Priority,
     pub(crate) context: Context,
-    pub(crate) stack: Stack,
+    /// `None` for an adopted thread, which runs on a stack ferry does not own.
+    pub(crate) stack: Option<Stack>,
     pub(crate) shared: Arc<Shared>,
 }
 
@@ -212,15 +278,17 @@ where
             refs: AtomicUsize::new(2),
             state: AtomicU32::new(super::EMPTY),
             join: AtomicU32::new(0),
+            control: AtomicU32::new(0),
+            cpu_ticks: AtomicU64::new(0),
             priority: spec.priority,
             id: spec.id,
             name: spec.name,
             context: UnsafeCell::new(spec.context),
-            stack: UnsafeCell::new(Some(spec.stack)),
+            stack: UnsafeCell::new(spec.stack),
             locals: UnsafeCell::new(Vec::new()),
             joiner: UnsafeCell::new(None),
             shared: spec.shared,
-            processor: std::cell::Cell::new(std::ptr::null()),
+            processor: AtomicPtr::new(std::ptr::null_mut()),
             vtable: &Cell::<F, T>::VTABLE,
         },
         stage: UnsafeCell::new(Stage::<F, T>::Ready(f)),
@@ -246,7 +314,9 @@ impl Thread {
     /// Records that `p` is about to switch to this thread. Only the
     /// processor doing so calls it, while the thread is not running.
     pub(crate) fn set_processor(&self, p: &Processor) {
-        self.header().processor.set(p);
+        self.header()
+            .processor
+            .store(ptr::from_ref(p).cast_mut(), Relaxed);
     }
 
     /// The processor that switched to the thread owning `header`.
@@ -257,7 +327,7 @@ impl Thread {
     pub(crate) unsafe fn processor_of(header: NonNull<Header>) -> &'static Processor {
         // SAFETY: the block is live (the contract) and the processor, owned
         // by the runtime's `Shared`, outlives every thread run on it.
-        unsafe { &*header.as_ref().processor.get() }
+        unsafe { &*header.as_ref().processor.load(Relaxed) }
     }
 
     /// The block, without a reference of its own.
