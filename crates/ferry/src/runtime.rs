@@ -534,13 +534,12 @@ impl Builder {
     /// say, end a `std::thread`).
     ///
     /// ```no_run
-    /// fn main() {
-    ///     let rt = ferry::Runtime::builder().processors(2).adopt().unwrap();
-    ///     let t = ferry::spawn(|| 6 * 7);
-    ///     assert_eq!(t.join().unwrap(), 42);
-    ///     assert_eq!(rt.processors(), 2);
-    ///     std::process::exit(0);
-    /// }
+    /// // In a program's `main`:
+    /// let rt = ferry::Runtime::builder().processors(2).adopt().unwrap();
+    /// let t = ferry::spawn(|| 6 * 7);
+    /// assert_eq!(t.join().unwrap(), 42);
+    /// assert_eq!(rt.processors(), 2);
+    /// std::process::exit(0);
     /// ```
     ///
     /// # Errors
