@@ -78,7 +78,10 @@ use crate::arch::{self, Context};
 use crate::runtime::Shared;
 use crate::sched::{self, Cx, NextSlot, Policy, Ready, RunQueue, WorkStealing};
 use crate::stack::{Stack, StackCache};
-use crate::thread::{EMPTY, HELD, Header, NOTIFIED, PARKED, PARKING, SUSPENDED, Thread, ThreadId};
+use crate::thread::{
+    DROPPED, EMPTY, HELD, Header, NOTIFIED, PARKED, PARKING, SUSPENDED, TERMINATED, Thread,
+    ThreadId,
+};
 use crate::upcall::{self, Activation, Critical, Event, Kind, Posted};
 
 /// A processor looks at the timers at least once per this many switches.
@@ -676,10 +679,14 @@ impl Processor {
         // A suspended thread is held, not run (see `thread`'s docs).
         while next
             .as_ref()
-            .is_some_and(|t| t.header().control.load(Relaxed) & SUSPENDED != 0)
+            .is_some_and(|t| t.header().control.load(Relaxed) & (SUSPENDED | TERMINATED) != 0)
         {
             let held = next.take().expect("checked above");
-            if let Some(resumed) = try_hold(held) {
+            if held.header().control.load(Acquire) & TERMINATED != 0 {
+                // It never runs again: drop the runtime's reference.
+                held.header().control.fetch_or(DROPPED, AcqRel);
+                drop(held);
+            } else if let Some(resumed) = try_hold(held) {
                 next = Some(resumed);
                 break;
             }

@@ -784,6 +784,18 @@ impl Handle {
         Ok(())
     }
 
+    /// Starts a user-level thread on this runtime, from any thread (a ferry
+    /// thread of another runtime, or a plain kernel thread).
+    ///
+    /// # Errors
+    /// If no stack can be mapped for it.
+    pub fn spawn<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> io::Result<thread::JoinHandle<T>> {
+        thread::Builder::new().spawn_in(&self.shared, f)
+    }
+
     /// How many kernel threads the runtime runs now (processor drivers,
     /// spares, and threads away in blocking calls), and the bound
     /// ([`Builder::max_kernel_threads`]).

@@ -254,3 +254,59 @@ fn adopt_makes_the_calling_kernel_thread_a_ferry_thread() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn terminate_stops_a_running_a_parked_and_a_held_thread() {
+    rt(2)
+        .run(|| {
+            let count = Arc::new(AtomicU64::new(0));
+            let c = Arc::clone(&count);
+            let busy = ferry::spawn(move || {
+                loop {
+                    c.fetch_add(1, Relaxed);
+                    ferry::yield_now();
+                }
+            });
+            let (_tx, rx) = ferry::sync::channel::<u32>(1);
+            let parked = ferry::spawn(move || rx.recv().map_or(0, |v| v as u64));
+            let held = ferry::spawn(|| {
+                let me = ferry::current();
+                me.suspend();
+                me.wait_suspended(true);
+                1u64
+            });
+            while count.load(Relaxed) < 10 {
+                ferry::yield_now();
+            }
+            while held.thread().suspension() != Suspension::Stopped {
+                ferry::yield_now();
+            }
+            for (h, v) in [(busy, 7u64), (parked, 8), (held, 9)] {
+                let t = h.thread();
+                // SAFETY: these closures hold nothing that needs dropping.
+                assert!(unsafe { t.terminate(v) }.is_ok());
+                assert_eq!(t.suspension(), Suspension::Terminated);
+                t.resume(); // leaves it terminated
+                assert_eq!(h.join().unwrap(), v);
+            }
+            let frozen = count.load(Relaxed);
+            for _ in 0..100 {
+                ferry::yield_now();
+            }
+            assert_eq!(count.load(Relaxed), frozen, "a terminated thread ran");
+        })
+        .unwrap();
+}
+
+#[test]
+fn terminating_a_finished_thread_gives_the_value_back() {
+    rt(1)
+        .run(|| {
+            let h = ferry::spawn(|| 1u8);
+            let t = h.thread();
+            assert_eq!(h.join().unwrap(), 1);
+            // SAFETY: the thread has finished; nothing is abandoned.
+            assert_eq!(unsafe { t.terminate(2u8) }, Err(2));
+        })
+        .unwrap();
+}

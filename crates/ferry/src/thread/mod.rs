@@ -29,6 +29,8 @@
 //! | `WILL_SUSPEND` | still runs; a [`Thread::wait_suspended`] will stop it | [`Thread::suspend`] (from `RUNNING`) |
 //! | `SUSPENDED` | must not run: the next processor that would run it holds it instead | [`Thread::wait_suspended`] (from `WILL_SUSPEND`) |
 //! | `SUSPENDED \| HELD` | held: in no queue, switched out; only `resume` brings it back | the processor that held it (`SUSPENDED -> SUSPENDED \| HELD`, CAS) |
+//! | `\| TERMINATED` | never runs again; sticky (`resume` leaves it) | [`Thread::terminate`] (`fetch_or`) |
+//! | `\| TERMINATED \| DROPPED` | a processor about to run it dropped the runtime's reference instead | that processor (`fetch_or`) |
 //!
 //! A processor checks the word (one relaxed load) each time it is about to
 //! switch to a thread, and holds a `SUSPENDED` one instead: it keeps the
@@ -84,7 +86,7 @@ use std::io;
 use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
 mod local;
 mod raw;
@@ -113,6 +115,8 @@ pub(crate) const RUNNING: u32 = 0;
 pub(crate) const WILL_SUSPEND: u32 = 1;
 pub(crate) const SUSPENDED: u32 = 2;
 pub(crate) const HELD: u32 = 4;
+pub(crate) const TERMINATED: u32 = 8;
+pub(crate) const DROPPED: u32 = 16;
 
 /// Where a thread stands in Mach's suspension protocol (003 §4); see
 /// [`Thread::suspension`].
@@ -127,6 +131,20 @@ pub enum Suspension {
     Suspended,
     /// Suspended and switched out: held by the runtime, in no queue.
     Stopped,
+    /// Terminated: it never runs again.
+    Terminated,
+}
+
+/// Waits a little between looks at another thread's state: yields at
+/// first, then sleeps 50 µs (the thread or kernel thread alike).
+fn pause(tries: u32) {
+    let on_ferry = processor::enter().is_some();
+    match (tries < 64, on_ferry) {
+        (true, true) => yield_now(),
+        (true, false) => std::thread::yield_now(),
+        (false, true) => crate::sleep(std::time::Duration::from_micros(50)),
+        (false, false) => std::thread::sleep(std::time::Duration::from_micros(50)),
+    }
 }
 
 /// A handle on a user-level thread: one pointer to its control block (see
@@ -220,8 +238,20 @@ impl Thread {
 
     /// Places the thread back in *running* state (Mach's `thread_resume`):
     /// a held thread is queued again, a will-suspend one will not stop.
+    /// Does nothing to a terminated thread.
     pub fn resume(&self) {
-        if self.header().control.swap(RUNNING, AcqRel) & HELD != 0 {
+        let control = &self.header().control;
+        let mut c = control.load(Relaxed);
+        loop {
+            if c & TERMINATED != 0 || c == RUNNING {
+                return;
+            }
+            match control.compare_exchange_weak(c, RUNNING, AcqRel, Relaxed) {
+                Ok(_) => break,
+                Err(now) => c = now,
+            }
+        }
+        if c & HELD != 0 {
             // SAFETY: the `HELD` bit carried the runtime's reference, given
             // up with `into_raw` by the processor that held the thread; the
             // swap took it from the word, so it is ours alone.
@@ -277,24 +307,77 @@ impl Thread {
                 return;
             }
             tries += 1;
-            if tries < 64 {
-                if processor::enter().is_some() {
-                    yield_now();
-                } else {
-                    std::thread::yield_now();
-                }
-            } else if processor::enter().is_some() {
-                crate::sleep(std::time::Duration::from_micros(50));
-            } else {
-                std::thread::sleep(std::time::Duration::from_micros(50));
-            }
+            pause(tries);
         }
+    }
+
+    /// Terminates the thread (Mach's `thread_terminate`): it never runs
+    /// again, and its joiner gets `Ok(value)`, as if its closure had
+    /// returned it. On the calling thread this is [`exit_with`]. Another
+    /// thread is stopped at its next switch (a yield, a block, a
+    /// preemption when a time slice is set; at once if it is not running),
+    /// and this waits until it has. Its stack is not reclaimed (something
+    /// may still point into it: a lock's waiter list it was about to
+    /// leave), nor are its thread-locals dropped; locks it holds stay held.
+    ///
+    /// Gives `value` back if the thread has already finished (or is being
+    /// terminated by someone else).
+    ///
+    /// # Safety
+    /// As [`exit_with`], for the target's stack: nothing on it may rely on
+    /// its destructor running or on control coming back to it.
+    ///
+    /// # Panics
+    /// If the thread's closure returns another type than `T`.
+    pub unsafe fn terminate<T: Send + 'static>(&self, value: T) -> Result<(), T> {
+        let on_self = processor::enter()
+            .and_then(|e| e.p.current_ref().map(|c| c.ptr == self.ptr))
+            .unwrap_or(false);
+        if on_self {
+            // SAFETY: forwarded from the caller's contract.
+            unsafe { exit_with(value) }
+        }
+        let prev = self.header().control.fetch_or(TERMINATED, AcqRel);
+        if prev & TERMINATED != 0 || self.is_finished() {
+            return Err(value);
+        }
+        if prev & HELD != 0 {
+            // SAFETY: `HELD` carried the runtime's reference; with
+            // `TERMINATED` set nobody else takes it (`resume` leaves a
+            // terminated thread alone), so it is ours: drop it.
+            drop(unsafe { Thread::from_raw(self.ptr.as_ptr()) });
+        }
+        // Wait until it is off its processor for good: dropped by the
+        // processor that would have run it next, or parked (a wakeup will
+        // bring it to a processor, which drops it), or finished meanwhile.
+        let mut tries = 0u32;
+        loop {
+            let c = self.header().control.load(Acquire);
+            if self.is_finished() {
+                return Err(value);
+            }
+            if c & (DROPPED | HELD) != 0 || self.state().load(Acquire) == PARKED {
+                break;
+            }
+            tries += 1;
+            pause(tries);
+        }
+        // SAFETY: the thread never runs again (it is off its processor and
+        // `TERMINATED` keeps it off), so nothing else touches its stage.
+        let done = unsafe { raw::finish_with(self.ptr, value) };
+        assert!(
+            done,
+            "ferry::Thread::terminate: the thread's closure returns another type"
+        );
+        Ok(())
     }
 
     /// Where the thread stands in the suspension protocol.
     pub fn suspension(&self) -> Suspension {
         let c = self.header().control.load(Acquire);
-        if c & HELD != 0 {
+        if c & TERMINATED != 0 {
+            Suspension::Terminated
+        } else if c & HELD != 0 {
             Suspension::Stopped
         } else if c == SUSPENDED {
             if self.state().load(Acquire) == PARKED || self.is_finished() {
@@ -322,6 +405,18 @@ impl Thread {
         }
         let ticks = self.header().cpu_ticks.load(Relaxed);
         Some(crate::arch::ticks_to_duration(ticks))
+    }
+
+    /// A word kept in the thread for whoever embeds ferry (ferry's C API
+    /// keeps the thread's `cthread_t` there); ferry never reads it. Zero
+    /// until set.
+    pub fn tag(&self) -> usize {
+        self.header().tag.load(Acquire)
+    }
+
+    /// Sets the embedder's word; see [`Thread::tag`].
+    pub fn set_tag(&self, tag: usize) {
+        self.header().tag.store(tag, Release);
     }
 
     /// The index of the processor that last ran the thread, if any has.

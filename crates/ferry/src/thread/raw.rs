@@ -73,6 +73,8 @@ pub(crate) struct Header {
     /// accounts them (`Builder::thread_cpu_time`); written by the processor
     /// switching it out.
     pub(crate) cpu_ticks: AtomicU64,
+    /// The embedder's word (`Thread::tag`); ferry never reads it.
+    pub(crate) tag: AtomicUsize,
     pub(crate) priority: Priority,
     pub(crate) id: ThreadId,
     pub(crate) name: Option<Box<str>>,
@@ -280,6 +282,7 @@ where
             join: AtomicU32::new(0),
             control: AtomicU32::new(0),
             cpu_ticks: AtomicU64::new(0),
+            tag: AtomicUsize::new(0),
             priority: spec.priority,
             id: spec.id,
             name: spec.name,
