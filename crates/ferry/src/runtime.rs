@@ -565,6 +565,7 @@ impl Builder {
                 context: crate::arch::Context::empty(),
                 stack: None,
                 shared: Arc::clone(&shared),
+                tag: 0,
             },
             || {},
         );
@@ -591,6 +592,27 @@ impl Builder {
         // was just prepared and is resumed once.
         let _p = unsafe { thread::switch_in_adopted(from, &driver, header) };
         Ok(Handle { shared })
+    }
+
+    /// In the child of a `fork()` made by a ferry thread: abandons the
+    /// parent's runtime (the child holds only the calling kernel thread;
+    /// the other threads and their memory stay behind, unreachable) and
+    /// [`adopt`](Builder::adopt)s the calling flow into a fresh runtime, so
+    /// the child keeps using ferry (003 §6: "the child task contains exactly
+    /// one thread corresponding to the calling thread").
+    ///
+    /// # Errors
+    /// As [`adopt`](Builder::adopt).
+    ///
+    /// # Safety
+    /// Only in a fork child, on the flow that called `fork`, before any
+    /// other ferry call in the child: the parent's runtime state copied
+    /// into the child is abandoned, never touched again.
+    pub unsafe fn adopt_after_fork(&self) -> io::Result<Handle> {
+        // SAFETY: the caller's contract: a fork child, nothing else of
+        // ferry's has run in it.
+        unsafe { upcall::forget_local() };
+        self.adopt()
     }
 
     /// Runs `main` as the first user-level thread, with the calling kernel
@@ -794,6 +816,10 @@ impl Handle {
         f: impl FnOnce() -> T + Send + 'static,
     ) -> io::Result<thread::JoinHandle<T>> {
         thread::Builder::new().spawn_in(&self.shared, f)
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
     }
 
     /// How many kernel threads the runtime runs now (processor drivers,

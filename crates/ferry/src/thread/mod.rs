@@ -480,6 +480,12 @@ impl fmt::Debug for Thread {
     }
 }
 
+/// The running user-level thread, or `None` on a kernel thread that is not
+/// running one.
+pub fn try_current() -> Option<Thread> {
+    processor::enter().and_then(|e| e.p.current_ref().cloned())
+}
+
 /// The running user-level thread.
 ///
 /// # Panics
@@ -649,6 +655,7 @@ pub struct Builder {
     name: Option<String>,
     stack_size: Option<usize>,
     priority: Priority,
+    tag: usize,
 }
 
 impl Builder {
@@ -678,6 +685,12 @@ impl Builder {
         self
     }
 
+    /// The thread's [`tag`](Thread::tag) from its start, before it can run.
+    pub fn tag(mut self, tag: usize) -> Builder {
+        self.tag = tag;
+        self
+    }
+
     /// Starts the thread on the calling thread's runtime.
     ///
     /// # Errors
@@ -695,6 +708,19 @@ impl Builder {
         let (id, stack) = e.p.thread_parts(self.stack_size)?;
         let shared = Arc::clone(e.p.current_ref().expect("checked above").shared());
         Ok(self.spawn_with(shared, id, stack, f))
+    }
+
+    /// Starts the thread on `handle`'s runtime, from any thread (a ferry
+    /// thread or a plain kernel thread).
+    ///
+    /// # Errors
+    /// If no stack can be mapped for it.
+    pub fn spawn_on<T: Send + 'static>(
+        self,
+        handle: &crate::Handle,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> io::Result<JoinHandle<T>> {
+        self.spawn_in(handle.shared(), f)
     }
 
     /// Starts the thread on `shared` from outside its processors.
@@ -729,6 +755,7 @@ impl Builder {
                 context,
                 stack: Some(stack),
                 shared,
+                tag: self.tag,
             },
             f,
         );

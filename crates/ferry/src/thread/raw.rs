@@ -266,6 +266,8 @@ pub(crate) struct Spec {
     /// `None` for an adopted thread, which runs on a stack ferry does not own.
     pub(crate) stack: Option<Stack>,
     pub(crate) shared: Arc<Shared>,
+    /// The embedder's word to start with (`Thread::tag`).
+    pub(crate) tag: usize,
 }
 
 /// Makes a thread's block with two references: the returned [`Thread`] (the
@@ -282,7 +284,7 @@ where
             join: AtomicU32::new(0),
             control: AtomicU32::new(0),
             cpu_ticks: AtomicU64::new(0),
-            tag: AtomicUsize::new(0),
+            tag: AtomicUsize::new(spec.tag),
             priority: spec.priority,
             id: spec.id,
             name: spec.name,

@@ -121,6 +121,16 @@ pub(crate) fn local() -> Option<&'static Activation> {
     unsafe { a.as_ref() }
 }
 
+/// Forgets the calling kernel thread's activation without touching it: in
+/// the child of a `fork`, where the runtime it belonged to has no other
+/// kernel threads left.
+///
+/// # Safety
+/// Only in a fork child, before anything else of ferry's runs there.
+pub(crate) unsafe fn forget_local() {
+    LOCAL.with(|l| l.set(ptr::null()));
+}
+
 /// What to do with a processor handed to a spare.
 #[derive(Clone, Copy)]
 pub(crate) enum Assignment {

@@ -40,7 +40,7 @@ mod preempt;
 
 pub(crate) use activation::{
     Activation, Activations, Assignment, Critical, LENT, PROBING, UNANNOUNCED, critical_depth,
-    critical_enter, critical_release_inherited, resumed_processor,
+    critical_enter, critical_release_inherited, forget_local, resumed_processor,
 };
 pub use blocking::blocking;
 pub(crate) use monitor::Monitor;

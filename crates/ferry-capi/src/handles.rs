@@ -1,0 +1,269 @@
+//! The cthread table: generation-counted handles, so that a `cthread_t`
+//! stays safe to pass after its thread is gone.
+//!
+//! This room owns the table and each record's lifetime; it must not
+//! schedule or wait (it only ever holds a slot's spinlock for a few loads
+//! and stores).
+//!
+//! # Handles
+//!
+//! `cthread_t` is `(generation << 32) | (index + 1)` cast to a pointer: zero
+//! is never a handle (`NO_CTHREAD`). A slot's `generation` grows by one each
+//! time its record is freed, so an old handle no longer matches; a garbage
+//! value fails the range check or the match. Slots live in chunks that are
+//! never freed, so reading a slot through any index in range is sound.
+//!
+//! # A record's life
+//!
+//! | field | written by | meaning |
+//! |-------|------------|---------|
+//! | `join` | `cthread_fork` (set), `cthread_join` / `cthread_detach` (take) | the right to join; `None` once taken, or for a thread ferry's C API did not create |
+//! | `finished` | the thread's end (`finish`) | it ran out or exited; a join frees the record |
+//! | `detached` | `cthread_detach` | nobody will join: the thread's end frees the record |
+//!
+//! Whoever comes second of "finished" and "detached" frees the record; a
+//! join frees it after the thread completed. All under the slot's
+//! spinlock, and a free bumps the generation under it too, so a call that
+//! validated a handle sees a record that stays until it lets go.
+
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize};
+
+use ferry_rt::sync::SpinLock;
+
+/// Mach's `any_t`: an untyped pointer passed through ferry unchanged.
+#[allow(non_camel_case_types)]
+pub type any_t = *mut std::ffi::c_void;
+
+/// `cthread_t`'s C type: an opaque handle (see the module docs).
+#[allow(non_camel_case_types)]
+pub type cthread_t = *mut cthread;
+
+/// The incomplete type behind `cthread_t`; a `cthread_t` is never
+/// dereferenced.
+#[allow(non_camel_case_types)]
+pub struct cthread {
+    _private: [u8; 0],
+}
+
+/// What the table keeps per cthread.
+pub(crate) struct Record {
+    /// The thread, once known (set right after the spawn).
+    pub(crate) thread: Option<ferry_rt::Thread>,
+    pub(crate) join: Option<ferry_rt::JoinHandle<usize>>,
+    /// `cthread_set_name`'s pointer, kept as given (C-Threads copies nothing).
+    pub(crate) name: usize,
+    pub(crate) data: usize,
+    pub(crate) finished: bool,
+    pub(crate) detached: bool,
+    /// Made by `cthread_fork` (its closure returns a `usize`).
+    pub(crate) forked: bool,
+}
+
+impl Record {
+    pub(crate) fn new(thread: Option<ferry_rt::Thread>, forked: bool) -> Record {
+        Record {
+            thread,
+            join: None,
+            name: 0,
+            data: 0,
+            finished: false,
+            detached: !forked,
+            forked,
+        }
+    }
+}
+
+struct Slot {
+    generation: AtomicU32,
+    record: SpinLock<Option<Record>>,
+}
+
+const CHUNK: usize = 1024;
+const MAX_CHUNKS: usize = 4096;
+
+#[allow(clippy::declare_interior_mutable_const)]
+const NO_CHUNK: AtomicPtr<Slot> = AtomicPtr::new(std::ptr::null_mut());
+static CHUNKS: [AtomicPtr<Slot>; MAX_CHUNKS] = [NO_CHUNK; MAX_CHUNKS];
+
+/// Free slot indices, and the first index never handed out.
+static FREE: SpinLock<(Vec<u32>, u32)> = SpinLock::new((Vec::new(), 0));
+
+/// Records in use (for `task_threads` sizing and the main thread's exit).
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+fn slot(index: u32) -> Option<&'static Slot> {
+    let (chunk, at) = (index as usize / CHUNK, index as usize % CHUNK);
+    let base = CHUNKS.get(chunk)?.load(Acquire);
+    if base.is_null() {
+        return None;
+    }
+    // SAFETY: a published chunk is a leaked array of `CHUNK` slots.
+    Some(unsafe { &*base.add(at) })
+}
+
+fn encode(index: u32, generation: u32) -> cthread_t {
+    (((generation as usize) << 32) | (index as usize + 1)) as cthread_t
+}
+
+fn decode(h: cthread_t) -> Option<(u32, u32)> {
+    let v = h as usize;
+    let low = (v & 0xffff_ffff) as u32;
+    (low != 0).then(|| (low - 1, (v >> 32) as u32))
+}
+
+/// Stores `record` in a free slot and returns its handle; `None` when the
+/// table is full.
+pub(crate) fn alloc(record: Record) -> Option<cthread_t> {
+    let index = {
+        let mut free = FREE.lock();
+        match free.0.pop() {
+            Some(i) => i,
+            None => {
+                let i = free.1;
+                if i as usize >= CHUNK * MAX_CHUNKS {
+                    return None;
+                }
+                if (i as usize).is_multiple_of(CHUNK) {
+                    let chunk: Box<[Slot]> = (0..CHUNK)
+                        .map(|_| Slot {
+                            generation: AtomicU32::new(0),
+                            record: SpinLock::new(None),
+                        })
+                        .collect();
+                    let base = Box::leak(chunk).as_mut_ptr();
+                    CHUNKS[i as usize / CHUNK].store(base, Release);
+                }
+                free.1 += 1;
+                i
+            }
+        }
+    };
+    let s = slot(index).expect("allocated slots are published");
+    let mut r = s.record.lock();
+    *r = Some(record);
+    let generation = s.generation.load(Relaxed);
+    drop(r);
+    LIVE.fetch_add(1, Relaxed);
+    Some(encode(index, generation))
+}
+
+/// Runs `f` on `h`'s record under its slot's lock; `None` if `h` names no
+/// live record.
+pub(crate) fn with<R>(h: cthread_t, f: impl FnOnce(&mut Record) -> R) -> Option<R> {
+    let (index, generation) = decode(h)?;
+    let s = slot(index)?;
+    let mut r = s.record.lock();
+    if s.generation.load(Relaxed) != generation {
+        return None;
+    }
+    r.as_mut().map(f)
+}
+
+/// The thread behind `h`, if `h` is live and its thread known.
+pub(crate) fn thread(h: cthread_t) -> Option<ferry_rt::Thread> {
+    loop {
+        match with(h, |r| r.thread.clone()) {
+            None => return None,
+            Some(Some(t)) => return Some(t),
+            // Forked a moment ago: its creator is storing the thread.
+            Some(None) => std::hint::spin_loop(),
+        }
+    }
+}
+
+/// Frees `h`'s record if `h` is still live; the record is dropped after
+/// the slot's lock is released.
+pub(crate) fn free(h: cthread_t) -> bool {
+    let Some((index, generation)) = decode(h) else {
+        return false;
+    };
+    let Some(s) = slot(index) else {
+        return false;
+    };
+    let record = {
+        let mut r = s.record.lock();
+        if s.generation.load(Relaxed) != generation || r.is_none() {
+            return false;
+        }
+        s.generation.fetch_add(1, AcqRel);
+        r.take()
+    };
+    drop(record);
+    FREE.lock().0.push(index);
+    LIVE.fetch_sub(1, Relaxed);
+    true
+}
+
+/// Every live handle (a snapshot).
+pub(crate) fn live() -> Vec<cthread_t> {
+    let high = FREE.lock().1;
+    let mut out = Vec::with_capacity(LIVE.load(Relaxed));
+    for index in 0..high {
+        if let Some(s) = slot(index) {
+            let r = s.record.lock();
+            if r.is_some() {
+                out.push(encode(index, s.generation.load(Relaxed)));
+            }
+        }
+    }
+    out
+}
+
+/// How many records are in use.
+pub(crate) fn live_count() -> usize {
+    LIVE.load(Relaxed)
+}
+
+/// In a fork child: frees every record but `keep`'s (their threads are not
+/// in the child), without running their drops (they name the parent's
+/// runtime, which the child abandons).
+pub(crate) fn forget_all_but(keep: cthread_t) {
+    let high = FREE.lock().1;
+    for index in 0..high {
+        let Some(s) = slot(index) else { continue };
+        let generation = s.generation.load(Relaxed);
+        if encode(index, generation) == keep {
+            continue;
+        }
+        let mut r = s.record.lock();
+        if let Some(rec) = r.take() {
+            std::mem::forget(rec);
+            s.generation.fetch_add(1, AcqRel);
+            drop(r);
+            FREE.lock().0.push(index);
+            LIVE.fetch_sub(1, Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_round_trip_and_go_stale_when_freed() {
+        let h = alloc(Record::new(None, false)).unwrap();
+        assert!(!h.is_null());
+        assert_eq!(with(h, |r| r.data), Some(0));
+        with(h, |r| r.data = 5);
+        assert_eq!(with(h, |r| r.data), Some(5));
+        assert!(free(h));
+        assert!(!free(h), "a second free of one handle");
+        assert_eq!(with(h, |r| r.data), None);
+        // The slot is reused under a new generation; the old handle stays dead.
+        let h2 = alloc(Record::new(None, false)).unwrap();
+        assert_ne!(h, h2);
+        assert_eq!(with(h, |r| r.data), None);
+        assert_eq!(with(h2, |r| r.data), Some(0));
+        assert!(free(h2));
+    }
+
+    #[test]
+    fn garbage_handles_are_refused() {
+        for g in [1usize, 0xdead_beef, usize::MAX, 12345 << 32, 1 << 40 | 7] {
+            assert_eq!(with(g as cthread_t, |r| r.data), None, "{g:#x}");
+        }
+        assert_eq!(with(std::ptr::null_mut(), |r| r.data), None);
+    }
+}

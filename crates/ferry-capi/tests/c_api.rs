@@ -1,0 +1,172 @@
+//! The C tests: every program under `tests/c/` is compiled with the system
+//! `cc` (`c++` for `.cpp`) against `libferry.so` and against `libferry.a`,
+//! run, and must print `ok` (or, for `unwind.cpp`, abort with ferry's
+//! message).
+//!
+//! The libraries are the ones cargo built for this test run, beside the
+//! test binary's `deps/` directory.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The libraries a Rust static library needs from the system.
+const STATIC_DEPS: &[&str] = &[
+    "-lgcc_s",
+    "-lutil",
+    "-lrt",
+    "-lpthread",
+    "-lm",
+    "-ldl",
+    "-lc",
+];
+
+fn crate_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `target/<profile>`, where cargo puts `libferry.so` and `libferry.a`.
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
+    for lib in ["libferry.so", "libferry.a"] {
+        assert!(
+            dir.join(lib).exists(),
+            "{} is missing: build it with `cargo build -p ferry-capi` (cargo test does)",
+            dir.join(lib).display()
+        );
+    }
+    dir
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Link {
+    Shared,
+    Static,
+}
+
+fn compile(source: &Path, link: Link) -> PathBuf {
+    let libs = lib_dir();
+    let out_dir = libs.join("ferry-capi-ctests");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let stem = source.file_stem().unwrap().to_string_lossy();
+    let exe = out_dir.join(format!("{stem}-{link:?}").to_lowercase());
+    let cpp = source.extension().is_some_and(|e| e == "cpp");
+    let mut cmd = Command::new(if cpp { "c++" } else { "cc" });
+    if !cpp {
+        cmd.arg("-std=c11").arg("-D_GNU_SOURCE");
+    }
+    cmd.args(["-O2", "-g", "-Wall", "-Wextra", "-Werror", "-pthread"])
+        .arg("-I")
+        .arg(crate_dir().join("include"))
+        .arg(source)
+        .arg("-o")
+        .arg(&exe);
+    match link {
+        Link::Shared => {
+            cmd.arg("-L").arg(&libs).arg("-lferry");
+            cmd.arg(format!("-Wl,-rpath,{}", libs.display()));
+        }
+        Link::Static => {
+            cmd.arg(libs.join("libferry.a")).args(STATIC_DEPS);
+        }
+    }
+    let out = cmd.output().expect("the system C compiler (cc) runs");
+    assert!(
+        out.status.success(),
+        "compiling {} ({link:?}) failed:\n{}",
+        source.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+fn run(name: &str, env: &[(&str, &str)]) {
+    let source = crate_dir().join("tests/c").join(name);
+    for link in [Link::Shared, Link::Static] {
+        let exe = compile(&source, link);
+        let out = Command::new(&exe)
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.lines().any(|l| l == "ok"),
+            "{name} ({link:?}) failed: {:?}\nstdout:\n{stdout}\nstderr:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn fork_join_ten_thousand() {
+    run("fork_join.c", &[]);
+}
+
+#[test]
+fn mutex_hundred_threads_ten_thousand_increments() {
+    run("mutex_counter.c", &[("FERRY_PROCESSORS", "2")]);
+}
+
+#[test]
+fn bounded_buffer_with_two_conditions() {
+    run("bounded_buffer.c", &[("FERRY_PROCESSORS", "2")]);
+}
+
+#[test]
+fn exit_from_a_nested_call_and_name_data_round_trips() {
+    run("exit_and_data.c", &[("FERRY_PROCESSORS", "1")]);
+}
+
+#[test]
+fn p_v_semaphore_of_003_under_contention() {
+    run("pv_semaphore.c", &[("FERRY_PROCESSORS", "2")]);
+}
+
+#[test]
+fn thread_control_misuse_is_refused() {
+    run("misuse.c", &[("FERRY_PROCESSORS", "2")]);
+}
+
+#[test]
+fn suspend_wait_resume_and_info_on_another_thread() {
+    run("control.c", &[("FERRY_PROCESSORS", "2")]);
+}
+
+#[test]
+fn errno_is_per_cthread_across_yields_and_moves() {
+    run("errno_moves.c", &[("FERRY_PROCESSORS", "2")]);
+}
+
+#[test]
+fn fork_keeps_only_the_calling_thread_and_ferry_works_in_the_child() {
+    run("fork_child.c", &[("FERRY_PROCESSORS", "2")]);
+}
+
+#[test]
+fn signals_arrive_as_messages_to_the_waiting_thread() {
+    run("signal_wait.c", &[("FERRY_PROCESSORS", "2")]);
+}
+
+#[test]
+fn blocking_calls_keep_the_one_processor_running() {
+    run("blocking_pipe.c", &[]);
+}
+
+#[test]
+fn a_cpp_exception_out_of_a_cthread_aborts_with_a_message() {
+    let source = crate_dir().join("tests/c/unwind.cpp");
+    for link in [Link::Shared, Link::Static] {
+        let exe = compile(&source, link);
+        let out = Command::new(&exe).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            out.status.signal(),
+            Some(libc::SIGABRT),
+            "{link:?}: {stderr}"
+        );
+        assert!(stderr.contains("unwound"), "{link:?}: {stderr}");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("not reached"));
+    }
+}
