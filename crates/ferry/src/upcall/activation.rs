@@ -305,6 +305,7 @@ impl Activation {
                     tv_nsec: 50_000_000,
                 }),
             );
+            crate::probe_mark!(8);
         }
     }
 
@@ -325,6 +326,7 @@ impl Activation {
     fn take(&self, shared: &Shared, a: Assignment) -> Option<&'static Processor> {
         match a {
             Assignment::Take(p, patient) => {
+                crate::probe_mark!(9);
                 // Patient: the hander put us in the wait class on the
                 // lender's core, so that we run there only once the lender
                 // sleeps (or at a scheduler tick, or when the monitor
@@ -353,7 +355,9 @@ impl Activation {
                         Err(now) => d = now,
                     }
                 }
+                crate::probe_mark!(10);
                 self.set_wait_class(false);
+                crate::probe_mark!(11);
                 // SAFETY: `d` was the driver word of a live processor.
                 if let Some(previous) = unsafe { Activation::from_word(d) }
                     && d & UNANNOUNCED != 0
@@ -361,6 +365,7 @@ impl Activation {
                     previous.orphaned.store(true, Release);
                     shared.counters.unannounced.fetch_add(1, Relaxed);
                 }
+                crate::probe_mark!(12);
                 self.begin(shared, p);
                 p.deliver_blocked(shared);
                 Some(p)
@@ -746,9 +751,11 @@ impl Activations {
             .pop();
         match spare {
             Some(a) => {
+                crate::probe_mark!(2);
                 match assignment {
                     Assignment::Take(p, true) => {
                         a.set_wait_class_remotely(true);
+                        crate::probe_mark!(3);
                         p.standby_by.store(a.word(), Relaxed);
                         let lent_cpu = p.lent_cpu.load(Relaxed);
                         match p.core(shared) {
@@ -761,7 +768,9 @@ impl Activations {
                         a.set_wait_class_remotely(false);
                     }
                 }
+                crate::probe_mark!(5);
                 a.assign(assignment);
+                crate::probe_mark!(6);
                 true
             }
             None => self.spawn(shared, Some(assignment)).is_ok(),
