@@ -87,8 +87,8 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-/// Returns (blocked mean ns, stall median ns, per-step deltas).
-fn blocked_run(calls: u32) -> (f64, f64, Vec<Vec<f64>>) {
+/// Returns (blocked mean ns, stall median ns, unblocked mean ns, per-step deltas).
+fn blocked_run(calls: u32) -> (f64, f64, f64, Vec<Vec<f64>>) {
     let mut fds = [0; 2];
     // SAFETY: `fds` is a writable array of two ints, as pipe2 wants.
     unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
@@ -186,7 +186,10 @@ fn blocked_run(calls: u32) -> (f64, f64, Vec<Vec<f64>>) {
                     if s[13] != 0 && s[0] != 0 {
                         // Deltas along the path, in order: lender 0..7,14;
                         // spare 8..13; then 15.
-                        let order = [0, 1, 2, 3, 5, 6, 7, 14, 8, 9, 10, 11, 12, 13, 15];
+                        let order = [0, 1, 2, 3, 5, 6, 7, 14, 8, 9, 10, 12, 13, 11, 15];
+                        // Slot 4 is not stamped: it keeps the whole
+                        // lend -> `Blocked` time of each event.
+                        steps[4].push((s[13] as f64 - s[0] as f64) / ghz);
                         let mut prev = s[0];
                         for &i in &order {
                             if s[i] != 0 {
@@ -202,10 +205,18 @@ fn blocked_run(calls: u32) -> (f64, f64, Vec<Vec<f64>>) {
             stop.store(true, Relaxed);
             compute.join().unwrap();
             reader.join().unwrap();
-            let n = after.blocked.count - before.blocked.count;
-            let tot = after.blocked.mean.as_nanos() as f64 * after.blocked.count as f64
-                - before.blocked.mean.as_nanos() as f64 * before.blocked.count as f64;
-            (tot / n.max(1) as f64, median(&mut stalls), steps)
+            let mean = |a: ferry::upcall::EventLatency, b: ferry::upcall::EventLatency| {
+                let n = a.count - b.count;
+                let tot = a.mean.as_nanos() as f64 * a.count as f64
+                    - b.mean.as_nanos() as f64 * b.count as f64;
+                tot / n.max(1) as f64
+            };
+            (
+                mean(after.blocked, before.blocked),
+                median(&mut stalls),
+                mean(after.unblocked, before.unblocked),
+                steps,
+            )
         })
         .unwrap()
 }
@@ -251,11 +262,13 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(5);
     let calls = 200;
-    let (mut fx, mut bl, mut st, mut gp, mut gpb) = (vec![], vec![], vec![], vec![], vec![]);
+    let (mut fx, mut bl, mut st, mut gp, mut gpb, mut ub) =
+        (vec![], vec![], vec![], vec![], vec![], vec![]);
     let mut all_steps: Vec<Vec<f64>> = vec![vec![]; 16];
     for _ in 0..rounds {
         fx.push(futex_rt(20000) / 2.0);
-        let (b, s, steps) = blocked_run(calls);
+        let (b, s, u, steps) = blocked_run(calls);
+        ub.push(u);
         bl.push(b);
         st.push(s);
         for (i, v) in steps.into_iter().enumerate() {
@@ -267,11 +280,12 @@ fn main() {
     }
     let (f, b) = (median(&mut fx), median(&mut bl));
     println!(
-        "futex wake+wait {f:.0} ns | Blocked mean {b:.0} ns ({:.2}x) | stall {:.0} ns | getppid+peer {:.0} ns/call ({:.4} Blocked/call)",
+        "futex wake+wait {f:.0} ns | Blocked mean {b:.0} ns ({:.2}x) | stall {:.0} ns | getppid+peer {:.0} ns/call ({:.4} Blocked/call) | Unblocked mean {:.0} ns",
         b / f,
         median(&mut st),
         median(&mut gp),
-        median(&mut gpb)
+        median(&mut gpb),
+        median(&mut ub)
     );
     println!("  runs: futex {fx:.0?}\n        blocked {bl:.0?}\n        getppid {gp:.0?}");
     if !all_steps[13].is_empty() {
@@ -280,7 +294,7 @@ fn main() {
             "1 hand_lent: standby swapped",
             "2 hand: pool popped (mutex)",
             "3 set_batch(spare) done",
-            "4 -",
+            "4 (all of it: lend -> Blocked, per event)",
             "5 pin + standby_by done",
             "6 FUTEX_WAKE done",
             "7 lend returned, before f",
@@ -297,7 +311,7 @@ fn main() {
             "  per step, ns since the previous step (median over {} takeovers; p10/p90):",
             all_steps[13].len()
         );
-        for i in [0, 1, 2, 3, 5, 6, 7, 14, 8, 9, 10, 11, 12, 13, 15] {
+        for i in [0, 1, 2, 3, 5, 6, 7, 14, 8, 9, 10, 12, 13, 11, 15, 4] {
             let v = &mut all_steps[i];
             if v.is_empty() {
                 continue;
