@@ -190,11 +190,17 @@ fn blocked_run(calls: u32) -> (f64, f64, f64, Vec<Vec<f64>>) {
                         // Slot 4 is not stamped: it keeps the whole
                         // lend -> `Blocked` time of each event.
                         steps[4].push((s[13] as f64 - s[0] as f64) / ghz);
+                        // `PROBE_ABS=1`: each stamp since the lend instead
+                        // (when stamps come out of order, as when a spare is
+                        // put on its way before the lend).
+                        let abs = std::env::var_os("PROBE_ABS").is_some();
                         let mut prev = s[0];
                         for &i in &order {
                             if s[i] != 0 {
                                 steps[i].push((s[i] as f64 - prev as f64) / ghz);
-                                prev = s[i];
+                                if !abs {
+                                    prev = s[i];
+                                }
                             }
                         }
                     }
