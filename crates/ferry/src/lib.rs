@@ -26,7 +26,18 @@
 pub mod arch;
 pub mod fs;
 pub mod net;
+#[cfg(ferry_probe)]
+#[doc(hidden)]
+pub mod probe;
 pub mod process;
+/// A timestamp of the handoff path (`--cfg ferry_probe` only).
+macro_rules! probe {
+    ($i:expr) => {
+        #[cfg(ferry_probe)]
+        crate::probe::mark($i);
+    };
+}
+pub(crate) use probe as probe_mark;
 mod processor;
 mod runtime;
 mod sched;

@@ -399,6 +399,7 @@ impl Processor {
         let shared = self.shared();
         let hand_now = shared.handoff_after.is_zero() && self.sees_work(shared);
         self.lent_at.store(shared.now_ns(), Relaxed);
+        crate::probe_mark!(0);
         let cpu = if hand_now && self.core(shared).is_none() {
             crate::sys::current_cpu().unwrap_or(NO_CORE)
         } else {
@@ -424,6 +425,7 @@ impl Processor {
         self.mark_dispatch(false);
         if let Some(t) = blocked {
             self.with_policy(|policy, cx| policy.event(cx, Event::Blocked(&t)));
+            crate::probe_mark!(13);
             shared
                 .counters
                 .record(Kind::Blocked, shared.instant_of(self.lent_at.load(Relaxed)));

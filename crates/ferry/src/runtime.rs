@@ -129,6 +129,7 @@ impl Shared {
         if p.standby.swap(true, SeqCst) {
             return;
         }
+        crate::probe_mark!(1);
         if !self
             .activations
             .hand(&self.arc(), Assignment::Take(p, patient))

@@ -42,21 +42,29 @@
 //! sleeps (or at a scheduler tick).
 //!
 //! So the lender of a processor with work waiting asks for a *patient*
-//! takeover (`Assignment::Take(p, true)`): the hander moves a pooled spare
-//! into `SCHED_BATCH` and onto the lender's core (`pin_remotely`; the
-//! lender's CPU is `Processor::lent_cpu` when the processor is not pinned)
-//! and wakes it; a short call is back and has reclaimed the word before the
-//! spare runs, which then finds no `LENT` and goes back to the pool. The
+//! takeover (`Assignment::Take(p, true)`): the hander picks a pooled spare,
+//! makes sure it is in `SCHED_BATCH` and on the lender's core
+//! (`pin_remotely`; the lender's CPU is `Processor::lent_cpu` when the
+//! processor is not pinned) and wakes it; a short call is back and has
+//! reclaimed the word before the spare runs, which then finds no `LENT` and
+//! goes back to the pool. The
 //! monitor's takeovers (a lend that outlasted the handoff wait, a thread
 //! seen asleep) are *urgent*: the spare is in the normal class and takes
 //! at once. A patient spare that still has not come a tick later (other
 //! processes hold the core) is hurried back into the normal class.
 //!
+//! The class changes are system calls of several microseconds each, kept
+//! off the way from the lend to `Blocked`: an activation puts itself in
+//! `SCHED_BATCH` before it enters the pool (so the hander usually has
+//! nothing to change and only wakes it), and a patient spare that took a
+//! processor goes back to the normal class only once it has delivered
+//! `Blocked`, before it runs any thread.
+//!
 //! | word | written by | meaning |
 //! |------|------------|---------|
 //! | `Processor::standby` | a hander (`swap(true)`, `hand_lent`); the spare (`false`, SeqCst, before it loads the driver word) | `true`: a spare is on its way and will take any lend it finds, so a lend wakes nobody else. The lender stores the driver word (SeqCst) before the swap: either the spare sees `LENT` or the lender sees `false` and wakes another |
 //! | `Processor::standby_by` | the hander, once it picked the spare; the spare, as it arrives (`0`) | which activation is on its way, for the monitor to hurry |
-//! | `Activation::batch` | the activation itself; a hander or the monitor while it sleeps in the pool or waits to arrive | whether its kernel thread is in `SCHED_BATCH` (mirrors the kernel's setting) |
+//! | `Activation::batch` | the activation itself (`true` before it enters the pool, `false` once it drives a processor); a hander while it sleeps in the pool; the monitor (`false`, `hurry`) while it waits to arrive | whether its kernel thread is in `SCHED_BATCH` (mirrors the kernel's setting). A `hurry` that read `true` just before its spare arrived may land after that spare is back in the pool and in `SCHED_BATCH` again, leaving the mirror `false` over a batch thread: until that spare next enters the pool, an urgent handoff to it waits for a tick and its wakeups do not preempt (time, never correctness) |
 //! | `Activation::pinned` | the activation itself; a hander while it sleeps in the pool | the CPU its kernel thread is pinned to, or `NO_CORE` |
 //!
 //! # The critical count (`Activation::critical`)
@@ -184,9 +192,10 @@ pub(crate) struct Activation {
     /// by its own kernel thread, or by a hander while it sleeps in the pool
     /// (before `assign`, whose store publishes it).
     pinned: AtomicUsize,
-    /// Whether it is in the wait class, `SCHED_BATCH`: written like
-    /// `pinned`, by its own kernel thread or by a hander while it sleeps in
-    /// the pool.
+    /// Whether it is in the wait class, `SCHED_BATCH`: written by its own
+    /// kernel thread (entering the pool, taking a processor), by a hander
+    /// while it sleeps in the pool, or by the monitor hurrying it (see the
+    /// module docs).
     batch: AtomicBool,
 }
 
@@ -288,6 +297,10 @@ impl Activation {
             if shared.is_shut_down() {
                 break;
             }
+            // Ready for a patient handoff before anyone can pick us, so
+            // that the hander need not move us (a system call on the
+            // lender's way into its call).
+            self.set_wait_class(true);
             shared.activations.to_pool(Arc::clone(self));
         }
         LOCAL.with(|l| l.set(ptr::null()));
@@ -315,6 +328,7 @@ impl Activation {
                     tv_nsec: 50_000_000,
                 }),
             );
+            crate::probe_mark!(8);
         }
     }
 
@@ -335,6 +349,7 @@ impl Activation {
     fn take(&self, shared: &Shared, a: Assignment) -> Option<&'static Processor> {
         match a {
             Assignment::Take(p, patient) => {
+                crate::probe_mark!(9);
                 // Patient: the hander put us in the wait class on the
                 // lender's core, so that we run there only once the lender
                 // sleeps (or at a scheduler tick, or when the monitor
@@ -363,7 +378,7 @@ impl Activation {
                         Err(now) => d = now,
                     }
                 }
-                self.set_wait_class(false);
+                crate::probe_mark!(10);
                 // SAFETY: `d` was the driver word of a live processor.
                 if let Some(previous) = unsafe { Activation::from_word(d) }
                     && d & UNANNOUNCED != 0
@@ -371,8 +386,14 @@ impl Activation {
                     previous.orphaned.store(true, Release);
                     shared.counters.unannounced.fetch_add(1, Relaxed);
                 }
+                crate::probe_mark!(12);
                 self.begin(shared, p);
                 p.deliver_blocked(shared);
+                // Back in the normal class only now that the policy knows
+                // (the system call is off the way from the lend to
+                // `Blocked`), and before any thread runs here.
+                self.set_wait_class(false);
+                crate::probe_mark!(11);
                 Some(p)
             }
             Assignment::Start(p) => {
@@ -756,9 +777,11 @@ impl Activations {
             .pop();
         match spare {
             Some(a) => {
+                crate::probe_mark!(2);
                 match assignment {
                     Assignment::Take(p, true) => {
                         a.set_wait_class_remotely(true);
+                        crate::probe_mark!(3);
                         p.standby_by.store(a.word(), Relaxed);
                         let lent_cpu = p.lent_cpu.load(Relaxed);
                         match p.core(shared) {
@@ -771,7 +794,9 @@ impl Activations {
                         a.set_wait_class_remotely(false);
                     }
                 }
+                crate::probe_mark!(5);
                 a.assign(assignment);
+                crate::probe_mark!(6);
                 true
             }
             None => self.spawn(shared, Some(assignment)).is_ok(),

@@ -57,6 +57,7 @@ pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
         Some(e) if e.p.in_thread() && super::activation::critical_depth() == 1 => {
             e.p.lend();
             drop(e);
+            crate::probe_mark!(7);
         }
         _ => return f(),
     }
