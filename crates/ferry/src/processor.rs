@@ -78,6 +78,7 @@ use crate::arch::{self, Context};
 use crate::runtime::Shared;
 use crate::sched::{self, Cx, NextSlot, Policy, Ready, RunQueue, WorkStealing};
 use crate::stack::{Stack, StackCache};
+use crate::sys;
 use crate::thread::{
     DROPPED, EMPTY, HELD, Header, NOTIFIED, PARKED, PARKING, SUSPENDED, TERMINATED, Thread,
     ThreadId,
@@ -161,7 +162,7 @@ pub(crate) struct Owner {
     ids: Range<u64>,
     /// The errno slot of the kernel thread running this processor.
     errno: *mut i32,
-    /// `arch::ticks()` when the running thread was switched to, if the
+    /// `sys::cycles()` when the running thread was switched to, if the
     /// runtime accounts run time.
     since: u64,
     /// The runtime this processor belongs to (set once, before it runs).
@@ -184,6 +185,19 @@ pub(crate) struct Processor {
     /// switch, read by the monitor: a value that stays the same while the
     /// low bit is set means one thread has run (or blocked) all along.
     pub(crate) dispatch: AtomicU32,
+    /// The cycle counter ([`sys::cycles`]) when `dispatch` last changed,
+    /// so that the monitor's first look at a thread tells how long it has
+    /// had the processor.
+    ///
+    /// | word | written by | read by |
+    /// |------|------------|---------|
+    /// | `dispatch_at` | the driver, at every switch, Relaxed, *before* `dispatch` | the monitor, Relaxed, *after* `dispatch` |
+    /// | `dispatch` | the driver, Release | the monitor, Acquire |
+    ///
+    /// So a monitor that read a `dispatch` value reads that dispatch's stamp
+    /// or a later one's: a thread can look younger than it is (its takeover
+    /// waits a look), never older.
+    pub(crate) dispatch_at: AtomicU64,
     /// The `dispatch` value a preemption was asked for (by the monitor),
     /// so that a late signal does not preempt the next thread.
     pub(crate) preempt_dispatch: AtomicU32,
@@ -285,6 +299,7 @@ impl Processor {
                 willing_to_yield: AtomicBool::new(false),
                 driver: AtomicUsize::new(0),
                 dispatch: AtomicU32::new(0),
+                dispatch_at: AtomicU64::new(0),
                 preempt_dispatch: AtomicU32::new(u32::MAX),
                 lent_at: AtomicU64::new(0),
                 lent_cpu: AtomicUsize::new(NO_CORE),
@@ -516,8 +531,12 @@ impl Processor {
     fn mark_dispatch(&self, running: bool) {
         let owner = self.owner();
         owner.dispatches = owner.dispatches.wrapping_add(1);
+        // Stamped first and published by the Release: a monitor that sees
+        // this `dispatch` sees this stamp or a later one (a later dispatch
+        // only makes the thread look younger).
+        self.dispatch_at.store(sys::cycles(), Relaxed);
         self.dispatch
-            .store((owner.dispatches << 1) | u32::from(running), Relaxed);
+            .store((owner.dispatches << 1) | u32::from(running), Release);
     }
 
     /// Preempts the running thread (time slice over, or the processor is
@@ -706,7 +725,8 @@ impl Processor {
                 unsafe { (*owner.act).set_running(next.as_ptr().as_ptr()) };
                 owner.current = Some(next);
                 if self.shared().account_cpu {
-                    owner.since = arch::ticks();
+                    // The stamp `mark_dispatch` just took.
+                    owner.since = self.dispatch_at.load(Relaxed);
                 }
                 to
             }
@@ -719,7 +739,7 @@ impl Processor {
     #[inline]
     fn account(&self, t: &Thread) {
         if self.shared().account_cpu {
-            let ran = arch::ticks().wrapping_sub(self.owner().since);
+            let ran = sys::cycles().wrapping_sub(self.owner().since);
             t.header().cpu_ticks.fetch_add(ran, Relaxed);
         }
     }

@@ -1,7 +1,8 @@
 //! Small libc shims that the safe layers above need and rustix does not
 //! offer: errno, thread ids and directed signals, a kernel thread's
-//! scheduling state from `/proc`, the preemption signal's installation and
-//! the address ranges of the C library's code.
+//! scheduling state from `/proc`, its CPU clock, the cycle counter, the
+//! preemption signal's installation and the address ranges of the C
+//! library's code.
 //!
 //! Raw system calls and `libc` structures stay here; nothing here blocks.
 
@@ -196,6 +197,33 @@ unsafe extern "C" fn collect_c_runtime(
         }
     }
     0
+}
+
+/// The CPU's time-stamp counter: a count of reference cycles, read in a
+/// few nanoseconds without a system call. On x86-64 Linux with a constant,
+/// non-stop counter (the kernel's own clock source then) it ticks at one
+/// rate on every core; only differences mean anything, and their rate is
+/// the caller's to calibrate against a clock.
+#[inline]
+pub(crate) fn cycles() -> u64 {
+    // SAFETY: `rdtsc` exists on every x86-64 CPU and has no preconditions.
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+/// Converts a difference of [`cycles`] to time, with the counter's rate
+/// measured once against the monotonic clock (over 2 ms, the first time
+/// it is needed).
+pub(crate) fn cycles_to_duration(cycles: u64) -> std::time::Duration {
+    static NS_PER_CYCLE: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    let rate = *NS_PER_CYCLE.get_or_init(|| {
+        let (t0, c0) = (std::time::Instant::now(), self::cycles());
+        while t0.elapsed() < std::time::Duration::from_millis(2) {
+            std::hint::spin_loop();
+        }
+        let (ns, c) = (t0.elapsed().as_nanos() as f64, self::cycles() - c0);
+        ns / (c.max(1) as f64)
+    });
+    std::time::Duration::from_nanos((cycles as f64 * rate) as u64)
 }
 
 /// CPU time consumed so far by kernel thread `tid` of this process, in

@@ -215,30 +215,3 @@ pub unsafe fn resume(to: *const Context) -> ! {
     // SAFETY: forwarded; the caller upholds `imp::resume`'s contract.
     unsafe { imp::resume(to) }
 }
-
-/// The time stamp counter, for accounting a thread's run time: a few
-/// nanoseconds to read, monotonic per core and synchronised across cores on
-/// the machines ferry runs on (`constant_tsc`, `nonstop_tsc`).
-#[inline]
-pub(crate) fn ticks() -> u64 {
-    // SAFETY: `rdtsc` only reads the counter; every x86-64 CPU has it.
-    #[allow(unused_unsafe)]
-    unsafe {
-        std::arch::x86_64::_rdtsc()
-    }
-}
-
-/// Converts [`ticks`] to time, with the counter's rate measured once
-/// against the monotonic clock (over 2 ms, the first time it is needed).
-pub(crate) fn ticks_to_duration(ticks: u64) -> std::time::Duration {
-    static PER_NS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
-    let per_ns = *PER_NS.get_or_init(|| {
-        let (t0, c0) = (std::time::Instant::now(), self::ticks());
-        while t0.elapsed() < std::time::Duration::from_millis(2) {
-            std::hint::spin_loop();
-        }
-        let (ns, c) = (t0.elapsed().as_nanos() as f64, self::ticks() - c0);
-        (c as f64 / ns).max(f64::MIN_POSITIVE)
-    });
-    std::time::Duration::from_nanos((ticks as f64 / per_ns) as u64)
-}

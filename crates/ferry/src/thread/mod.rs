@@ -404,7 +404,7 @@ impl Thread {
             return None;
         }
         let ticks = self.header().cpu_ticks.load(Relaxed);
-        Some(crate::arch::ticks_to_duration(ticks))
+        Some(crate::sys::cycles_to_duration(ticks))
     }
 
     /// A word kept in the thread for whoever embeds ferry (ferry's C API

@@ -3,18 +3,31 @@
 //!
 //! It owns the decisions that need a clock: a lent processor whose call
 //! outlasts the handoff wait goes to a spare; a processor whose thread has
-//! not switched for a tick and whose kernel thread sleeps in the kernel is
+//! run for [`BLOCKED_AFTER`] and whose kernel thread sleeps in the kernel is
 //! taken over as if the call had been announced; a thread past its time
 //! slice, or on a processor that is leaving, is sent the preemption signal;
 //! an orphaned kernel thread running again is pushed off its thread. It
 //! must not touch a processor's owner part: it only moves driver words (by
 //! the protocol in `activation`) and sends signals.
 //!
-//! Its cost while nothing blocks: per tick, a few atomic loads per
-//! processor, and for a processor that has run one thread for a whole tick
-//! one `clock_gettime` of that kernel thread's CPU clock (to tell computing
-//! from sleeping), plus one `/proc` read the first time it sees that thread
-//! run a whole tick and whenever the clock stood still.
+//! How long a thread has had its processor comes from the processor's
+//! `dispatch_at` stamp, a cycle-counter read the driver stores at every
+//! switch, which the monitor times against its own clock ([`Cycles`]). So
+//! the first look that finds a thread older than `BLOCKED_AFTER` asks about
+//! it, instead of the second look that finds it still there: a block is
+//! taken over at the first look at least `BLOCKED_AFTER` after it began.
+//! The stamp only decides *when* to ask: whether the kernel thread sleeps
+//! is always the kernel's word (`/proc`, or its CPU clock), so a wrong
+//! stamp can delay or hasten a takeover, never take a computing thread.
+//!
+//! Its cost while nothing blocks: per tick, a wakeup from a timed sleep
+//! (which dominates: about 25 µs of CPU per wakeup on a 2-core VM, so
+//! about 30% of a core while any processor is busy, because a 20 µs sleep
+//! lasts about 50 µs there), a few atomic loads per processor, and for a
+//! processor whose thread has run `BLOCKED_AFTER` one `clock_gettime` of
+//! that kernel thread's CPU clock (to tell computing from sleeping), plus
+//! one `/proc` read the first time it sees that thread that old and
+//! whenever the clock stood still. The drivers pay one `rdtsc` per switch.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
@@ -29,6 +42,18 @@ use crate::sys::{self, TaskState};
 
 /// How often the monitor looks while processors are busy.
 pub(crate) const TICK: Duration = Duration::from_micros(20);
+
+/// How long a thread must have had its processor before the monitor asks
+/// whether its kernel thread sleeps in the kernel: shorter sleeps are left
+/// to end by themselves. Half a tick: a block is then found at the first
+/// look at least 10 µs after it began, and a thread younger than that at a
+/// look costs nothing more.
+pub(crate) const BLOCKED_AFTER: Duration = Duration::from_micros(10);
+
+/// How long the monitor times the cycle counter against its clock before it
+/// trusts the rate it found; until then it judges a thread by its own
+/// looks alone.
+const CALIBRATE_FOR: Duration = Duration::from_millis(1);
 
 /// Consecutive all-idle looks after which the monitor parks.
 const IDLE_LOOKS_BEFORE_PARK: u32 = 25;
@@ -50,6 +75,48 @@ struct Seen {
     dispatch: u32,
     since: Instant,
     cpu_ns: u64,
+}
+
+/// The cycle counter ([`sys::cycles`]) timed against the monitor's clock,
+/// so that a processor's `dispatch_at` stamp reads as an age.
+struct Cycles {
+    start: Instant,
+    start_cycles: u64,
+    /// Nanoseconds per cycle, once [`CALIBRATE_FOR`] has passed.
+    ns_per_cycle: Option<f64>,
+    /// The counter at the current look.
+    now: u64,
+}
+
+impl Cycles {
+    fn new() -> Cycles {
+        let c = sys::cycles();
+        Cycles {
+            start: Instant::now(),
+            start_cycles: c,
+            ns_per_cycle: None,
+            now: c,
+        }
+    }
+
+    /// Reads the counter for the look at `now`, and refines the rate.
+    fn tick(&mut self, now: Instant) {
+        self.now = sys::cycles();
+        let elapsed = now.saturating_duration_since(self.start);
+        let counted = self.now.wrapping_sub(self.start_cycles);
+        if elapsed >= CALIBRATE_FOR && counted > 0 && counted < u64::MAX / 2 {
+            self.ns_per_cycle = Some(elapsed.as_nanos() as f64 / counted as f64);
+        }
+    }
+
+    /// How long ago, at the current look, the counter read `stamp`; `None`
+    /// until calibrated. A stamp from the future (another core's counter a
+    /// little ahead) reads as zero.
+    fn age(&self, stamp: u64) -> Option<Duration> {
+        let rate = self.ns_per_cycle?;
+        let ns = self.now.saturating_sub(stamp) as f64 * rate;
+        Some(Duration::from_nanos(ns as u64))
+    }
 }
 
 impl Monitor {
@@ -106,6 +173,7 @@ impl Monitor {
             };
             shared.processors.len()
         ];
+        let mut cycles = Cycles::new();
         let mut idle_looks = 0;
         while !shared.is_shut_down() {
             if shared.all_idle() {
@@ -119,18 +187,21 @@ impl Monitor {
                 idle_looks = 0;
             }
             std::thread::sleep(TICK);
-            look(shared, &mut seen);
+            look(shared, &mut seen, &mut cycles);
         }
     }
 }
 
 /// One look at every processor and every orphaned activation.
-fn look(shared: &Arc<Shared>, seen: &mut [Seen]) {
+fn look(shared: &Arc<Shared>, seen: &mut [Seen], cycles: &mut Cycles) {
     let now = Instant::now();
+    cycles.tick(now);
     for (i, p) in shared.processors.iter().enumerate() {
         let p = p.as_static();
         let d = p.driver.load(Acquire);
-        let dispatch = p.dispatch.load(Relaxed);
+        let dispatch = p.dispatch.load(Acquire);
+        // This dispatch's stamp or a later one's (see `mark_dispatch`).
+        let stamp = p.dispatch_at.load(Relaxed);
         let s = &mut seen[i];
         if dispatch != s.dispatch {
             *s = Seen {
@@ -157,19 +228,22 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen]) {
             }
             continue;
         }
+        // How long this thread has had the processor: from its stamp, or
+        // (until the counter is calibrated) since this monitor first saw it.
         let stale = now.saturating_duration_since(s.since);
-        if dispatch & 1 == 0 || stale < TICK {
+        let ran = cycles.age(stamp).map_or(stale, |age| age.max(stale));
+        if dispatch & 1 == 0 || ran < BLOCKED_AFTER {
             continue;
         }
         // SAFETY: `d` is a driver word of this live runtime.
         let Some(a) = (unsafe { Activation::from_word(d) }) else {
             continue;
         };
-        // One thread has had the processor for a whole tick: computing, or
-        // asleep in the kernel? The first time, ask `/proc` (one read per
-        // such dispatch, so that a block is found on the second look);
-        // after that its CPU clock tells, cheaply, and only a clock that
-        // stood still costs a `/proc` read.
+        // One thread has had the processor for `BLOCKED_AFTER`: computing,
+        // or asleep in the kernel? The first time, ask `/proc` (one read per
+        // such dispatch, so that a block is found at the first look after
+        // `BLOCKED_AFTER`); after that its CPU clock tells, cheaply, and
+        // only a clock that stood still costs a `/proc` read.
         let first = s.cpu_ns == 0;
         let cpu = sys::thread_cpu_ns(a.tid.load(Relaxed) as i32);
         let advanced = cpu.is_none_or(|c| c != s.cpu_ns);
@@ -182,7 +256,7 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen]) {
         match state {
             TaskState::Blocked if shared.take_over_unannounced => take_unannounced(shared, p, a, d),
             TaskState::Running => {
-                let slice_over = shared.time_slice.is_some_and(|slice| stale >= slice);
+                let slice_over = shared.time_slice.is_some_and(|slice| ran >= slice);
                 let leaving = p.membership.load(Relaxed) == STOPPING;
                 if slice_over || leaving {
                     p.preempt_dispatch.store(dispatch, Relaxed);
