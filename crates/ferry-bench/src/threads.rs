@@ -119,6 +119,22 @@ pub struct Args {
     /// Print one JSON object per line per (row, system) instead of a table
     #[arg(long)]
     pub json: bool,
+
+    /// `rust` (default): ferry against kernel threads, Tokio and Go. `c`:
+    /// the rows from C through ferry's C-Threads API (`libferry.a`) against
+    /// the same C program on pthreads, beside ferry's Rust rows, plus 003
+    /// Table 8-1 (Unix fork/wait/exit against cthread_fork/join)
+    #[arg(long, value_enum, default_value_t = Lang::Rust)]
+    pub lang: Lang,
+}
+
+/// Which side of ferry `threads` measures; see [`Args::lang`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Lang {
+    /// ferry's Rust API against its peers.
+    Rust,
+    /// ferry's C API against pthreads, from C.
+    C,
 }
 
 impl Args {
@@ -243,6 +259,10 @@ pub enum SysId {
     TokioMulti,
     Go1,
     GoN,
+    /// The C program on ferry's C-Threads.
+    CThreads,
+    /// The C program on pthreads.
+    PthreadC,
 }
 
 /// One row's result of one timed run.
@@ -1030,6 +1050,36 @@ fn systems(go: &Result<Arc<go::Program>, String>) -> Vec<System> {
     v
 }
 
+/// The systems of `--lang c`: ferry from Rust (the baseline of the ratios),
+/// and the one C program on C-Threads and on pthreads.
+fn c_systems(programs: &Arc<c_prog::Programs>) -> Vec<System> {
+    let mut v = vec![System {
+        id: SysId::Ferry,
+        name: ferry_sys::NAME.to_owned(),
+        measure: Box::new(ferry_sys::measure),
+    }];
+    for (id, label, cthreads) in [
+        (SysId::CThreads, c_prog::CTHREADS, true),
+        (SysId::PthreadC, c_prog::PTHREADS, false),
+    ] {
+        let programs = Arc::clone(programs);
+        v.push(System {
+            id,
+            name: label.to_owned(),
+            measure: Box::new(move |kind, n| {
+                let rows = programs.run(cthreads, kind.go_name(), n)?;
+                let rows = go::parse(&rows, kind)?;
+                Ok(Outcome::Measured(
+                    rows.into_iter()
+                        .map(|(row, ns)| Sample::new(row, label, ns))
+                        .collect(),
+                ))
+            }),
+        });
+    }
+    v
+}
+
 /// A (row, label) result after all runs.
 #[derive(Debug, Clone)]
 struct Result1 {
@@ -1073,15 +1123,23 @@ fn size_run(kind: Kind, estimate_ns: f64, target: Duration) -> u64 {
 pub fn run(args: &Args) -> Result<(), RunError> {
     let runs = args.runs();
     let target = args.target();
-    let go = if args.no_go {
-        Err("left out (--no-go)".to_owned())
-    } else {
-        go::build().map(Arc::new)
+    let c_programs = match args.lang {
+        Lang::C => Some(Arc::new(c_prog::build().map_err(RunError)?)),
+        Lang::Rust => None,
     };
-    if let Err(why) = &go {
-        eprintln!("ferry-bench threads: Go rows absent: {why}");
-    }
-    let systems = systems(&go);
+    let systems = if let Some(programs) = &c_programs {
+        c_systems(programs)
+    } else {
+        let go = if args.no_go {
+            Err("left out (--no-go)".to_owned())
+        } else {
+            go::build().map(Arc::new)
+        };
+        if let Err(why) = &go {
+            eprintln!("ferry-bench threads: Go rows absent: {why}");
+        }
+        systems(&go)
+    };
     let started = Instant::now();
     let cpu_before = CpuSnapshot::now();
     eprintln!(
@@ -1174,7 +1232,13 @@ pub fn run(args: &Args) -> Result<(), RunError> {
         }
     }
 
-    let targets = targets(&results);
+    let mut targets = match args.lang {
+        Lang::Rust => targets(&results),
+        Lang::C => c_targets(&results),
+    };
+    if let Some(programs) = &c_programs {
+        targets.push_str(&c_prog::table_8_1(programs, &results, runs).map_err(RunError)?);
+    }
     if args.json {
         for r in &results {
             println!("{}", json_line(r));
@@ -1384,6 +1448,215 @@ fn targets(results: &[Result1]) -> String {
         out.push_str(&format!("  {what}: {verdict}\n"));
     }
     out
+}
+
+/// Issue 5's targets, from the medians of a `--lang c` run.
+fn c_targets(results: &[Result1]) -> String {
+    let mut out = String::from("targets (issue 5), ratios of the medians above:\n");
+    for row in [
+        Row::Fork,
+        Row::ForkJoin,
+        Row::Yield,
+        Row::AcquireRelease,
+        Row::PingPong,
+    ] {
+        let verdict = match (
+            ferry_ns(results, row),
+            system_ns(results, row, SysId::CThreads),
+        ) {
+            (Some(rust), Some(c)) if rust > 0.0 => {
+                let ratio = c / rust;
+                format!(
+                    "{} ({c:.1} ns from C vs {rust:.1} ns from Rust: {ratio:.2}x, needs <= 1.5x)",
+                    if ratio <= 1.5 { "MET" } else { "MISSED" }
+                )
+            }
+            _ => "n/a (a row is absent)".to_owned(),
+        };
+        out.push_str(&format!(
+            "  {} C-Threads within 1.5x of Rust: {verdict}\n",
+            row.name()
+        ));
+    }
+    let verdict = match (
+        system_ns(results, Row::ForkJoin, SysId::CThreads),
+        system_ns(results, Row::ForkJoin, SysId::PthreadC),
+    ) {
+        (Some(c), Some(p)) if c > 0.0 => {
+            let ratio = p / c;
+            format!(
+                "{} ({c:.1} ns vs pthread_create+join {p:.0} ns: {ratio:.0}x, needs >= 300x)",
+                if ratio >= 300.0 { "MET" } else { "MISSED" }
+            )
+        }
+        _ => "n/a (a row is absent)".to_owned(),
+    };
+    out.push_str(&format!(
+        "  FORK;JOIN C-Threads >= 300x faster than pthreads: {verdict}\n"
+    ));
+    out
+}
+
+// ---------------------------------------------------------------------------
+// The C programs of `--lang c`
+
+/// `crates/ferry-bench/c/threads.c`, built twice: against ferry's C-Threads
+/// (`libferry.a`, built first with `cargo build --release -p ferry-capi`)
+/// and against pthreads.
+pub mod c_prog {
+    use super::*;
+
+    /// The label of the C program on ferry's C-Threads.
+    pub const CTHREADS: &str = "C-Threads on ferry (C)";
+    /// The label of the C program on pthreads.
+    pub const PTHREADS: &str = "pthreads (C)";
+
+    /// The built programs; their temporary directory goes when dropped.
+    #[derive(Debug)]
+    pub struct Programs {
+        dir: PathBuf,
+        cthreads: PathBuf,
+        pthreads: PathBuf,
+    }
+
+    impl Drop for Programs {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    fn workspace() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    }
+
+    /// Builds `libferry.a` (release) and the two programs with the system
+    /// `cc`. `Err` says what failed.
+    pub fn build() -> Result<Programs, String> {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let out = Command::new(&cargo)
+            .args(["build", "--release", "-p", "ferry-capi"])
+            .current_dir(workspace())
+            .output()
+            .map_err(|e| format!("cannot run cargo to build libferry: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "cargo build --release -p ferry-capi failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map_or_else(|| workspace().join("target"), PathBuf::from);
+        let lib = target.join("release").join("libferry.a");
+        if !lib.exists() {
+            return Err(format!("{} was not built", lib.display()));
+        }
+        let dir = std::env::temp_dir().join(format!("ferry-bench-c-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+        let programs = Programs {
+            cthreads: dir.join("threads-cthreads"),
+            pthreads: dir.join("threads-pthreads"),
+            dir,
+        };
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("c/threads.c");
+        let include = workspace().join("crates/ferry-capi/include");
+        let cc = |args: &[&std::ffi::OsStr]| -> Result<(), String> {
+            let out = Command::new("cc")
+                .args(["-O2", "-std=c11", "-Wall", "-Werror"])
+                .args(args)
+                .output()
+                .map_err(|e| format!("cannot run cc: {e}"))?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "cc failed: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ))
+            }
+        };
+        cc(&[
+            "-DUSE_CTHREADS".as_ref(),
+            "-I".as_ref(),
+            include.as_os_str(),
+            source.as_os_str(),
+            lib.as_os_str(),
+            "-lgcc_s".as_ref(),
+            "-lutil".as_ref(),
+            "-lrt".as_ref(),
+            "-lpthread".as_ref(),
+            "-lm".as_ref(),
+            "-ldl".as_ref(),
+            "-lc".as_ref(),
+            "-o".as_ref(),
+            programs.cthreads.as_os_str(),
+        ])?;
+        cc(&[
+            "-pthread".as_ref(),
+            source.as_os_str(),
+            "-o".as_ref(),
+            programs.pthreads.as_os_str(),
+        ])?;
+        Ok(programs)
+    }
+
+    impl Programs {
+        /// One timed run of case `name` with `n` operations: the program's
+        /// `name ns_per_op` lines. The C-Threads one runs on one processor.
+        pub fn run(&self, cthreads: bool, name: &str, n: u64) -> Result<String, String> {
+            let bin = if cthreads {
+                &self.cthreads
+            } else {
+                &self.pthreads
+            };
+            let out = Command::new(bin)
+                .args([name, &n.to_string(), &FORK_BATCH.to_string()])
+                .env("FERRY_PROCESSORS", "1")
+                .output()
+                .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "{} failed on {name}: {}",
+                    bin.display(),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ));
+            }
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        }
+    }
+
+    /// 003 Table 8-1: a Unix process's fork/wait/exit (`fork`, the child
+    /// `_exit`s, `waitpid`) against `cthread_fork`/`cthread_join`, the
+    /// latter the FORK;JOIN median above. `runs` runs of 200 forks each.
+    pub(super) fn table_8_1(
+        programs: &Programs,
+        results: &[Result1],
+        runs: u32,
+    ) -> Result<String, String> {
+        let mut samples = Vec::new();
+        for _ in 0..runs {
+            let out = programs.run(false, "process-fork", 200)?;
+            let ns = out
+                .split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse::<f64>().ok())
+                .ok_or_else(|| format!("unexpected process-fork output {out:?}"))?;
+            samples.push(ns);
+        }
+        let process = Stats::from_samples(&samples).ok_or("no process-fork samples")?;
+        let cthread = system_ns(results, Row::ForkJoin, SysId::CThreads);
+        let mut out = String::from("\n003 Table 8-1 (process vs thread creation), medians:\n");
+        out.push_str(&format!(
+            "  fork/wait/exit (Unix process)   {:>12.0} ns  ({runs} runs of 200)\n",
+            process.median
+        ));
+        if let Some(c) = cthread {
+            out.push_str(&format!(
+                "  cthread_fork/cthread_join       {c:>12.1} ns  ({:.0}x faster)\n",
+                process.median / c
+            ));
+        }
+        Ok(out)
+    }
 }
 
 #[cfg(test)]

@@ -170,3 +170,51 @@ fn a_cpp_exception_out_of_a_cthread_aborts_with_a_message() {
         assert!(!String::from_utf8_lossy(&out.stdout).contains("not reached"));
     }
 }
+
+/// The README's example, built the documented way: `pkg-config --cflags
+/// --libs ferry` with the `ferry.pc` cargo's build wrote.
+#[test]
+fn the_example_builds_with_pkg_config_and_runs() {
+    let libs = lib_dir();
+    let pc_dir = libs.join("pkgconfig");
+    let flags = Command::new("pkg-config")
+        .args(["--cflags", "--libs", "ferry"])
+        .env("PKG_CONFIG_PATH", &pc_dir)
+        .output()
+        .expect("pkg-config runs");
+    assert!(
+        flags.status.success(),
+        "pkg-config found no ferry.pc in {}: {}",
+        pc_dir.display(),
+        String::from_utf8_lossy(&flags.stderr)
+    );
+    let flags = String::from_utf8(flags.stdout).unwrap();
+    let exe = libs.join("ferry-capi-ctests").join("hello_cthreads");
+    std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
+    let source = crate_dir().join("../../examples/c/hello_cthreads.c");
+    let out = Command::new("cc")
+        .args(["-O2", "-Wall", "-Werror"])
+        .arg(&source)
+        .args(flags.split_whitespace())
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(&exe).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("reader got 5 bytes: hello"), "{stdout}");
+    assert!(
+        stdout.contains("total 3199960000 (expected 3199960000)"),
+        "{stdout}"
+    );
+}
