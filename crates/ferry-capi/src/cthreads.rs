@@ -52,12 +52,9 @@ pub unsafe extern "C" fn cthread_fork(func: cthread_fn_t, arg: any_t) -> cthread
         finish(me as cthread_t);
         r
     };
-    let builder = ferry_rt::thread::Builder::new().tag(h as usize);
-    let spawned = if ferry_rt::thread::try_current().is_some() {
-        builder.spawn(body)
-    } else {
-        builder.spawn_on(rt, body)
-    };
+    let spawned = ferry_rt::thread::Builder::new()
+        .tag(h as usize)
+        .spawn_here_or_on(rt, body);
     match spawned {
         Ok(join) => {
             let thread = join.thread();
@@ -97,7 +94,7 @@ fn finish(h: cthread_t) {
 #[unsafe(no_mangle)]
 pub extern "C" fn cthread_join(t: cthread_t) -> any_t {
     control::ensure();
-    if t == cthread_self() {
+    if ferry_rt::thread::current_tag() == Some(t as usize) {
         control::set_errno(libc::EDEADLK);
         return ptr::null_mut();
     }
@@ -167,11 +164,8 @@ pub extern "C" fn cthread_detach(t: cthread_t) {
 #[unsafe(no_mangle)]
 pub extern "C" fn cthread_yield() {
     control::ensure();
-    if ferry_rt::thread::try_current().is_some() {
-        ferry_rt::yield_now();
-    } else {
-        std::thread::yield_now();
-    }
+    // Off a ferry thread this is the kernel's `sched_yield`.
+    ferry_rt::yield_now();
 }
 
 /// The calling thread's handle; `NO_CTHREAD` on a kernel thread that runs
@@ -179,13 +173,14 @@ pub extern "C" fn cthread_yield() {
 #[unsafe(no_mangle)]
 pub extern "C" fn cthread_self() -> cthread_t {
     control::ensure();
+    match ferry_rt::thread::current_tag() {
+        None => return NO_CTHREAD,
+        Some(0) => {}
+        Some(tag) => return tag as cthread_t,
+    }
     let Some(me) = ferry_rt::thread::try_current() else {
         return NO_CTHREAD;
     };
-    let tag = me.tag();
-    if tag != 0 {
-        return tag as cthread_t;
-    }
     // A ferry thread the C API did not make: it gets a record now.
     match handles::alloc(Record::new(Some(me.clone()), false)) {
         Some(h) => {

@@ -486,6 +486,13 @@ pub fn try_current() -> Option<Thread> {
     processor::enter().and_then(|e| e.p.current_ref().cloned())
 }
 
+/// The running user-level thread's [`tag`](Thread::tag), or `None` on a
+/// kernel thread that is not running one; cheaper than
+/// `try_current().map(|t| t.tag())` (no reference taken).
+pub fn current_tag() -> Option<usize> {
+    processor::enter().and_then(|e| e.p.current_ref().map(Thread::tag))
+}
+
 /// The running user-level thread.
 ///
 /// # Panics
@@ -708,6 +715,30 @@ impl Builder {
         let (id, stack) = e.p.thread_parts(self.stack_size)?;
         let shared = Arc::clone(e.p.current_ref().expect("checked above").shared());
         Ok(self.spawn_with(shared, id, stack, f))
+    }
+
+    /// Starts the thread on the caller's processor when the caller is a
+    /// ferry thread (as [`spawn`](Builder::spawn)), else on `handle`'s
+    /// runtime from outside (as [`spawn_on`](Builder::spawn_on)).
+    ///
+    /// # Errors
+    /// If no stack can be mapped for it.
+    pub fn spawn_here_or_on<T: Send + 'static>(
+        self,
+        handle: &crate::Handle,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> io::Result<JoinHandle<T>> {
+        let here = processor::enter().filter(|e| e.p.in_thread()).map(|e| {
+            let shared = Arc::clone(e.p.current_ref().expect("checked above").shared());
+            (e.p.thread_parts(self.stack_size), shared)
+        });
+        match here {
+            Some((parts, shared)) => {
+                let (id, stack) = parts?;
+                Ok(self.spawn_with(shared, id, stack, f))
+            }
+            None => self.spawn_on(handle, f),
+        }
     }
 
     /// Starts the thread on `handle`'s runtime, from any thread (a ferry
