@@ -128,8 +128,14 @@ fn start(config: Option<&ferry_config>) -> bool {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(b);
     CURRENT.store(Box::into_raw(Box::new(Started { handle, first })), Release);
-    // SAFETY: registering a plain function, once.
-    unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+    // SAFETY: registering plain functions, once.
+    unsafe {
+        libc::pthread_atfork(
+            Some(before_fork),
+            Some(after_fork_in_parent),
+            Some(after_fork_in_child),
+        )
+    };
     true
 }
 
@@ -137,6 +143,18 @@ fn start(config: Option<&ferry_config>) -> bool {
 fn current() -> Option<&'static Started> {
     // SAFETY: `CURRENT` holds null or a leaked `Started`, never freed.
     unsafe { CURRENT.load(Acquire).as_ref() }
+}
+
+/// Before a fork: holds the cthread table's free list (registered after
+/// the runtime's own handlers, so it runs before them and takes its lock
+/// first).
+extern "C" fn before_fork() {
+    handles::hold_for_fork();
+}
+
+/// After a fork, in the parent.
+extern "C" fn after_fork_in_parent() {
+    handles::release_after_fork();
 }
 
 /// In a fork child: the calling flow is the only thread left. Its record

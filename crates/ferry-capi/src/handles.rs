@@ -87,7 +87,8 @@ const NO_CHUNK: AtomicPtr<Slot> = AtomicPtr::new(std::ptr::null_mut());
 static CHUNKS: [AtomicPtr<Slot>; MAX_CHUNKS] = [NO_CHUNK; MAX_CHUNKS];
 
 /// Free slot indices, and the first index never handed out.
-static FREE: SpinLock<(Vec<u32>, u32)> = SpinLock::new((Vec::new(), 0));
+type FreeList = (Vec<u32>, u32);
+static FREE: SpinLock<FreeList> = SpinLock::new((Vec::new(), 0));
 
 /// Records in use (for `task_threads` sizing and the main thread's exit).
 static LIVE: AtomicUsize = AtomicUsize::new(0);
@@ -215,13 +216,40 @@ pub(crate) fn live_count() -> usize {
     LIVE.load(Relaxed)
 }
 
+thread_local! {
+    /// The free list's guard, held across a fork (`hold_for_fork`).
+    static FORK_GUARD: std::cell::RefCell<Option<ferry_rt::sync::SpinGuard<'static, FreeList>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Before a fork: takes the free list's lock, so that the child's copy is
+/// consistent; the parent lets it go in [`release_after_fork`].
+pub(crate) fn hold_for_fork() {
+    let g = FREE.lock();
+    FORK_GUARD.with(|f| *f.borrow_mut() = Some(g));
+}
+
+/// After a fork, in the parent: lets the free list's lock go.
+pub(crate) fn release_after_fork() {
+    FORK_GUARD.with(|f| drop(f.borrow_mut().take()));
+}
+
 /// In a fork child: frees every record but `keep`'s (their threads are not
 /// in the child), without running their drops (they name the parent's
-/// runtime, which the child abandons).
+/// runtime, which the child abandons). A slot lock held in the parent at
+/// the fork was held by a kernel thread the child does not have: each is
+/// forced free first (a slot is only ever held for a few loads and stores,
+/// and a half-written record belongs to a thread that is gone anyway).
 pub(crate) fn forget_all_but(keep: cthread_t) {
+    // The free list's guard was taken before the fork by this very flow;
+    // its copy in the child is ours to drop.
+    FORK_GUARD.with(|f| drop(f.borrow_mut().take()));
     let high = FREE.lock().1;
     for index in 0..high {
         let Some(s) = slot(index) else { continue };
+        // SAFETY: a fork child has one thread, this one, which holds no
+        // slot guard here.
+        unsafe { s.record.force_unlock() };
         let generation = s.generation.load(Relaxed);
         if encode(index, generation) == keep {
             continue;

@@ -556,6 +556,7 @@ impl Builder {
         );
         let (count, max) = self.processor_counts();
         upcall::install_preemption()?;
+        install_fork_handlers();
         let shared = self.build_shared(count, max);
         // The first thread: a block without a stack of its own, whose
         // context the switch below fills in.
@@ -634,6 +635,7 @@ impl Builder {
         );
         let (count, max) = self.processor_counts();
         upcall::install_preemption()?;
+        install_fork_handlers();
         let shared = self.build_shared(count, max);
         // The first thread leaves its outcome here *before* it shuts the
         // runtime down, so that nothing after the shutdown (a preemption, a
@@ -675,6 +677,53 @@ impl Builder {
             None => unreachable!("the runtime shuts down only after its first thread finished"),
         }
     }
+}
+
+thread_local! {
+    /// The process-wide locks `fork_prepare` took, until `fork_parent` or
+    /// `fork_child` lets them go (all three run on the forking kernel
+    /// thread, which a raised critical count keeps the flow on).
+    static FORK_HELD: std::cell::RefCell<Vec<Box<dyn std::any::Any>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Registers ferry's `pthread_atfork` handlers, once per process: a fork
+/// child gets the stack cache's and the stack registry's locks free, not
+/// held by a kernel thread that does not exist there.
+fn install_fork_handlers() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: registering plain functions that only take and release
+        // ferry's own locks.
+        unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
+    });
+}
+
+extern "C" fn fork_prepare() {
+    // Keep the flow on this kernel thread until the fork returns: a
+    // preemption now would move the held guards' owner.
+    if let Some((critical, _)) = upcall::critical_enter() {
+        critical.hand_over();
+    }
+    let held = vec![
+        crate::stack::StackCache::global().hold(),
+        crate::stack::hold_registry(),
+    ];
+    FORK_HELD.with(|h| *h.borrow_mut() = held);
+}
+
+extern "C" fn fork_parent() {
+    FORK_HELD.with(|h| h.borrow_mut().clear());
+    if upcall::resumed_processor().is_some() {
+        upcall::critical_release_inherited();
+    }
+}
+
+extern "C" fn fork_child() {
+    // The child is single-threaded: the locks are ours to release. The
+    // raised count belongs to the parent's runtime, which a child that
+    // keeps using ferry abandons (`adopt_after_fork`).
+    FORK_HELD.with(|h| h.borrow_mut().clear());
 }
 
 /// What the kernel thread that adopts its flow of control as a runtime's

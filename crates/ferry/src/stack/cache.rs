@@ -157,6 +157,11 @@ impl StackCache {
         self.limits
     }
 
+    /// Holds the cache's lock (for a fork: see `stack::hold_for_fork`).
+    pub(crate) fn hold(&'static self) -> Box<dyn std::any::Any> {
+        Box::new(self.lock())
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }

@@ -113,6 +113,7 @@ use rustix::mm::{self, Advice, MapFlags, MprotectFlags, ProtFlags};
 
 pub use cache::{CacheLimits, CacheStats, StackCache};
 pub use overflow::{ensure_signal_stack, install_overflow_handler};
+pub(crate) use registry::hold as hold_registry;
 
 /// The usable size of a stack made without an explicit size: 256 KiB.
 ///

@@ -153,6 +153,11 @@ static FREE: Mutex<FreeList> = Mutex::new(FreeList {
 });
 
 /// The slot at `index`, if its chunk exists. Loads only.
+/// Holds the free list's lock (for a fork: see `stack::hold_for_fork`).
+pub(crate) fn hold() -> Box<dyn std::any::Any> {
+    Box::new(FREE.lock().unwrap_or_else(PoisonError::into_inner))
+}
+
 fn slot(index: usize) -> Option<&'static Slot> {
     let chunk = CHUNKS.get(index / CHUNK_SLOTS)?.load(Ordering::Acquire);
     if chunk.is_null() {

@@ -151,6 +151,17 @@ impl<T> SpinLock<T> {
             })
     }
 
+    /// Marks the lock free without a guard: for a fork child, where the
+    /// kernel thread that held it does not exist.
+    ///
+    /// # Safety
+    /// No guard of this lock is alive that will ever be used or dropped,
+    /// and the value is consistent (its holder did not stop halfway through
+    /// an update, or the caller repairs it).
+    pub unsafe fn force_unlock(&self) {
+        self.locked.store(false, Release);
+    }
+
     /// The value, through exclusive access (no locking needed).
     pub fn get_mut(&mut self) -> &mut T {
         self.value.get_mut()
