@@ -189,8 +189,8 @@ extern "C" fn after_fork_in_child() {
             // Its joiner, if any, is in the parent.
             std::mem::forget(r.join.take());
             r.forked = false;
-            r.detached = true;
         });
+        handles::set_detached(keep);
         keep
     };
     me.set_tag(first as usize);
@@ -325,13 +325,7 @@ pub extern "C" fn thread_terminate(t: cthread_t) -> ferry_return_t {
     match unsafe { th.terminate::<usize>(FERRY_TERMINATED as usize) } {
         Ok(()) => {
             // Its record ends as if the thread had: a detached one is freed.
-            let detached = handles::with(t, |r| {
-                r.finished = true;
-                r.detached
-            });
-            if detached == Some(true) {
-                handles::free(t);
-            }
+            handles::finish_terminated(t);
             FERRY_SUCCESS
         }
         Err(_) => FERRY_FAILURE,

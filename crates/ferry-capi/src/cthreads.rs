@@ -49,7 +49,7 @@ pub unsafe extern "C" fn cthread_fork(func: cthread_fn_t, arg: any_t) -> cthread
     let (arg, me) = (arg as usize, h as usize);
     let body = move || -> usize {
         let r = call_c(func, arg as any_t, "a cthread's function") as usize;
-        finish(me as cthread_t);
+        handles::finish(me as cthread_t);
         r
     };
     let spawned = ferry_rt::thread::Builder::new()
@@ -72,18 +72,6 @@ pub unsafe extern "C" fn cthread_fork(func: cthread_fn_t, arg: any_t) -> cthread
     }
 }
 
-/// The end of a cthread's record: the thread ran out or exited. Frees the
-/// record if the thread was detached.
-fn finish(h: cthread_t) {
-    let detached = handles::with(h, |r| {
-        r.finished = true;
-        r.detached
-    });
-    if detached == Some(true) {
-        handles::free(h);
-    }
-}
-
 /// Waits for thread `t` to end and returns its result (what its function
 /// returned or it passed to [`cthread_exit`]; `FERRY_TERMINATED` if it was
 /// terminated). Frees the handle.
@@ -94,15 +82,20 @@ fn finish(h: cthread_t) {
 #[unsafe(no_mangle)]
 pub extern "C" fn cthread_join(t: cthread_t) -> any_t {
     control::ensure();
-    if ferry_rt::thread::current_tag() == Some(t as usize) {
-        control::set_errno(libc::EDEADLK);
-        return ptr::null_mut();
-    }
     let Some(Some(join)) = handles::with(t, |r| r.join.take()) else {
-        control::set_errno(libc::EINVAL);
+        let own = ferry_rt::thread::current_tag() == Some(t as usize);
+        control::set_errno(if own { libc::EDEADLK } else { libc::EINVAL });
         return ptr::null_mut();
     };
-    let result = join.join().unwrap_or(control::FERRY_TERMINATED as usize);
+    let result = match join.join_unless_current() {
+        Ok(r) => r.unwrap_or(control::FERRY_TERMINATED as usize),
+        Err(join) => {
+            // The caller's own handle: put the right to join back.
+            handles::with(t, move |r| r.join = Some(join));
+            control::set_errno(libc::EDEADLK);
+            return ptr::null_mut();
+        }
+    };
     handles::free(t);
     result as any_t
 }
@@ -122,7 +115,7 @@ pub extern "C" fn cthread_exit(result: any_t) -> ! {
     let forked = handles::with(me, |r| r.forked);
     match forked {
         Some(true) => {
-            finish(me);
+            handles::finish(me);
             // SAFETY: a cthread's stack holds C frames and its own closure,
             // which owns nothing that must be dropped (the C-Threads
             // contract: cthread_exit abandons the frames between).
@@ -145,17 +138,9 @@ pub extern "C" fn cthread_exit(result: any_t) -> ! {
 /// ends (at once if it has). A stale or already detached handle is ignored.
 #[unsafe(no_mangle)]
 pub extern "C" fn cthread_detach(t: cthread_t) {
-    let finished = handles::with(t, |r| {
-        drop(r.join.take());
-        if r.finished {
-            true
-        } else {
-            r.detached = true;
-            false
-        }
-    });
-    if finished == Some(true) {
-        handles::free(t);
+    if let Some(join) = handles::with(t, |r| r.join.take()) {
+        drop(join);
+        handles::detach(t);
     }
 }
 

@@ -17,14 +17,16 @@
 //!
 //! | field | written by | meaning |
 //! |-------|------------|---------|
-//! | `join` | `cthread_fork` (set), `cthread_join` / `cthread_detach` (take) | the right to join; `None` once taken, or for a thread ferry's C API did not create |
-//! | `finished` | the thread's end (`finish`) | it ran out or exited; a join frees the record |
-//! | `detached` | `cthread_detach` | nobody will join: the thread's end frees the record |
+//! | `Record::join` (under the slot's spinlock) | `cthread_fork` (set), `cthread_join` / `cthread_detach` (take) | the right to join; `None` once taken, or for a thread ferry's C API did not create |
+//! | `Slot::ends` bit `FINISHED` (`fetch_or`) | the thread's end ([`finish`]), or `thread_terminate` | it ran out, exited or was terminated; a join frees the record |
+//! | `Slot::ends` bit `DETACHED` (`fetch_or`) | `cthread_detach`; set from the start for records of threads the C API did not fork | nobody will join: the thread's end frees the record |
 //!
-//! Whoever comes second of "finished" and "detached" frees the record; a
-//! join frees it after the thread completed. All under the slot's
-//! spinlock, and a free bumps the generation under it too, so a call that
-//! validated a handle sees a record that stays until it lets go.
+//! Whoever sets the second of the two `ends` bits frees the record; a join
+//! frees it after the thread completed. A thread's own end needs no lock:
+//! its record cannot be freed before it ends (a join waits for the end, a
+//! detach frees only once `FINISHED` is set). Everything else is under the
+//! slot's spinlock, and a free bumps the generation under it too, so a call
+//! that validated a handle sees a record that stays until it lets go.
 
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize};
@@ -54,8 +56,6 @@ pub(crate) struct Record {
     /// `cthread_set_name`'s pointer, kept as given (C-Threads copies nothing).
     pub(crate) name: usize,
     pub(crate) data: usize,
-    pub(crate) finished: bool,
-    pub(crate) detached: bool,
     /// Made by `cthread_fork` (its closure returns a `usize`).
     pub(crate) forked: bool,
 }
@@ -67,8 +67,6 @@ impl Record {
             join: None,
             name: 0,
             data: 0,
-            finished: false,
-            detached: !forked,
             forked,
         }
     }
@@ -76,8 +74,15 @@ impl Record {
 
 struct Slot {
     generation: AtomicU32,
+    /// `FINISHED | DETACHED`; see the module docs.
+    ends: AtomicU32,
     record: SpinLock<Option<Record>>,
 }
+
+/// `Slot::ends`: the thread ended.
+const FINISHED: u32 = 1;
+/// `Slot::ends`: nobody will join.
+const DETACHED: u32 = 2;
 
 const CHUNK: usize = 1024;
 const MAX_CHUNKS: usize = 4096;
@@ -129,6 +134,7 @@ pub(crate) fn alloc(record: Record) -> Option<cthread_t> {
                     let chunk: Box<[Slot]> = (0..CHUNK)
                         .map(|_| Slot {
                             generation: AtomicU32::new(0),
+                            ends: AtomicU32::new(0),
                             record: SpinLock::new(None),
                         })
                         .collect();
@@ -142,6 +148,8 @@ pub(crate) fn alloc(record: Record) -> Option<cthread_t> {
     };
     let s = slot(index).expect("allocated slots are published");
     let mut r = s.record.lock();
+    s.ends
+        .store(if record.forked { 0 } else { DETACHED }, Relaxed);
     *r = Some(record);
     let generation = s.generation.load(Relaxed);
     drop(r);
@@ -170,6 +178,50 @@ pub(crate) fn thread(h: cthread_t) -> Option<ferry_rt::Thread> {
             // Forked a moment ago: its creator is storing the thread.
             Some(None) => std::hint::spin_loop(),
         }
+    }
+}
+
+/// Marks `h`'s thread ended; frees the record if it was detached. Called
+/// by the thread itself as it ends (or for it by `thread_terminate`), so
+/// `h` is live.
+pub(crate) fn finish(h: cthread_t) {
+    let Some((index, _)) = decode(h) else { return };
+    let Some(s) = slot(index) else { return };
+    if s.ends.fetch_or(FINISHED, AcqRel) & (FINISHED | DETACHED) == DETACHED {
+        free(h);
+    }
+}
+
+/// As [`finish`], for a thread that was terminated (it will not end by
+/// itself): checks under the slot's lock that `h` is still live, and
+/// does nothing if the thread had already marked its end.
+pub(crate) fn finish_terminated(h: cthread_t) {
+    let prev = with(h, |_| {
+        let (index, _) = decode(h).expect("validated by `with`");
+        slot(index)
+            .expect("validated by `with`")
+            .ends
+            .fetch_or(FINISHED, AcqRel)
+    });
+    if prev.is_some_and(|p| p & (FINISHED | DETACHED) == DETACHED) {
+        free(h);
+    }
+}
+
+/// Marks `h` detached (the caller took its join right, under the slot's
+/// lock); frees the record if its thread had ended.
+pub(crate) fn detach(h: cthread_t) {
+    let Some((index, _)) = decode(h) else { return };
+    let Some(s) = slot(index) else { return };
+    if s.ends.fetch_or(DETACHED, AcqRel) & FINISHED != 0 {
+        free(h);
+    }
+}
+
+/// Marks the record of `h` (kept in a fork child) as one nobody joins.
+pub(crate) fn set_detached(h: cthread_t) {
+    if let Some(s) = decode(h).and_then(|(index, _)| slot(index)) {
+        s.ends.fetch_or(DETACHED, AcqRel);
     }
 }
 

@@ -3,8 +3,10 @@
 //! run, and must print `ok` (or, for `unwind.cpp`, abort with ferry's
 //! message).
 //!
-//! The libraries are the ones cargo built for this test run, beside the
-//! test binary's `deps/` directory.
+//! `cargo test` does not build a crate's `cdylib`/`staticlib` for its
+//! integration tests, so the harness runs `cargo build -p ferry-capi` (same
+//! profile, same target directory) once first; the libraries land beside
+//! the test binary's `deps/` directory.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,10 +26,31 @@ fn crate_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `target/<profile>`, where cargo puts `libferry.so` and `libferry.a`.
+/// `target/<profile>`, where cargo puts `libferry.so` and `libferry.a`,
+/// after building them (once per test process).
 fn lib_dir() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT.get_or_init(build_libraries).clone()
+}
+
+fn build_libraries() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
+    let target = dir.parent().unwrap();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "-p", "ferry-capi"])
+        .env("CARGO_TARGET_DIR", target)
+        .current_dir(crate_dir());
+    if dir.file_name().is_some_and(|n| n == "release") {
+        cmd.arg("--release");
+    }
+    let out = cmd.output().expect("cargo runs");
+    assert!(
+        out.status.success(),
+        "cargo build -p ferry-capi failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for lib in ["libferry.so", "libferry.a"] {
         assert!(
             dir.join(lib).exists(),

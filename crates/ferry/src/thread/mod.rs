@@ -614,18 +614,37 @@ impl<T> JoinHandle<T> {
     /// Waits for the thread to finish and returns what it returned, or the
     /// panic that ended it. From a ferry thread this blocks only the caller's
     /// user-level thread; from a plain kernel thread, that kernel thread.
+    ///
+    /// # Panics
+    /// If the thread is the caller's own (it would wait forever).
     pub fn join(self) -> Result<T, Panic> {
-        if !self.raw.is_complete() && self.raw.register(Unparker::current()) {
-            // Spurious returns from `park` are possible; `COMPLETE` is the
-            // truth. A token left behind only makes a later `park` return
-            // once, which every caller of `park` tolerates.
-            while !self.raw.is_complete() {
-                park();
+        match self.join_unless_current() {
+            Ok(r) => r,
+            Err(_) => panic!("ferry: a thread cannot join itself"),
+        }
+    }
+
+    /// As [`join`](JoinHandle::join), but gives the handle back instead of
+    /// waiting forever when the thread is the caller's own.
+    pub fn join_unless_current(self) -> Result<Result<T, Panic>, JoinHandle<T>> {
+        if !self.raw.is_complete() {
+            let me = Unparker::current();
+            if matches!(&me, Unparker::Ferry(t) if t.ptr == self.raw.thread_ptr()) {
+                return Err(self);
+            }
+            if self.raw.register(me) {
+                // Spurious returns from `park` are possible; `COMPLETE` is
+                // the truth. A token left behind only makes a later `park`
+                // return once, which every caller of `park` tolerates.
+                while !self.raw.is_complete() {
+                    park();
+                }
             }
         }
-        self.raw
+        Ok(self
+            .raw
             .try_take()
-            .expect("ferry: a completed thread's result is taken only by its one join")
+            .expect("ferry: a completed thread's result is taken only by its one join"))
     }
 
     /// Whether the thread has finished.

@@ -416,6 +416,11 @@ impl<T> RawJoin<T> {
         self.header().join.load(Acquire) & COMPLETE != 0
     }
 
+    /// The block's address, to compare with a `Thread`'s.
+    pub(crate) fn thread_ptr(&self) -> NonNull<Header> {
+        self.ptr
+    }
+
     /// The result, if the thread has completed and it was not taken yet.
     pub(crate) fn try_take(&self) -> Option<Result<T, Panic>> {
         if !self.is_complete() {
