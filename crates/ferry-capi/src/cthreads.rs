@@ -138,7 +138,7 @@ pub extern "C" fn cthread_exit(result: any_t) -> ! {
 /// ends (at once if it has). A stale or already detached handle is ignored.
 #[unsafe(no_mangle)]
 pub extern "C" fn cthread_detach(t: cthread_t) {
-    if let Some(join) = handles::with(t, |r| r.join.take()) {
+    if let Some(Some(join)) = handles::with(t, |r| r.join.take()) {
         drop(join);
         handles::detach(t);
     }

@@ -29,13 +29,116 @@
 //! that validated a handle sees a record that stays until it lets go.
 
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize};
+use std::sync::atomic::{AtomicPtr, AtomicU32};
 
-use ferry_rt::sync::SpinLock;
+use std::cell::UnsafeCell;
+use std::sync::atomic::AtomicBool;
 
 /// Mach's `any_t`: an untyped pointer passed through ferry unchanged.
 #[allow(non_camel_case_types)]
 pub type any_t = *mut std::ffi::c_void;
+
+/// The table's lock: a test-and-set flag held for a few loads and stores.
+/// Unlike `ferry::sync::SpinLock` it does not raise the runtime's critical
+/// count (which costs as much as the whole critical section here): a
+/// holder preempted by a time slice is waited out by contenders that spin
+/// a little, then yield (their processor then runs the holder).
+///
+/// | `locked` | written by | meaning |
+/// |----------|------------|---------|
+/// | `false -> true` (CAS, Acquire) | a locker | it owns `value` |
+/// | `true -> false` (store, Release) | the owner's guard drop; `force_unlock` before and after a fork | free |
+pub(crate) struct RawLock<T> {
+    locked: AtomicBool,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: `value` is reached only through a guard, and `locked` makes
+// guards exclusive; the value moves between threads, hence `T: Send`.
+unsafe impl<T: Send> Sync for RawLock<T> {}
+
+impl<T> RawLock<T> {
+    pub(crate) const fn new(value: T) -> RawLock<T> {
+        RawLock {
+            locked: AtomicBool::new(false),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn lock(&self) -> RawGuard<'_, T> {
+        if self
+            .locked
+            .compare_exchange_weak(false, true, Acquire, Relaxed)
+            .is_err()
+        {
+            self.lock_contended();
+        }
+        RawGuard { lock: self }
+    }
+
+    #[cold]
+    fn lock_contended(&self) {
+        let mut spins = 0u32;
+        loop {
+            if !self.locked.load(Relaxed)
+                && self
+                    .locked
+                    .compare_exchange_weak(false, true, Acquire, Relaxed)
+                    .is_ok()
+            {
+                return;
+            }
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                ferry_rt::yield_now();
+            }
+        }
+    }
+
+    /// Takes the lock without a guard (before a fork).
+    fn lock_raw(&self) {
+        std::mem::forget(self.lock());
+    }
+
+    /// Marks the lock free without a guard.
+    ///
+    /// # Safety
+    /// No guard of it is alive that will be used or dropped (after a fork,
+    /// in the parent: the one `lock_raw` took; in the child: any, since
+    /// their holders do not exist there).
+    unsafe fn force_unlock(&self) {
+        self.locked.store(false, Release);
+    }
+}
+
+/// Access to a [`RawLock`]'s value; unlocks when dropped.
+pub(crate) struct RawGuard<'a, T> {
+    lock: &'a RawLock<T>,
+}
+
+impl<T> std::ops::Deref for RawGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the guard owns the lock.
+        unsafe { &*self.lock.value.get() }
+    }
+}
+
+impl<T> std::ops::DerefMut for RawGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: the guard owns the lock.
+        unsafe { &mut *self.lock.value.get() }
+    }
+}
+
+impl<T> Drop for RawGuard<'_, T> {
+    fn drop(&mut self) {
+        self.lock.locked.store(false, Release);
+    }
+}
 
 /// `cthread_t`'s C type: an opaque handle (see the module docs).
 #[allow(non_camel_case_types)]
@@ -76,7 +179,7 @@ struct Slot {
     generation: AtomicU32,
     /// `FINISHED | DETACHED`; see the module docs.
     ends: AtomicU32,
-    record: SpinLock<Option<Record>>,
+    record: RawLock<Option<Record>>,
 }
 
 /// `Slot::ends`: the thread ended.
@@ -93,10 +196,7 @@ static CHUNKS: [AtomicPtr<Slot>; MAX_CHUNKS] = [NO_CHUNK; MAX_CHUNKS];
 
 /// Free slot indices, and the first index never handed out.
 type FreeList = (Vec<u32>, u32);
-static FREE: SpinLock<FreeList> = SpinLock::new((Vec::new(), 0));
-
-/// Records in use (for `task_threads` sizing and the main thread's exit).
-static LIVE: AtomicUsize = AtomicUsize::new(0);
+static FREE: RawLock<FreeList> = RawLock::new((Vec::new(), 0));
 
 fn slot(index: u32) -> Option<&'static Slot> {
     let (chunk, at) = (index as usize / CHUNK, index as usize % CHUNK);
@@ -135,7 +235,7 @@ pub(crate) fn alloc(record: Record) -> Option<cthread_t> {
                         .map(|_| Slot {
                             generation: AtomicU32::new(0),
                             ends: AtomicU32::new(0),
-                            record: SpinLock::new(None),
+                            record: RawLock::new(None),
                         })
                         .collect();
                     let base = Box::leak(chunk).as_mut_ptr();
@@ -153,7 +253,6 @@ pub(crate) fn alloc(record: Record) -> Option<cthread_t> {
     *r = Some(record);
     let generation = s.generation.load(Relaxed);
     drop(r);
-    LIVE.fetch_add(1, Relaxed);
     Some(encode(index, generation))
 }
 
@@ -239,19 +338,19 @@ pub(crate) fn free(h: cthread_t) -> bool {
         if s.generation.load(Relaxed) != generation || r.is_none() {
             return false;
         }
-        s.generation.fetch_add(1, AcqRel);
+        // Only ever changed under the slot's lock, which we hold.
+        s.generation.store(generation.wrapping_add(1), Release);
         r.take()
     };
     drop(record);
     FREE.lock().0.push(index);
-    LIVE.fetch_sub(1, Relaxed);
     true
 }
 
 /// Every live handle (a snapshot).
 pub(crate) fn live() -> Vec<cthread_t> {
     let high = FREE.lock().1;
-    let mut out = Vec::with_capacity(LIVE.load(Relaxed));
+    let mut out = Vec::new();
     for index in 0..high {
         if let Some(s) = slot(index) {
             let r = s.record.lock();
@@ -263,27 +362,21 @@ pub(crate) fn live() -> Vec<cthread_t> {
     out
 }
 
-/// How many records are in use.
+/// How many records are in use (a scan of the table: for rare callers).
 pub(crate) fn live_count() -> usize {
-    LIVE.load(Relaxed)
-}
-
-thread_local! {
-    /// The free list's guard, held across a fork (`hold_for_fork`).
-    static FORK_GUARD: std::cell::RefCell<Option<ferry_rt::sync::SpinGuard<'static, FreeList>>> =
-        const { std::cell::RefCell::new(None) };
+    live().len()
 }
 
 /// Before a fork: takes the free list's lock, so that the child's copy is
 /// consistent; the parent lets it go in [`release_after_fork`].
 pub(crate) fn hold_for_fork() {
-    let g = FREE.lock();
-    FORK_GUARD.with(|f| *f.borrow_mut() = Some(g));
+    FREE.lock_raw();
 }
 
 /// After a fork, in the parent: lets the free list's lock go.
 pub(crate) fn release_after_fork() {
-    FORK_GUARD.with(|f| drop(f.borrow_mut().take()));
+    // SAFETY: `hold_for_fork` took it, without a guard, for this fork.
+    unsafe { FREE.force_unlock() };
 }
 
 /// In a fork child: frees every record but `keep`'s (their threads are not
@@ -293,9 +386,10 @@ pub(crate) fn release_after_fork() {
 /// forced free first (a slot is only ever held for a few loads and stores,
 /// and a half-written record belongs to a thread that is gone anyway).
 pub(crate) fn forget_all_but(keep: cthread_t) {
-    // The free list's guard was taken before the fork by this very flow;
-    // its copy in the child is ours to drop.
-    FORK_GUARD.with(|f| drop(f.borrow_mut().take()));
+    // The free list's lock was taken before the fork by this very flow;
+    // its copy in the child is ours to release.
+    // SAFETY: `hold_for_fork` took it without a guard, for this fork.
+    unsafe { FREE.force_unlock() };
     let high = FREE.lock().1;
     for index in 0..high {
         let Some(s) = slot(index) else { continue };
@@ -309,10 +403,9 @@ pub(crate) fn forget_all_but(keep: cthread_t) {
         let mut r = s.record.lock();
         if let Some(rec) = r.take() {
             std::mem::forget(rec);
-            s.generation.fetch_add(1, AcqRel);
+            s.generation.store(generation.wrapping_add(1), Release);
             drop(r);
             FREE.lock().0.push(index);
-            LIVE.fetch_sub(1, Relaxed);
         }
     }
 }
