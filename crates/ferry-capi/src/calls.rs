@@ -7,6 +7,14 @@
 //! over is `ferry::blocking`'s. A system call's errno is read on the kernel
 //! thread that made it, inside the blocking closure, and set again for the
 //! calling ferry thread afterwards.
+//!
+//! # The signal words
+//!
+//! | word | written by | meaning |
+//! |------|------------|---------|
+//! | `CAUGHT[s]` | `catch`, under `CATCH_LOCK`, after `sigaction` succeeded (Release) | ferry's handler catches signal `s` |
+//! | `PENDING[s]` | the handler (+1, AcqRel); a waiter that takes one (-1 if above 0, AcqRel) | arrivals of `s` not yet delivered to a waiter |
+//! | `PIPE` | `open_pipe`, once (Relaxed; `PIPE_ONCE` orders it) | the self-pipe's read and write ends; a byte written after each `PENDING` increment wakes the waiters, who look at `PENDING` before they sleep |
 
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::Once;

@@ -165,6 +165,9 @@ pub(crate) struct Owner {
     /// `sys::cycles()` when the running thread was switched to, if the
     /// runtime accounts run time.
     since: u64,
+    /// The runtime's `account_cpu`, kept here so that a switch reads it
+    /// without going through `shared`.
+    account_cpu: bool,
     /// The runtime this processor belongs to (set once, before it runs).
     shared: *const Shared,
 }
@@ -292,6 +295,7 @@ impl Processor {
                     ids: 0..0,
                     errno: ptr::null_mut(),
                     since: 0,
+                    account_cpu: false,
                     shared: ptr::null(),
                 }),
                 next: NextSlot::new(),
@@ -327,7 +331,10 @@ impl Processor {
     /// Called once per processor, before any kernel thread runs it, with the
     /// `Shared` that owns it (which outlives every use of the processor).
     pub(crate) unsafe fn set_shared(&self, shared: *const Shared) {
-        self.owner().shared = shared;
+        let owner = self.owner();
+        owner.shared = shared;
+        // SAFETY: the caller passes the live runtime that owns us.
+        owner.account_cpu = unsafe { (*shared).account_cpu };
     }
 
     /// The runtime this processor belongs to.
@@ -724,7 +731,7 @@ impl Processor {
                 // SAFETY: `act` is our driver, set in `bind`.
                 unsafe { (*owner.act).set_running(next.as_ptr().as_ptr()) };
                 owner.current = Some(next);
-                if self.shared().account_cpu {
+                if owner.account_cpu {
                     // The stamp `mark_dispatch` just took.
                     owner.since = self.dispatch_at.load(Relaxed);
                 }
@@ -738,7 +745,7 @@ impl Processor {
     /// runtime accounts it).
     #[inline]
     fn account(&self, t: &Thread) {
-        if self.shared().account_cpu {
+        if self.owner().account_cpu {
             let ran = sys::cycles().wrapping_sub(self.owner().since);
             t.header().cpu_ticks.fetch_add(ran, Relaxed);
         }

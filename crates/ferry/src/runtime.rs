@@ -450,6 +450,24 @@ impl Builder {
         (count, max)
     }
 
+    /// What `run` and `adopt` share before their first thread: the checks,
+    /// the process-wide handlers, and the runtime's state with its starting
+    /// processor count.
+    ///
+    /// # Panics
+    /// If the calling kernel thread already runs ferry threads (`what`
+    /// names the caller in the message).
+    fn prepare(&self, what: &str) -> io::Result<(Arc<Shared>, usize)> {
+        assert!(
+            upcall::resumed_processor().is_none(),
+            "{what}: this kernel thread already runs a ferry processor"
+        );
+        let (count, max) = self.processor_counts();
+        upcall::install_preemption()?;
+        install_fork_handlers();
+        Ok((self.build_shared(count, max), count))
+    }
+
     /// The runtime's shared state, with processors `..count` starting.
     fn build_shared(&self, count: usize, max: usize) -> Arc<Shared> {
         let shared = Arc::new_cyclic(|this| Shared {
@@ -550,14 +568,7 @@ impl Builder {
     /// # Panics
     /// If the calling kernel thread already runs ferry threads.
     pub fn adopt(&self) -> io::Result<Handle> {
-        assert!(
-            upcall::resumed_processor().is_none(),
-            "ferry::Builder::adopt: this kernel thread already runs a ferry processor"
-        );
-        let (count, max) = self.processor_counts();
-        upcall::install_preemption()?;
-        install_fork_handlers();
-        let shared = self.build_shared(count, max);
+        let (shared, count) = self.prepare("ferry::Builder::adopt")?;
         // The first thread: a block without a stack of its own, whose
         // context the switch below fills in.
         let (main, join) = thread::raw_new(
@@ -629,14 +640,7 @@ impl Builder {
         &self,
         main: impl FnOnce() -> T + Send + 'static,
     ) -> io::Result<T> {
-        assert!(
-            upcall::resumed_processor().is_none(),
-            "ferry::run: this kernel thread already runs a ferry processor"
-        );
-        let (count, max) = self.processor_counts();
-        upcall::install_preemption()?;
-        install_fork_handlers();
-        let shared = self.build_shared(count, max);
+        let (shared, count) = self.prepare("ferry::run")?;
         // The first thread leaves its outcome here *before* it shuts the
         // runtime down, so that nothing after the shutdown (a preemption, a
         // lost processor) can keep the outcome from the caller.

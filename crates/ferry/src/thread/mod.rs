@@ -296,16 +296,19 @@ impl Thread {
     /// between; a stop is asynchronous, so this looks, as Go's `suspendG`
     /// does.
     fn wait_stopped(&self) {
-        let mut tries = 0u32;
-        loop {
-            let c = self.header().control.load(Acquire);
-            if c & SUSPENDED == 0
+        self.wait_until(|c| {
+            c & SUSPENDED == 0
                 || c & HELD != 0
                 || self.state().load(Acquire) == PARKED
                 || self.is_finished()
-            {
-                return;
-            }
+        });
+    }
+
+    /// Looks at the thread's `control` word until `done` says so, yielding
+    /// (then sleeping) in between.
+    fn wait_until(&self, done: impl Fn(u32) -> bool) {
+        let mut tries = 0u32;
+        while !done(self.header().control.load(Acquire)) {
             tries += 1;
             pause(tries);
         }
@@ -350,17 +353,11 @@ impl Thread {
         // Wait until it is off its processor for good: dropped by the
         // processor that would have run it next, or parked (a wakeup will
         // bring it to a processor, which drops it), or finished meanwhile.
-        let mut tries = 0u32;
-        loop {
-            let c = self.header().control.load(Acquire);
-            if self.is_finished() {
-                return Err(value);
-            }
-            if c & (DROPPED | HELD) != 0 || self.state().load(Acquire) == PARKED {
-                break;
-            }
-            tries += 1;
-            pause(tries);
+        self.wait_until(|c| {
+            self.is_finished() || c & (DROPPED | HELD) != 0 || self.state().load(Acquire) == PARKED
+        });
+        if self.is_finished() {
+            return Err(value);
         }
         // SAFETY: the thread never runs again (it is off its processor and
         // `TERMINATED` keeps it off), so nothing else touches its stage.
@@ -728,12 +725,22 @@ impl Builder {
         self,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> io::Result<JoinHandle<T>> {
-        let e = processor::enter()
-            .filter(|e| e.p.in_thread())
-            .expect("ferry::spawn: not inside a ferry runtime (use ferry::run)");
-        let (id, stack) = e.p.thread_parts(self.stack_size)?;
-        let shared = Arc::clone(e.p.current_ref().expect("checked above").shared());
+        let (shared, id, stack) = self
+            .local_parts()
+            .expect("ferry::spawn: not inside a ferry runtime (use ferry::run)")?;
         Ok(self.spawn_with(shared, id, stack, f))
+    }
+
+    /// The parts of a thread made on the caller's processor: its runtime, an
+    /// id and a stack from the processor's caches; `None` off a ferry
+    /// thread.
+    fn local_parts(&self) -> Option<io::Result<(Arc<Shared>, ThreadId, Stack)>> {
+        let e = processor::enter().filter(|e| e.p.in_thread())?;
+        let shared = Arc::clone(e.p.current_ref()?.shared());
+        Some(
+            e.p.thread_parts(self.stack_size)
+                .map(|(id, stack)| (shared, id, stack)),
+        )
     }
 
     /// Starts the thread on the caller's processor when the caller is a
@@ -747,13 +754,9 @@ impl Builder {
         handle: &crate::Handle,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> io::Result<JoinHandle<T>> {
-        let here = processor::enter().filter(|e| e.p.in_thread()).map(|e| {
-            let shared = Arc::clone(e.p.current_ref().expect("checked above").shared());
-            (e.p.thread_parts(self.stack_size), shared)
-        });
-        match here {
-            Some((parts, shared)) => {
-                let (id, stack) = parts?;
+        match self.local_parts() {
+            Some(parts) => {
+                let (shared, id, stack) = parts?;
                 Ok(self.spawn_with(shared, id, stack, f))
             }
             None => self.spawn_on(handle, f),
