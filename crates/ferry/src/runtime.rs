@@ -421,12 +421,13 @@ impl Builder {
         self
     }
 
-    /// The most kernel threads the runtime runs (the processors' drivers
-    /// plus the spares that take over from threads blocked in the kernel);
-    /// default 1,024. When every one is in use, a further blocking call
-    /// keeps its processor until it returns.
+    /// The most kernel threads the runtime runs (the processors' drivers,
+    /// the spare that keeps the monitor's watch, and the spares that take
+    /// over from threads blocked in the kernel); default 1,024, at least
+    /// the processors plus two. When every one is in use, a further
+    /// blocking call keeps its processor until it returns.
     pub fn max_kernel_threads(&mut self, n: usize) -> &mut Self {
-        self.max_activations = n.max(2);
+        self.max_activations = n.max(3);
         self
     }
 
@@ -483,7 +484,7 @@ impl Builder {
             timers: Timers::new(),
             upcalls: Upcalls::new(),
             counters: Counters::new(),
-            activations: Activations::new(self.max_activations.max(max + 1)),
+            activations: Activations::new(self.max_activations.max(max + 2)),
             monitor: Monitor::new(),
             handoff_after: self.handoff_after,
             time_slice: self.time_slice,
@@ -503,39 +504,28 @@ impl Builder {
         shared
     }
 
-    /// Starts the monitor, a first spare and the drivers of processors
-    /// `1..count`; on failure, shuts the runtime down.
-    fn start_helpers(
-        shared: &Arc<Shared>,
-        count: usize,
-    ) -> io::Result<std::thread::JoinHandle<()>> {
-        let monitor = {
-            let shared = Arc::clone(shared);
-            std::thread::Builder::new()
-                .name("ferry-monitor".into())
-                .spawn(move || Monitor::run(&shared))
-        };
-        let monitor = match monitor {
-            Ok(m) => m,
-            Err(e) => {
-                shared.shut_down();
-                return Err(e);
-            }
-        };
-        // One spare from the start: the first handoff need not make one.
-        let _ = shared.activations.add_spare(shared);
-        for p in &shared.processors[1..count] {
-            if let Err(e) = shared
-                .activations
-                .spawn(shared, Some(Assignment::Start(p.as_static())))
-            {
-                shared.shut_down();
-                let _ = monitor.join();
-                shared.activations.join_all();
-                return Err(e);
-            }
+    /// Starts the watch (an activation that keeps the monitor), a first
+    /// spare and the drivers of processors `1..count`; on failure, shuts
+    /// the runtime down.
+    fn start_helpers(shared: &Arc<Shared>, count: usize) -> io::Result<()> {
+        let started = shared
+            .activations
+            .spawn(shared, Some(Assignment::Watch))
+            .and_then(|()| {
+                // One spare from the start: the first handoff need not make one.
+                let _ = shared.activations.add_spare(shared);
+                shared.processors[1..count].iter().try_for_each(|p| {
+                    shared
+                        .activations
+                        .spawn(shared, Some(Assignment::Start(p.as_static())))
+                })
+            });
+        if let Err(e) = started {
+            shared.shut_down();
+            shared.activations.join_all();
+            return Err(e);
         }
-        Ok(monitor)
+        Ok(())
     }
 
     /// Starts the runtime in the background and makes the calling kernel
@@ -585,8 +575,7 @@ impl Builder {
         );
         drop(join);
         let driver_stack = crate::stack::StackCache::global().get(shared.stack_size)?;
-        // The monitor's handle is dropped: it runs as long as the process.
-        let _monitor = Self::start_helpers(&shared, count)?;
+        Self::start_helpers(&shared, count)?;
         let caller = shared.activations.register_caller();
         let from = main.context_ptr();
         let header = main.as_ptr();
@@ -656,7 +645,7 @@ impl Builder {
                     for_thread.shut_down();
                 })?;
         }
-        let monitor = Self::start_helpers(&shared, count)?;
+        Self::start_helpers(&shared, count)?;
         let caller = shared.activations.register_caller();
 
         let affinity = rustix::thread::sched_getaffinity(None).ok();
@@ -667,7 +656,6 @@ impl Builder {
         if let Some(mask) = affinity {
             let _ = rustix::thread::sched_setaffinity(None, &mask);
         }
-        let _ = monitor.join();
         shared.activations.join_all();
         // Threads still queued hold the runtime; let them (and their stacks) go.
         shared.drain();
@@ -878,7 +866,8 @@ impl Handle {
     }
 
     /// How many kernel threads the runtime runs now (processor drivers,
-    /// spares, and threads away in blocking calls), and the bound
+    /// spares, the one that watches, and threads away in blocking calls),
+    /// and the bound
     /// ([`Builder::max_kernel_threads`]).
     pub fn kernel_threads(&self) -> (usize, usize) {
         (

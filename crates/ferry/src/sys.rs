@@ -44,6 +44,14 @@ pub(crate) fn set_timer_slack(ns: u64) {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0) };
 }
 
+/// Names the calling kernel thread (as `top -H` and `/proc/<pid>/task/*/comm`
+/// show it; the kernel keeps the first 15 bytes). Best effort.
+pub(crate) fn set_thread_name(name: &str) {
+    if let Ok(name) = std::ffi::CString::new(name) {
+        let _ = rustix::thread::set_name(&name);
+    }
+}
+
 /// What the kernel says a thread is doing, from its `/proc` stat line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum TaskState {

@@ -1,11 +1,13 @@
 //! Activations: the kernel threads that drive processors. Each one runs a
 //! processor's scheduler loop until the processor is taken from it (its
 //! thread blocked in the kernel) or stopped, then waits in the runtime's
-//! pool of spares until it is handed another processor.
+//! pool of spares until it is handed another processor, or the monitor's
+//! watch (one spare keeps it, see `monitor`).
 //!
 //! This room owns the driver protocol of a processor, the runtime-critical
 //! count of each kernel thread and the pool; it must not decide what a
-//! processor runs (the policy does) nor block anywhere but in the pool wait.
+//! processor runs (the policy does) nor block anywhere but in the pool wait
+//! (and the watch's timed sleeps).
 //!
 //! # The driver word (`Processor::driver`)
 //!
@@ -49,8 +51,9 @@
 //! reclaimed the word before the spare runs, which then finds no `LENT` and
 //! goes back to the pool. The
 //! monitor's takeovers (a lend that outlasted the handoff wait, a thread
-//! seen asleep) are *urgent*: the spare is in the normal class and takes
-//! at once. A patient spare that still has not come a tick later (other
+//! seen asleep) are *urgent*: the activation that keeps the watch takes
+//! the processor itself, at once (or, when nobody could watch after it, a
+//! spare in the normal class does). A patient spare that still has not come a tick later (other
 //! processes hold the core) is hurried back into the normal class.
 //!
 //! The class changes are system calls of several microseconds each, kept
@@ -150,6 +153,8 @@ pub(crate) enum Assignment {
     Take(&'static Processor, bool),
     /// Start a processor nobody drives (a new or re-added one).
     Start(&'static Processor),
+    /// Keep the runtime's watch (`monitor::watch`).
+    Watch,
 }
 
 /// A kernel thread of the runtime: the paper's scheduler activation, which
@@ -174,6 +179,9 @@ pub(crate) struct Activation {
     running: Cell<*mut Header>,
     /// The thread it must give back after its processor was taken.
     lost: Cell<Option<(Thread, Instant)>>,
+    /// It kept the watch and is taking a processor itself: it hands the
+    /// watch on once `Blocked` is delivered (own kernel thread only).
+    hands_watch_on: Cell<bool>,
     /// Its scheduler loop, suspended while a thread runs.
     pub(crate) sched: UnsafeCell<Context>,
     /// An assignment (`Assignment` encoded) left while it waits in the pool.
@@ -216,6 +224,7 @@ impl Activation {
             processor: Cell::new(ptr::null()),
             running: Cell::new(ptr::null_mut()),
             lost: Cell::new(None),
+            hands_watch_on: Cell::new(false),
             sched: UnsafeCell::new(Context::empty()),
             assigned: AtomicUsize::new(0),
             wake: AtomicU32::new(0),
@@ -282,6 +291,20 @@ impl Activation {
                     None => break,
                 },
             };
+            let assignment = match assignment {
+                Assignment::Watch => {
+                    self.set_wait_class(false);
+                    self.pin_to(None);
+                    match super::monitor::watch(shared) {
+                        Some(p) => {
+                            self.hands_watch_on.set(true);
+                            Assignment::Take(p, false)
+                        }
+                        None => break,
+                    }
+                }
+                other => other,
+            };
             if let Some(p) = self.take(shared, assignment) {
                 let end = self.drive(shared, p);
                 if let Some((t, at)) = self.lost.take() {
@@ -293,9 +316,17 @@ impl Activation {
                 if end == RunEnd::ShutDown {
                     break;
                 }
+            } else if self.hands_watch_on.replace(false) {
+                // Reclaimed before we came: watch on.
+                next = Some(Assignment::Watch);
+                continue;
             }
             if shared.is_shut_down() {
                 break;
+            }
+            if shared.monitor.claim_vacancy() {
+                next = Some(Assignment::Watch);
+                continue;
             }
             // Ready for a patient handoff before anyone can pick us, so
             // that the hander need not move us (a system call on the
@@ -393,6 +424,12 @@ impl Activation {
                 // (the system call is off the way from the lend to
                 // `Blocked`), and before any thread runs here.
                 self.set_wait_class(false);
+                if self.hands_watch_on.replace(false) {
+                    shared.activations.hand_watch(&shared.arc());
+                    if let Some(name) = std::thread::current().name() {
+                        sys::set_thread_name(name);
+                    }
+                }
                 crate::probe_mark!(11);
                 Some(p)
             }
@@ -408,6 +445,7 @@ impl Activation {
                 p.deliver_added(shared);
                 Some(p)
             }
+            Assignment::Watch => unreachable!("the watch is kept in `main`"),
         }
     }
 
@@ -667,15 +705,22 @@ pub(crate) fn critical_release_inherited() {
 }
 
 /// An assignment as one word: the processor's address (aligned to at least
-/// 8), `| 1` for `Start`, `| 2` for a patient `Take`.
+/// 8), `| 1` for `Start`, `| 2` for a patient `Take`; [`WATCH`] for `Watch`.
 fn encode(a: Assignment) -> usize {
     match a {
         Assignment::Take(p, patient) => ptr::from_ref(p) as usize | (usize::from(patient) << 1),
         Assignment::Start(p) => ptr::from_ref(p) as usize | 1,
+        Assignment::Watch => WATCH,
     }
 }
 
+/// `Assignment::Watch`, encoded: no processor's address.
+const WATCH: usize = 3;
+
 fn decode(word: usize) -> Assignment {
+    if word == WATCH {
+        return Assignment::Watch;
+    }
     // SAFETY: encoded by `encode` from a processor of the live runtime.
     let p = unsafe { &*((word & !3) as *const Processor) };
     if word & 1 == 0 {
@@ -793,6 +838,8 @@ impl Activations {
                     Assignment::Take(_, false) | Assignment::Start(_) => {
                         a.set_wait_class_remotely(false);
                     }
+                    // Not urgent: it leaves the wait class itself.
+                    Assignment::Watch => {}
                 }
                 crate::probe_mark!(5);
                 a.assign(assignment);
@@ -800,6 +847,25 @@ impl Activations {
                 true
             }
             None => self.spawn(shared, Some(assignment)).is_ok(),
+        }
+    }
+
+    /// Whether a watcher that takes a processor could hand the watch on: a
+    /// spare waits in the pool, or the bound leaves room for a new one.
+    pub(crate) fn has_successor(&self) -> bool {
+        self.count() < self.max
+            || !self
+                .pool
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_empty()
+    }
+
+    /// Hands the watch to a spare (a new one if the pool is empty); leaves
+    /// it vacant if there is none (see `monitor`).
+    pub(crate) fn hand_watch(&self, shared: &Arc<Shared>) {
+        if !self.hand(shared, Assignment::Watch) {
+            shared.monitor.leave_vacant();
         }
     }
 

@@ -21,7 +21,7 @@
 //!
 //! | event | cause | who delivers it to which policy |
 //! |-------|-------|---------------------------------|
-//! | `Blocked(t)` | `t` entered [`blocking`](crate::blocking) and its processor had work, or the monitor found its kernel thread asleep in the kernel | the spare that takes the processor over, to that processor's policy |
+//! | `Blocked(t)` | `t` entered [`blocking`](crate::blocking) and its processor had work, or the monitor found its kernel thread asleep in the kernel | the spare that takes the processor over (for the monitor's findings, the spare that kept the watch and found it), to that processor's policy |
 //! | `Unblocked(t)` | `t`'s call returned and its processor was gone | any processor, through the runtime's upcall queue |
 //! | `Preempted(t)` | `t`'s time slice ran out, or its processor is being removed | the processor `t` was preempted on, once the switch landed |
 //! | `ProcessorAdded(i)` | `Handle::set_processors` grew the set | processor `i`'s own policy, first thing |

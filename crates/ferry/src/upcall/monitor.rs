@@ -1,5 +1,6 @@
-//! The monitor: one kernel thread per runtime that looks at every processor
-//! every [`TICK`] while any of them is busy, and parks while all sleep.
+//! The monitor: the watch one spare activation of the runtime keeps, looking
+//! at every processor every [`TICK`] while any of them is busy, and parking
+//! while all sleep.
 //!
 //! It owns the decisions that need a clock: a lent processor whose call
 //! outlasts the handoff wait goes to a spare; a processor whose thread has
@@ -9,6 +10,31 @@
 //! an orphaned kernel thread running again is pushed off its thread. It
 //! must not touch a processor's owner part: it only moves driver words (by
 //! the protocol in `activation`) and sends signals.
+//!
+//! # Who watches
+//!
+//! The watch is a role, not a kernel thread of its own: one activation of
+//! the pool runs [`watch`] (assigned `Assignment::Watch`). When it finds a
+//! processor to take over (a thread asleep in the kernel, or a lend that
+//! outlasted the handoff wait), it takes the processor *itself*: it is
+//! awake and on a core already, where a pooled spare would first have to
+//! be woken, which costs a cross-core kernel wakeup (10-70 µs on a loaded
+//! 2-core VM, most of an unannounced block's stall before). Once the
+//! policy has its `Blocked`, it hands the watch to a pooled spare (or a new
+//! one), off the way from the block to the next thread's run. So the
+//! paper's fresh activation for a blocked processor is the one that noticed.
+//!
+//! The watcher takes a processor only when someone can watch after it (a
+//! spare in the pool, or room under the bound for a new one); else it
+//! hands the processor to a spare as before (which, with the bound
+//! reached, leaves it to its lender). Should the new watcher fail to start
+//! anyway (the kernel refuses a thread), the watch is left *vacant* and the
+//! next activation that would enter the pool takes it instead.
+//!
+//! | `Monitor::vacant` | written by | meaning |
+//! |---|---|---|
+//! | `false` | start; an activation entering the pool (`swap`) that then watches | an activation watches, or is on its way to |
+//! | `true` | a watcher that took a processor and could not start a successor | nobody watches; the next activation done driving watches |
 //!
 //! How long a thread has had its processor comes from the processor's
 //! `dispatch_at` stamp, a cycle-counter read the driver stores at every
@@ -32,13 +58,18 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU32};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::activation::{Activation, FLAGS, LENT, PROBING, UNANNOUNCED};
 use super::preempt;
-use crate::processor::{ACTIVE, STOPPING};
+use crate::processor::{ACTIVE, Processor, STOPPING};
 use crate::runtime::Shared;
 use crate::sys::{self, TaskState};
+
+/// The kernel-thread name of the activation that keeps the watch, while
+/// it does.
+pub(crate) const WATCHER_NAME: &str = "ferry-monitor";
 
 /// How often the monitor looks while processors are busy.
 pub(crate) const TICK: Duration = Duration::from_micros(20);
@@ -67,6 +98,19 @@ const IDLE_LOOKS_BEFORE_PARK: u32 = 25;
 pub(crate) struct Monitor {
     parked: AtomicBool,
     wake: AtomicU32,
+    /// Nobody watches (see the module docs).
+    vacant: AtomicBool,
+    /// What the watch remembers between looks, handed from watcher to
+    /// watcher (only the watcher locks it, for as long as it watches).
+    state: Mutex<Option<WatchState>>,
+}
+
+/// The watch's memory: what it saw of each processor, its cycle-counter
+/// rate, and how long everything has been idle.
+struct WatchState {
+    seen: Vec<Seen>,
+    cycles: Cycles,
+    idle_looks: u32,
 }
 
 /// What the monitor remembers of one processor between looks.
@@ -124,7 +168,21 @@ impl Monitor {
         Monitor {
             parked: AtomicBool::new(false),
             wake: AtomicU32::new(0),
+            vacant: AtomicBool::new(false),
+            state: Mutex::new(None),
         }
+    }
+
+    /// Leaves the watch vacant: a watcher took a processor and could not
+    /// start a successor.
+    pub(crate) fn leave_vacant(&self) {
+        self.vacant.store(true, SeqCst);
+    }
+
+    /// Claims a vacant watch for the calling activation, which is done
+    /// driving; whether it was vacant.
+    pub(crate) fn claim_vacancy(&self) -> bool {
+        self.vacant.load(Relaxed) && self.vacant.swap(false, SeqCst)
     }
 
     /// Wakes the monitor if it parked.
@@ -160,40 +218,56 @@ impl Monitor {
         );
         self.parked.store(false, SeqCst);
     }
+}
 
-    /// The monitor's kernel thread.
-    pub(crate) fn run(shared: &Arc<Shared>) {
-        sys::set_timer_slack(1_000);
-        let now = Instant::now();
-        let mut seen = vec![
+/// Keeps the watch on the calling activation's kernel thread until the
+/// runtime shuts down (`None`) or it finds a lent processor to take over
+/// itself (`Some`): the processor's word is then `LENT` and its `standby`
+/// raised for the caller, which takes it as an urgent spare would and
+/// hands the watch on (see the module docs).
+pub(crate) fn watch(shared: &Arc<Shared>) -> Option<&'static Processor> {
+    sys::set_timer_slack(1_000);
+    sys::set_thread_name(WATCHER_NAME);
+    let monitor = &shared.monitor;
+    let mut state = monitor.state.lock().unwrap_or_else(PoisonError::into_inner);
+    let state = state.get_or_insert_with(|| WatchState {
+        seen: vec![
             Seen {
                 dispatch: u32::MAX,
-                since: now,
+                since: Instant::now(),
                 cpu_ns: 0,
             };
             shared.processors.len()
-        ];
-        let mut cycles = Cycles::new();
-        let mut idle_looks = 0;
-        while !shared.is_shut_down() {
-            if shared.all_idle() {
-                idle_looks += 1;
-                if idle_looks >= IDLE_LOOKS_BEFORE_PARK {
-                    shared.monitor.park(shared);
-                    idle_looks = 0;
-                    continue;
-                }
-            } else {
-                idle_looks = 0;
+        ],
+        cycles: Cycles::new(),
+        idle_looks: 0,
+    });
+    while !shared.is_shut_down() {
+        if shared.all_idle() {
+            state.idle_looks += 1;
+            if state.idle_looks >= IDLE_LOOKS_BEFORE_PARK {
+                monitor.park(shared);
+                state.idle_looks = 0;
+                continue;
             }
-            std::thread::sleep(TICK);
-            look(shared, &mut seen, &mut cycles);
+        } else {
+            state.idle_looks = 0;
+        }
+        std::thread::sleep(TICK);
+        if let Some(p) = look(shared, &mut state.seen, &mut state.cycles) {
+            return Some(p);
         }
     }
+    None
 }
 
-/// One look at every processor and every orphaned activation.
-fn look(shared: &Arc<Shared>, seen: &mut [Seen], cycles: &mut Cycles) {
+/// One look at every processor and every orphaned activation; stops at a
+/// lent processor the watcher should take itself (see [`claim`]).
+fn look(
+    shared: &Arc<Shared>,
+    seen: &mut [Seen],
+    cycles: &mut Cycles,
+) -> Option<&'static Processor> {
     let now = Instant::now();
     cycles.tick(now);
     for (i, p) in shared.processors.iter().enumerate() {
@@ -223,7 +297,11 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen], cycles: &mut Cycles) {
                     // A patient spare still waits for the core (others run
                     // there): let it compete now.
                     Some(spare) => spare.hurry(),
-                    None => shared.hand_lent(p, false),
+                    None => {
+                        if let Some(p) = claim(shared, p) {
+                            return Some(p);
+                        }
+                    }
                 }
             }
             continue;
@@ -254,7 +332,13 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen], cycles: &mut Cycles) {
             a.task_state()
         };
         match state {
-            TaskState::Blocked if shared.take_over_unannounced => take_unannounced(shared, p, a, d),
+            TaskState::Blocked if shared.take_over_unannounced => {
+                if take_unannounced(p, a, d)
+                    && let Some(p) = claim(shared, p)
+                {
+                    return Some(p);
+                }
+            }
             TaskState::Running => {
                 let slice_over = shared.time_slice.is_some_and(|slice| ran >= slice);
                 let leaving = p.membership.load(Relaxed) == STOPPING;
@@ -274,18 +358,27 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen], cycles: &mut Cycles) {
             preempt::signal(a);
         }
     });
+    None
 }
 
-/// Takes processor `p` from activation `a` (driver word `d`), which sleeps
-/// in the kernel, if `a` is outside the runtime: lends it on `a`'s behalf
-/// and hands it to a spare. See `activation`'s docs for the handshake.
-fn take_unannounced(
-    shared: &Arc<Shared>,
-    p: &'static crate::processor::Processor,
-    a: &Activation,
-    d: usize,
-) {
-    p.lent_at.store(shared.now_ns(), Relaxed);
+/// Lent processor `p` needs a new driver now: the watcher's own kernel
+/// thread (returned) if someone can watch after it and no spare is on its
+/// way already; else a spare, as any lend gets.
+fn claim(shared: &Arc<Shared>, p: &'static Processor) -> Option<&'static Processor> {
+    if !shared.activations.has_successor() {
+        shared.hand_lent(p, false);
+        return None;
+    }
+    // The `standby` protocol of `hand_lent`: at most one taker on its way.
+    (!p.standby.swap(true, SeqCst)).then_some(p)
+}
+
+/// Lends processor `p` on behalf of activation `a` (driver word `d`), which
+/// sleeps in the kernel, if `a` is outside the runtime; whether it did (the
+/// word is then `LENT|UNANNOUNCED`, for a taker). See `activation`'s docs
+/// for the handshake.
+fn take_unannounced(p: &'static Processor, a: &Activation, d: usize) -> bool {
+    p.lent_at.store(p.shared().now_ns(), Relaxed);
     // Seen asleep: the spare need not wait for the core to go idle.
     p.lent_cpu.store(crate::processor::NO_CORE, Relaxed);
     let probing = d | PROBING;
@@ -299,7 +392,7 @@ fn take_unannounced(
         if now & !FLAGS != a.word() {
             a.away.store(false, SeqCst);
         }
-        return;
+        return false;
     }
     ferry_queue::wait::heavy_fence();
     if a.critical.load(Acquire) != 0 {
@@ -311,14 +404,10 @@ fn take_unannounced(
         {
             a.away.store(false, SeqCst);
         }
-        return;
+        return false;
     }
     // Confirmed: only now may a spare take it.
-    if p.driver
+    p.driver
         .compare_exchange(probing, lent, SeqCst, Relaxed)
-        .is_err()
-    {
-        return;
-    }
-    shared.hand_lent(p, false);
+        .is_ok()
 }
