@@ -161,6 +161,59 @@ fn unannounced_reads_and_sleeps_are_taken_over() {
     });
 }
 
+/// The watch moves to another kernel thread at every takeover (the watcher
+/// takes the processor itself and hands the watch on): it must go on
+/// through many takeovers in a row, also with the fewest kernel threads
+/// allowed, where a successor is not always free at once. Each raw read
+/// below ends only because the writer ran, and on one processor the writer
+/// runs only if the reader's processor was taken over.
+#[test]
+fn the_watch_goes_on_through_many_takeovers_at_the_kernel_thread_bound() {
+    within("takeovers in a row", || {
+        Runtime::builder()
+            .processors(1)
+            .max_processors(1)
+            .max_kernel_threads(3)
+            .take_over_unannounced(true)
+            .run(|| {
+                const ROUNDS: usize = if cfg!(miri) { 3 } else { 40 };
+                let (r, mut w) = std::io::pipe().unwrap();
+                let entered = Arc::new(AtomicUsize::new(0));
+                let reader = {
+                    let entered = Arc::clone(&entered);
+                    ferry::spawn(move || {
+                        for round in 1..=ROUNDS {
+                            entered.store(round, SeqCst);
+                            let mut byte = 0u8;
+                            // A raw read, not announced to ferry, and no
+                            // switch between the store above and it.
+                            // SAFETY: a valid fd and a one-byte buffer.
+                            let n = unsafe { libc::read(r.as_raw_fd(), (&raw mut byte).cast(), 1) };
+                            assert_eq!(n, 1);
+                            assert_eq!(usize::from(byte), round % 256);
+                            // Back into ferry: the thread is handed back.
+                            ferry::yield_now();
+                        }
+                    })
+                };
+                for round in 1..=ROUNDS {
+                    while entered.load(SeqCst) < round {
+                        ferry::yield_now();
+                    }
+                    // Running here, with the reader past its store, means
+                    // its processor was taken over.
+                    w.write_all(&[(round % 256) as u8]).unwrap();
+                    let (threads, bound) = Handle::current().kernel_threads();
+                    assert!(threads <= bound, "{threads} kernel threads, bound {bound}");
+                }
+                reader.join().unwrap();
+                let stats = Handle::current().upcall_stats();
+                assert!(stats.unannounced_blocks >= ROUNDS as u64, "{stats:?}");
+            })
+            .unwrap();
+    });
+}
+
 #[test]
 fn blocking_passes_panics_and_values_and_works_off_the_runtime() {
     assert_eq!(ferry::blocking(|| 7), 7);
