@@ -222,7 +222,10 @@ fn sleepers_wake_in_deadline_order_and_others_run_meanwhile() {
     on_one_and_two(|| {
         let order = Arc::new(std::sync::Mutex::new(Vec::new()));
         let start = Instant::now();
-        let hs: Vec<_> = [30u64, 10, 20]
+        // Deadlines 50 ms apart: a loaded 2-core machine can hold a kernel
+        // thread (and the woken ferry thread on it) off its core for
+        // several milliseconds, which must not reorder the pushes below.
+        let hs: Vec<_> = [110u64, 10, 60]
             .into_iter()
             .map(|ms| {
                 let order = Arc::clone(&order);
@@ -243,7 +246,7 @@ fn sleepers_wake_in_deadline_order_and_others_run_meanwhile() {
             h.join().unwrap();
         }
         assert!(spins > 0);
-        assert_eq!(*order.lock().unwrap(), [10, 20, 30]);
+        assert_eq!(*order.lock().unwrap(), [10, 60, 110]);
     });
 }
 

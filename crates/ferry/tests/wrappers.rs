@@ -305,14 +305,27 @@ fn tcp_shared_reference_read_and_write_and_clone() {
 #[test]
 fn tcp_connect_to_a_closed_port_fails() {
     on_one_processor("tcp_connect_to_a_closed_port_fails", || {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        drop(listener);
-        // Nothing listens there now; the port is not reused by anything in
-        // this test, but another process could take it, so only an error
-        // is asserted, not which one.
-        let err = TcpStream::connect(addr).unwrap_err();
-        assert_ne!(err.kind(), io::ErrorKind::Interrupted);
+        // A socket bound to a port but not listening: nothing accepts
+        // there, and nobody else can take the port while it is held.
+        // SAFETY: plain socket calls on a socket this test owns; `addr` and
+        // `len` are valid for `bind` and `getsockname`.
+        let (fd, port) = unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+            assert!(fd >= 0, "socket: {}", io::Error::last_os_error());
+            let mut addr: libc::sockaddr_in = std::mem::zeroed();
+            addr.sin_family = libc::AF_INET as libc::sa_family_t;
+            addr.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+            let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            let bound = libc::bind(fd, (&raw const addr).cast(), len);
+            assert_eq!(bound, 0, "bind: {}", io::Error::last_os_error());
+            let named = libc::getsockname(fd, (&raw mut addr).cast(), &mut len);
+            assert_eq!(named, 0, "getsockname: {}", io::Error::last_os_error());
+            (fd, u16::from_be(addr.sin_port))
+        };
+        let err = TcpStream::connect(("127.0.0.1", port)).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::ConnectionRefused, "{err}");
+        // SAFETY: `fd` is the socket made above, closed once.
+        unsafe { libc::close(fd) };
     });
 }
 
