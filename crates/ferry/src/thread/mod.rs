@@ -624,6 +624,17 @@ impl<T> JoinHandle<T> {
     /// As [`join`](JoinHandle::join), but gives the handle back instead of
     /// waiting forever when the thread is the caller's own.
     pub fn join_unless_current(self) -> Result<Result<T, Panic>, JoinHandle<T>> {
+        if !self.raw.is_complete() && self.raw.never_ran() {
+            // A thread that has not run yet usually waits in the caller's
+            // own queue (a fork followed by its join): give way once, so
+            // that it runs, and most often finishes, before we look again.
+            // That spares both sides the park/unpark round; if it did not
+            // finish, we wait as usual below. (It cannot be the caller,
+            // which is running.) A plain kernel thread just waits.
+            if let Some(e) = processor::enter().filter(|e| e.p.in_thread()) {
+                e.p.yield_current();
+            }
+        }
         if !self.raw.is_complete() {
             let me = Unparker::current();
             if matches!(&me, Unparker::Ferry(t) if t.ptr == self.raw.thread_ptr()) {

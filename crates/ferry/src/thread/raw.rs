@@ -416,6 +416,13 @@ impl<T> RawJoin<T> {
         self.header().join.load(Acquire) & COMPLETE != 0
     }
 
+    /// Whether no processor has switched to the thread yet (it is new and
+    /// queued, or held or terminated before it ran). A hint: the answer may
+    /// be stale by the time the caller acts on it.
+    pub(crate) fn never_ran(&self) -> bool {
+        self.header().processor.load(Relaxed).is_null()
+    }
+
     /// The block's address, to compare with a `Thread`'s.
     pub(crate) fn thread_ptr(&self) -> NonNull<Header> {
         self.ptr
