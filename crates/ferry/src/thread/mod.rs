@@ -651,7 +651,7 @@ impl<T> JoinHandle<T> {
         }
         Ok(self
             .raw
-            .try_take()
+            .into_output()
             .expect("ferry: a completed thread's result is taken only by its one join"))
     }
 

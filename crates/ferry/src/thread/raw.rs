@@ -29,7 +29,7 @@
 //! |-----|--------|---------|
 //! | `COMPLETE` | the thread, after it wrote its result into the stage (AcqRel) | the result is in the stage, and from now on only the join side touches the stage |
 //! | `JOIN_WAITING` | the joiner, after it wrote `joiner` (AcqRel) | `joiner` holds whom to wake when `COMPLETE` is set; the thread takes it out |
-//! | `DETACHED` | the join handle's drop (AcqRel) | nobody will take the result: the thread drops it itself when it completes |
+//! | `DETACHED` | the join handle's drop (AcqRel), unless the join took the result (then the thread reads the word no more) | nobody will take the result: the thread drops it itself when it completes |
 //!
 //! The stage is touched by the thread alone until `COMPLETE`, by the join
 //! side alone after it; `DETACHED` set before `COMPLETE` keeps the join side
@@ -377,12 +377,18 @@ fn release(ptr: NonNull<Header>) {
     // SAFETY: the caller held a reference, so the block is live until the
     // decrement below.
     let header = unsafe { ptr.as_ref() };
-    if header.refs.fetch_sub(1, Release) != 1 {
-        return;
+    // The last reference needs no read-modify-write: a count of 1 seen
+    // while we hold one means ours is the only one, and nobody can make
+    // another (references are made only from live ones). The Acquire load
+    // pairs with the Release decrements of the others, as the fence below.
+    if header.refs.load(Acquire) != 1 {
+        if header.refs.fetch_sub(1, Release) != 1 {
+            return;
+        }
+        // Pairs with the Release decrements of the other references: their
+        // uses of the block happen before it is freed.
+        fence(Acquire);
     }
-    // Pairs with the Release decrements of the other references: their uses
-    // of the block happen before it is freed.
-    fence(Acquire);
     let dealloc = header.vtable.dealloc;
     // SAFETY: that was the last reference.
     unsafe { dealloc(ptr) };
@@ -440,6 +446,16 @@ impl<T> RawJoin<T> {
         // leaves `Taken` behind, so a second call finds nothing.
         unsafe { (self.header().vtable.take_output)(self.ptr, (&raw mut out).cast()) };
         out
+    }
+
+    /// Takes the result of a completed thread and gives up the handle: the
+    /// join's end. `None` if the thread has not completed.
+    pub(crate) fn into_output(self) -> Option<Result<T, Panic>> {
+        let out = self.try_take()?;
+        // `COMPLETE` is set, so the thread reads the `join` word no more and
+        // `DETACHED` would tell nobody anything: release without it.
+        release(ManuallyDrop::new(self).ptr);
+        Some(out)
     }
 
     /// Registers the caller to be woken when the thread completes; false if
