@@ -277,8 +277,14 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    let cell = Box::new(Cell {
-        header: Header {
+    // Allocated first and filled in place: the block is not built on the
+    // stack and copied.
+    let mut cell = Box::<Cell<F, T>>::new_uninit();
+    let p = cell.as_mut_ptr();
+    // SAFETY: `p` points at the box's uninitialised `Cell`; both of its
+    // fields are written here, once, before the box is assumed initialised.
+    let cell = unsafe {
+        (&raw mut (*p).header).write(Header {
             refs: AtomicUsize::new(2),
             state: AtomicU32::new(super::EMPTY),
             join: AtomicU32::new(0),
@@ -295,9 +301,10 @@ where
             shared: spec.shared,
             processor: AtomicPtr::new(std::ptr::null_mut()),
             vtable: &Cell::<F, T>::VTABLE,
-        },
-        stage: UnsafeCell::new(Stage::<F, T>::Ready(f)),
-    });
+        });
+        (&raw mut (*p).stage).write(UnsafeCell::new(Stage::<F, T>::Ready(f)));
+        cell.assume_init()
+    };
     // SAFETY: `Box::into_raw` is never null; `Cell` is `repr(C)` with the
     // header first, so the cast points at the header.
     let ptr = unsafe { NonNull::new_unchecked(Box::into_raw(cell)).cast::<Header>() };
