@@ -93,7 +93,9 @@ pub(crate) struct Header {
     pub(crate) shared: Arc<Shared>,
     /// The processor that last switched to this thread: written by that
     /// processor just before the switch, read by the thread right after it
-    /// (same kernel thread, so program order suffices).
+    /// (same kernel thread, so program order suffices). Others read it only
+    /// as a hint (`Thread::last_processor`; a join asks whether the thread
+    /// has run yet: null until it first has).
     pub(crate) processor: AtomicPtr<Processor>,
     vtable: &'static Vtable,
 }
