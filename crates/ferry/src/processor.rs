@@ -859,6 +859,12 @@ impl Processor {
                 Some(t) => {
                     let to = self.enter_context(Some(t));
                     let sched = self.owner().sched;
+                    // `t` was held or dropped (suspended, terminated) and
+                    // nothing else was ready: `to` is this loop's own
+                    // context, which is running, not saved. Look again.
+                    if ptr::eq(to, sched) {
+                        continue;
+                    }
                     // SAFETY: `sched` is `act`'s scheduler context, on its
                     // kernel thread's own stack, saved here and resumed only
                     // by a thread this processor (or `act`) runs; `to` is a

@@ -305,6 +305,9 @@ fn owner_is_recorded_cut_and_cleared() {
     assert_eq!(id, 9);
     assert!(name.len() <= OWNER_NAME_MAX && name.len() >= OWNER_NAME_MAX - 1);
     assert!(name.starts_with("xé"));
+    // A shorter name over a longer one reads as itself alone.
+    s.set_owner(10, Some("ab"));
+    assert_eq!(s.owner(), Some((10, "ab".to_owned())));
     s.clear_owner();
     assert_eq!(s.owner(), None);
 }

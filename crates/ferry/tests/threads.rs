@@ -27,6 +27,32 @@ fn spawn_join_returns_the_value() {
 }
 
 #[test]
+fn a_join_of_a_thread_that_has_not_run_waits_for_it_when_it_blocks() {
+    on_one_and_two(|| {
+        // The joinee has not run when the join starts, and when it does it
+        // blocks: the join gives way once, then must still wait for it.
+        let go = Arc::new(AtomicBool::new(false));
+        let g = Arc::clone(&go);
+        let t = ferry::spawn(move || {
+            while !g.load(Ordering::Acquire) {
+                ferry::park();
+            }
+            7
+        });
+        let th = t.thread();
+        let releaser = ferry::spawn(move || {
+            for _ in 0..100 {
+                ferry::yield_now();
+            }
+            go.store(true, Ordering::Release);
+            th.unpark();
+        });
+        assert_eq!(t.join().unwrap(), 7);
+        releaser.join().unwrap();
+    });
+}
+
+#[test]
 fn run_returns_main_result() {
     let v = Runtime::builder()
         .processors(2)

@@ -23,7 +23,7 @@
 //! | `seq` | the slot's writer | odd before a change, even (+2) after | readers: before and after their loads |
 //! | `guard_lo`, `guard_hi` | register / unregister | set at registration; both 0 = free | lookup: candidate test, then validated |
 //! | `size` | register | registration | lookup |
-//! | `id`, `meta`, `name[]` | set_owner / clear_owner / register | before the thread first runs; cleared on registration and by the cache | lookup, `owner()` |
+//! | `id`, `meta`, `name[]` | set_owner / clear_owner / register | before the thread first runs; cleared on registration and by the cache; `set_owner` writes only the name words its name covers (readers stop at the length in `meta`) | lookup, `owner()` |
 //!
 //! Writer: `seq = s + 1` (Relaxed), Release fence, field stores (Relaxed),
 //! `seq = s + 2` (Release). Reader: `s1 = seq` (Acquire), skip if odd, field
@@ -235,13 +235,14 @@ pub(crate) fn set_owner(index: u32, id: u64, name: &[u8]) {
         return;
     };
     let name = &name[..name.len().min(NAME_CAP)];
-    let mut bytes = [0u8; NAME_CAP];
-    bytes[..name.len()].copy_from_slice(name);
     s.write(|s| {
         s.id.store(id, Ordering::Relaxed);
-        for (w, chunk) in s.name.iter().zip(bytes.chunks_exact(8)) {
-            let word = u64::from_ne_bytes(chunk.try_into().expect("8-byte chunk"));
-            w.store(word, Ordering::Relaxed);
+        // Only the words the name covers: readers stop at its length (an
+        // unnamed thread, the common case, writes none).
+        for (w, chunk) in s.name.iter().zip(name.chunks(8)) {
+            let mut bytes = [0u8; 8];
+            bytes[..chunk.len()].copy_from_slice(chunk);
+            w.store(u64::from_ne_bytes(bytes), Ordering::Relaxed);
         }
         s.meta.store(OWNED | name.len() as u64, Ordering::Relaxed);
     });

@@ -624,6 +624,17 @@ impl<T> JoinHandle<T> {
     /// As [`join`](JoinHandle::join), but gives the handle back instead of
     /// waiting forever when the thread is the caller's own.
     pub fn join_unless_current(self) -> Result<Result<T, Panic>, JoinHandle<T>> {
+        if !self.raw.is_complete() && self.raw.never_ran() {
+            // A thread that has not run yet usually waits in the caller's
+            // own queue (a fork followed by its join): give way once, so
+            // that it runs, and most often finishes, before we look again.
+            // That spares both sides the park/unpark round; if it did not
+            // finish, we wait as usual below. (It cannot be the caller,
+            // which is running.) A plain kernel thread just waits.
+            if let Some(e) = processor::enter().filter(|e| e.p.in_thread()) {
+                e.p.yield_current();
+            }
+        }
         if !self.raw.is_complete() {
             let me = Unparker::current();
             if matches!(&me, Unparker::Ferry(t) if t.ptr == self.raw.thread_ptr()) {
@@ -640,7 +651,7 @@ impl<T> JoinHandle<T> {
         }
         Ok(self
             .raw
-            .try_take()
+            .into_output()
             .expect("ferry: a completed thread's result is taken only by its one join"))
     }
 
@@ -725,22 +736,38 @@ impl Builder {
         self,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> io::Result<JoinHandle<T>> {
-        let (shared, id, stack) = self
-            .local_parts()
-            .expect("ferry::spawn: not inside a ferry runtime (use ferry::run)")?;
-        Ok(self.spawn_with(shared, id, stack, f))
+        match self.spawn_local(f) {
+            Ok(r) => r,
+            Err(_) => panic!("ferry::spawn: not inside a ferry runtime (use ferry::run)"),
+        }
     }
 
-    /// The parts of a thread made on the caller's processor: its runtime, an
-    /// id and a stack from the processor's caches; `None` off a ferry
-    /// thread.
-    fn local_parts(&self) -> Option<io::Result<(Arc<Shared>, ThreadId, Stack)>> {
-        let e = processor::enter().filter(|e| e.p.in_thread())?;
-        let shared = Arc::clone(e.p.current_ref()?.shared());
-        Some(
-            e.p.thread_parts(self.stack_size)
-                .map(|(id, stack)| (shared, id, stack)),
-        )
+    /// Starts the thread on the caller's processor, with an id and a stack
+    /// from the processor's caches, and queues it there; gives the builder
+    /// and `f` back off a ferry thread.
+    ///
+    /// One entry into the runtime does it all: the block takes its runtime
+    /// reference from the caller's, and the thread goes straight to the
+    /// entered processor's policy.
+    #[allow(clippy::type_complexity)]
+    fn spawn_local<F, T>(self, f: F) -> Result<io::Result<JoinHandle<T>>, (Builder, F)>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let Some(e) = processor::enter() else {
+            return Err((self, f));
+        };
+        let Some(shared) = e.p.current_ref().map(|t| Arc::clone(t.shared())) else {
+            return Err((self, f));
+        };
+        let (id, stack) = match e.p.thread_parts(self.stack_size) {
+            Ok(parts) => parts,
+            Err(err) => return Ok(Err(err)),
+        };
+        let (thread, raw) = self.make(shared, id, stack, f);
+        e.p.make_ready(thread, Ready::Spawned);
+        Ok(Ok(JoinHandle { raw }))
     }
 
     /// Starts the thread on the caller's processor when the caller is a
@@ -754,12 +781,9 @@ impl Builder {
         handle: &crate::Handle,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> io::Result<JoinHandle<T>> {
-        match self.local_parts() {
-            Some(parts) => {
-                let (shared, id, stack) = parts?;
-                Ok(self.spawn_with(shared, id, stack, f))
-            }
-            None => self.spawn_on(handle, f),
+        match self.spawn_local(f) {
+            Ok(r) => r,
+            Err((builder, f)) => builder.spawn_on(handle, f),
         }
     }
 
@@ -792,15 +816,30 @@ impl Builder {
         self,
         shared: Arc<Shared>,
         id: ThreadId,
-        mut stack: Stack,
+        stack: Stack,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> JoinHandle<T> {
+        let (thread, raw) = self.make(shared, id, stack, f);
+        let shared = Arc::clone(thread.shared());
+        shared.schedule(thread, Ready::Spawned);
+        JoinHandle { raw }
+    }
+
+    /// Makes the thread's block (not yet queued): the runtime's reference
+    /// and the join side's.
+    fn make<T: Send + 'static>(
+        self,
+        shared: Arc<Shared>,
+        id: ThreadId,
+        mut stack: Stack,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> (Thread, RawJoin<T>) {
         stack.set_owner(id.0, self.name.as_deref());
         // SAFETY: the stack is fresh or reused (nothing runs on it), and it
         // stays in the thread's block until the thread has exited and
         // switched away.
         let context = unsafe { arch::prepare(stack.top(), thread_entry, std::ptr::null_mut()) };
-        let (thread, raw) = raw::new(
+        raw::new(
             raw::Spec {
                 id,
                 name: self.name.map(String::into_boxed_str),
@@ -811,10 +850,7 @@ impl Builder {
                 tag: self.tag,
             },
             f,
-        );
-        let shared = Arc::clone(thread.shared());
-        shared.schedule(thread, Ready::Spawned);
-        JoinHandle { raw }
+        )
     }
 }
 

@@ -29,7 +29,7 @@
 //! |-----|--------|---------|
 //! | `COMPLETE` | the thread, after it wrote its result into the stage (AcqRel) | the result is in the stage, and from now on only the join side touches the stage |
 //! | `JOIN_WAITING` | the joiner, after it wrote `joiner` (AcqRel) | `joiner` holds whom to wake when `COMPLETE` is set; the thread takes it out |
-//! | `DETACHED` | the join handle's drop (AcqRel) | nobody will take the result: the thread drops it itself when it completes |
+//! | `DETACHED` | the join handle's drop (AcqRel), unless the join took the result (then the thread reads the word no more) | nobody will take the result: the thread drops it itself when it completes |
 //!
 //! The stage is touched by the thread alone until `COMPLETE`, by the join
 //! side alone after it; `DETACHED` set before `COMPLETE` keeps the join side
@@ -93,7 +93,9 @@ pub(crate) struct Header {
     pub(crate) shared: Arc<Shared>,
     /// The processor that last switched to this thread: written by that
     /// processor just before the switch, read by the thread right after it
-    /// (same kernel thread, so program order suffices).
+    /// (same kernel thread, so program order suffices). Others read it only
+    /// as a hint (`Thread::last_processor`; a join asks whether the thread
+    /// has run yet: null until it first has).
     pub(crate) processor: AtomicPtr<Processor>,
     vtable: &'static Vtable,
 }
@@ -277,8 +279,14 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    let cell = Box::new(Cell {
-        header: Header {
+    // Allocated first and filled in place: the block is not built on the
+    // stack and copied.
+    let mut cell = Box::<Cell<F, T>>::new_uninit();
+    let p = cell.as_mut_ptr();
+    // SAFETY: `p` points at the box's uninitialised `Cell`; both of its
+    // fields are written here, once, before the box is assumed initialised.
+    let cell = unsafe {
+        (&raw mut (*p).header).write(Header {
             refs: AtomicUsize::new(2),
             state: AtomicU32::new(super::EMPTY),
             join: AtomicU32::new(0),
@@ -295,9 +303,10 @@ where
             shared: spec.shared,
             processor: AtomicPtr::new(std::ptr::null_mut()),
             vtable: &Cell::<F, T>::VTABLE,
-        },
-        stage: UnsafeCell::new(Stage::<F, T>::Ready(f)),
-    });
+        });
+        (&raw mut (*p).stage).write(UnsafeCell::new(Stage::<F, T>::Ready(f)));
+        cell.assume_init()
+    };
     // SAFETY: `Box::into_raw` is never null; `Cell` is `repr(C)` with the
     // header first, so the cast points at the header.
     let ptr = unsafe { NonNull::new_unchecked(Box::into_raw(cell)).cast::<Header>() };
@@ -377,12 +386,18 @@ fn release(ptr: NonNull<Header>) {
     // SAFETY: the caller held a reference, so the block is live until the
     // decrement below.
     let header = unsafe { ptr.as_ref() };
-    if header.refs.fetch_sub(1, Release) != 1 {
-        return;
+    // The last reference needs no read-modify-write: a count of 1 seen
+    // while we hold one means ours is the only one, and nobody can make
+    // another (references are made only from live ones). The Acquire load
+    // pairs with the Release decrements of the others, as the fence below.
+    if header.refs.load(Acquire) != 1 {
+        if header.refs.fetch_sub(1, Release) != 1 {
+            return;
+        }
+        // Pairs with the Release decrements of the other references: their
+        // uses of the block happen before it is freed.
+        fence(Acquire);
     }
-    // Pairs with the Release decrements of the other references: their uses
-    // of the block happen before it is freed.
-    fence(Acquire);
     let dealloc = header.vtable.dealloc;
     // SAFETY: that was the last reference.
     unsafe { dealloc(ptr) };
@@ -416,6 +431,13 @@ impl<T> RawJoin<T> {
         self.header().join.load(Acquire) & COMPLETE != 0
     }
 
+    /// Whether no processor has switched to the thread yet (it is new and
+    /// queued, or held or terminated before it ran). A hint: the answer may
+    /// be stale by the time the caller acts on it.
+    pub(crate) fn never_ran(&self) -> bool {
+        self.header().processor.load(Relaxed).is_null()
+    }
+
     /// The block's address, to compare with a `Thread`'s.
     pub(crate) fn thread_ptr(&self) -> NonNull<Header> {
         self.ptr
@@ -433,6 +455,16 @@ impl<T> RawJoin<T> {
         // leaves `Taken` behind, so a second call finds nothing.
         unsafe { (self.header().vtable.take_output)(self.ptr, (&raw mut out).cast()) };
         out
+    }
+
+    /// Takes the result of a completed thread and gives up the handle: the
+    /// join's end. `None` if the thread has not completed.
+    pub(crate) fn into_output(self) -> Option<Result<T, Panic>> {
+        let out = self.try_take()?;
+        // `COMPLETE` is set, so the thread reads the `join` word no more and
+        // `DETACHED` would tell nobody anything: release without it.
+        release(ManuallyDrop::new(self).ptr);
+        Some(out)
     }
 
     /// Registers the caller to be woken when the thread completes; false if
