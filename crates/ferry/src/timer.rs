@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::processor;
+use crate::sched::Ready;
 use crate::thread::{Unparker, park};
 
 /// One sleeping thread.
@@ -133,7 +134,10 @@ impl Timers {
         let n = woken.len();
         for e in woken {
             e.fired.store(true, Release);
-            e.who.unpark();
+            // Not `Woken`: the default policy would put each in the
+            // next-to-run slot, displacing the one before, and run the
+            // latest deadline first.
+            e.who.unpark_as(Ready::Expired);
         }
         n
     }

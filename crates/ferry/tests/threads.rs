@@ -276,6 +276,47 @@ fn sleepers_wake_in_deadline_order_and_others_run_meanwhile() {
     });
 }
 
+/// Sleepers whose deadlines all passed while their processor was busy are
+/// woken at one look at the timers: they still run in deadline order (a
+/// woken thread's next-to-run slot would run the last one woken first).
+#[test]
+fn sleepers_due_at_once_run_in_deadline_order() {
+    use std::time::{Duration, Instant};
+    Runtime::builder()
+        .processors(1)
+        .max_processors(1)
+        .run(|| {
+            let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let asleep = Arc::new(AtomicUsize::new(0));
+            let hs: Vec<_> = [3u64, 1, 2]
+                .into_iter()
+                .map(|ms| {
+                    let (order, asleep) = (Arc::clone(&order), Arc::clone(&asleep));
+                    ferry::spawn(move || {
+                        asleep.fetch_add(1, Ordering::SeqCst);
+                        ferry::sleep(Duration::from_millis(ms));
+                        order.lock().unwrap().push(ms);
+                    })
+                })
+                .collect();
+            while asleep.load(Ordering::SeqCst) < 3 {
+                ferry::yield_now();
+            }
+            // All three are parked on their timers (the last one parked as
+            // this thread ran again). Keep the processor, without a switch,
+            // until every deadline has passed.
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_millis(10) {
+                std::hint::spin_loop();
+            }
+            for h in hs {
+                h.join().unwrap();
+            }
+            assert_eq!(*order.lock().unwrap(), [1, 2, 3]);
+        })
+        .unwrap();
+}
+
 #[test]
 fn sleep_from_a_kernel_thread_is_std_sleep() {
     let start = std::time::Instant::now();

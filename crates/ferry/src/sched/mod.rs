@@ -19,7 +19,7 @@
 //! | runnable | running | a processor: [`Policy::next`] chose it, the processor switches to it (its `current`) |
 //! | running | runnable | the thread yields: the processor that switched it out calls [`Policy::ready`] with [`Ready::Yielded`] once the switch has landed |
 //! | running | parked | the thread parks (`PARKING`); the processor that switched it out makes it `PARKED` once the switch has landed (or requeues it, if an unpark came first) |
-//! | parked | runnable | `unpark`: [`Policy::ready`] with [`Ready::Woken`] on the waker's processor (the injector off a processor) |
+//! | parked | runnable | `unpark`: [`Policy::ready`] with [`Ready::Woken`] on the waker's processor (the injector off a processor); a timer's with [`Ready::Expired`] |
 //! | running | exited | the thread's closure returned or panicked; the processor that switched it out for the last time takes back its stack |
 //! | running | blocked | the thread's kernel thread lent its processor for a kernel call; a spare took it ([`Policy::event`] `Blocked`) |
 //! | blocked | runnable | the call returned to find the processor gone; a processor delivers `Unblocked` and the policy queues it |
@@ -105,8 +105,10 @@ pub(crate) enum Ready {
     Spawned,
     /// It gave way with `yield_now`.
     Yielded,
-    /// Another thread (or a timer) unparked it.
+    /// Another thread unparked it.
     Woken,
+    /// A timer unparked it: its sleep or timed wait reached its deadline.
+    Expired,
 }
 
 /// What a policy sees of the processor it decides for: that processor's

@@ -19,8 +19,10 @@ const INJECTOR_FIRST_EVERY: u32 = 61;
 ///   wakes another and then blocks hands its processor straight over (a
 ///   ping-pong pair runs back to back); whatever sat in the slot moves to
 ///   the back of its ring;
-/// - spawned, yielding, `High` and `Low` threads go to the back of their
-///   priority's ring (the injector when the ring is full);
+/// - spawned, yielding, `High` and `Low` threads, and threads a timer woke
+///   (no thread hands over to them, and several due at once keep their
+///   deadlines' order), go to the back of their priority's ring (the
+///   injector when the ring is full);
 /// - scheduler-activation events (004 §4.2): an `Unblocked` thread is
 ///   queued as a woken one, a `Preempted` one goes to the back of its ring
 ///   (it had its turn); `Blocked` and processor changes need no queue work

@@ -191,6 +191,12 @@ impl Thread {
     /// Gives the thread a wakeup token: if it is parked it becomes runnable,
     /// otherwise its next park returns at once.
     pub fn unpark(&self) {
+        self.unpark_as(Ready::Woken);
+    }
+
+    /// [`unpark`](Thread::unpark), telling the policy why (`Woken`, or
+    /// `Expired` from a timer) if it was parked.
+    pub(crate) fn unpark_as(&self, why: Ready) {
         let state = &self.header().state;
         let mut s = state.load(Acquire);
         loop {
@@ -201,7 +207,7 @@ impl Thread {
             };
             match state.compare_exchange(s, next, AcqRel, Acquire) {
                 Ok(_) if s == PARKED => {
-                    self.header().shared.schedule(self.clone(), Ready::Woken);
+                    self.header().shared.schedule(self.clone(), why);
                     return;
                 }
                 Ok(_) => return,
@@ -554,8 +560,13 @@ impl Unparker {
     }
 
     pub(crate) fn unpark(&self) {
+        self.unpark_as(Ready::Woken);
+    }
+
+    /// [`unpark`](Unparker::unpark), telling a ferry thread's policy why.
+    pub(crate) fn unpark_as(&self, why: Ready) {
         match self {
-            Unparker::Ferry(t) => t.unpark(),
+            Unparker::Ferry(t) => t.unpark_as(why),
             Unparker::Kernel(t) => t.unpark(),
         }
     }
