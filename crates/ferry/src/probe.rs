@@ -22,12 +22,17 @@
 //! | 12 | before `begin` | spare |
 //! | 13 | the policy got `Blocked` | spare |
 //! | 14, 15 | free for the caller (the example: before `read`, the next thread runs) | |
+//! | 16 | the monitor found a driver asleep (`take_unannounced`, `lent_at` just taken) | watcher |
+//! | 17 | its `heavy_fence` returned | watcher |
+//! | 18 | the lend confirmed, the processor claimed for the watcher itself | watcher |
+//! | 19 | back in `Activation::main`, about to take it | watcher |
+//! | 20 | pinned for the processor (`begin`) | watcher |
 #![allow(missing_docs)]
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Slots.
-pub const N: usize = 16;
+pub const N: usize = 24;
 static STAMP: [AtomicU64; N] = [const { AtomicU64::new(0) }; N];
 
 /// The time stamp counter.

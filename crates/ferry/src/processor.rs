@@ -188,19 +188,6 @@ pub(crate) struct Processor {
     /// switch, read by the monitor: a value that stays the same while the
     /// low bit is set means one thread has run (or blocked) all along.
     pub(crate) dispatch: AtomicU32,
-    /// The cycle counter ([`sys::cycles`]) when `dispatch` last changed,
-    /// so that the monitor's first look at a thread tells how long it has
-    /// had the processor.
-    ///
-    /// | word | written by | read by |
-    /// |------|------------|---------|
-    /// | `dispatch_at` | the driver, at every switch, Relaxed, *before* `dispatch` | the monitor, Relaxed, *after* `dispatch` |
-    /// | `dispatch` | the driver, Release | the monitor, Acquire |
-    ///
-    /// So a monitor that read a `dispatch` value reads that dispatch's stamp
-    /// or a later one's: a thread can look younger than it is (its takeover
-    /// waits a look), never older.
-    pub(crate) dispatch_at: AtomicU64,
     /// The `dispatch` value a preemption was asked for (by the monitor),
     /// so that a late signal does not preempt the next thread.
     pub(crate) preempt_dispatch: AtomicU32,
@@ -303,7 +290,6 @@ impl Processor {
                 willing_to_yield: AtomicBool::new(false),
                 driver: AtomicUsize::new(0),
                 dispatch: AtomicU32::new(0),
-                dispatch_at: AtomicU64::new(0),
                 preempt_dispatch: AtomicU32::new(u32::MAX),
                 lent_at: AtomicU64::new(0),
                 lent_cpu: AtomicUsize::new(NO_CORE),
@@ -538,10 +524,6 @@ impl Processor {
     fn mark_dispatch(&self, running: bool) {
         let owner = self.owner();
         owner.dispatches = owner.dispatches.wrapping_add(1);
-        // Stamped first and published by the Release: a monitor that sees
-        // this `dispatch` sees this stamp or a later one (a later dispatch
-        // only makes the thread look younger).
-        self.dispatch_at.store(sys::cycles(), Relaxed);
         self.dispatch
             .store((owner.dispatches << 1) | u32::from(running), Release);
     }
@@ -732,8 +714,7 @@ impl Processor {
                 unsafe { (*owner.act).set_running(next.as_ptr().as_ptr()) };
                 owner.current = Some(next);
                 if owner.account_cpu {
-                    // The stamp `mark_dispatch` just took.
-                    owner.since = self.dispatch_at.load(Relaxed);
+                    owner.since = sys::cycles();
                 }
                 to
             }

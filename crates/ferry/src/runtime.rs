@@ -432,9 +432,8 @@ impl Builder {
     }
 
     /// Accounts how long each thread runs on processors
-    /// ([`Thread::cpu_time`](crate::Thread::cpu_time)): one more read of
-    /// the time stamp counter per switch (the switch-in reuses the stamp
-    /// every dispatch takes for the monitor). Off by default.
+    /// ([`Thread::cpu_time`](crate::Thread::cpu_time)): two reads of the
+    /// time stamp counter per switch. Off by default.
     pub fn thread_cpu_time(&mut self, on: bool) -> &mut Self {
         self.account_cpu = on;
         self

@@ -297,6 +297,7 @@ impl Activation {
                     self.pin_to(None);
                     match super::monitor::watch(shared) {
                         Some(p) => {
+                            crate::probe_mark!(19);
                             self.hands_watch_on.set(true);
                             Assignment::Take(p, false)
                         }
@@ -426,9 +427,11 @@ impl Activation {
                 self.set_wait_class(false);
                 if self.hands_watch_on.replace(false) {
                     shared.activations.hand_watch(&shared.arc());
+                    crate::probe_mark!(21);
                     if let Some(name) = std::thread::current().name() {
                         sys::set_thread_name(name);
                     }
+                    crate::probe_mark!(22);
                 }
                 crate::probe_mark!(11);
                 Some(p)
@@ -459,6 +462,7 @@ impl Activation {
         self.processor.set(p);
         self.critical.store(1, Relaxed);
         self.pin_for(shared, p);
+        crate::probe_mark!(20);
         p.bind(self);
     }
 

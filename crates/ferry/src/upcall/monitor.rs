@@ -36,24 +36,35 @@
 //! | `false` | start; an activation entering the pool (`swap`) that then watches | an activation watches, or is on its way to |
 //! | `true` | a watcher that took a processor and could not start a successor | nobody watches; the next activation done driving watches |
 //!
-//! How long a thread has had its processor comes from the processor's
-//! `dispatch_at` stamp, a cycle-counter read the driver stores at every
-//! switch, which the monitor times against its own clock ([`Cycles`]). So
-//! the first look that finds a thread older than `BLOCKED_AFTER` asks about
-//! it, instead of the second look that finds it still there: a block is
-//! taken over at the first look at least `BLOCKED_AFTER` after it began.
-//! The stamp only decides *when* to ask: whether the kernel thread sleeps
-//! is always the kernel's word (`/proc`, or its CPU clock), so a wrong
-//! stamp can delay or hasten a takeover, never take a computing thread.
+//! # Telling a block from a short sleep, at the first look
+//!
+//! A kernel thread asleep for a moment (a page fault served from the page
+//! cache, a contended libc lock) should be left alone; one asleep for
+//! [`BLOCKED_AFTER`] or more is taken over. The monitor tells them apart
+//! by the driver's own CPU clock, read at every look at a busy processor
+//! (one `clock_gettime` of that kernel thread's clock): the time between
+//! two looks that the clock did *not* advance is time the kernel thread
+//! spent off its core, asleep or waiting for it. When that is
+//! `BLOCKED_AFTER` or more, the monitor asks the kernel what the thread
+//! is doing now (its `/proc` state), and takes a processor whose driver
+//! sleeps. So a block is found at the first look at least
+//! `BLOCKED_AFTER` after it began, whichever thread it is and however new
+//! its dispatch; the clocks only decide *when* to ask, and whether the
+//! thread sleeps is always the kernel's word, so a computing thread is
+//! never taken. (The drivers pay nothing for this: an earlier design had
+//! them stamp the cycle counter at every switch, 5 ns of every switch's
+//! 40 on this VM.)
+//!
+//! How long a thread has had its processor (for its time slice) is
+//! counted from the first look that saw its dispatch, so a slice is
+//! enforced to within a look.
 //!
 //! Its cost while nothing blocks: per tick, a wakeup from a timed sleep
 //! (which dominates: about 25 µs of CPU per wakeup on a 2-core VM, so
 //! about 30% of a core while any processor is busy, because a 20 µs sleep
-//! lasts about 50 µs there), a few atomic loads per processor, and for a
-//! processor whose thread has run `BLOCKED_AFTER` one `clock_gettime` of
-//! that kernel thread's CPU clock (to tell computing from sleeping), plus
-//! one `/proc` read the first time it sees that thread that old and
-//! whenever the clock stood still. The drivers pay one `rdtsc` per switch.
+//! lasts about 50 µs there), a few atomic loads and one `clock_gettime`
+//! per busy processor, and a `/proc` read when a driver was off its core
+//! for `BLOCKED_AFTER` (asleep, or the kernel ran another process there).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
@@ -74,17 +85,11 @@ pub(crate) const WATCHER_NAME: &str = "ferry-monitor";
 /// How often the monitor looks while processors are busy.
 pub(crate) const TICK: Duration = Duration::from_micros(20);
 
-/// How long a thread must have had its processor before the monitor asks
-/// whether its kernel thread sleeps in the kernel: shorter sleeps are left
-/// to end by themselves. Half a tick: a block is then found at the first
-/// look at least 10 µs after it began, and a thread younger than that at a
-/// look costs nothing more.
+/// How long a driver must have been off its core since the monitor's last
+/// look before the monitor asks whether it sleeps in the kernel: shorter
+/// sleeps are left to end by themselves. Half a tick: a block is then
+/// found at the first look at least 10 µs after it began.
 pub(crate) const BLOCKED_AFTER: Duration = Duration::from_micros(10);
-
-/// How long the monitor times the cycle counter against its clock before it
-/// trusts the rate it found; until then it judges a thread by its own
-/// looks alone.
-const CALIBRATE_FOR: Duration = Duration::from_millis(1);
 
 /// Consecutive all-idle looks after which the monitor parks.
 const IDLE_LOOKS_BEFORE_PARK: u32 = 25;
@@ -105,62 +110,22 @@ pub(crate) struct Monitor {
     state: Mutex<Option<WatchState>>,
 }
 
-/// The watch's memory: what it saw of each processor, its cycle-counter
-/// rate, and how long everything has been idle.
+/// The watch's memory: what it saw of each processor, and how long
+/// everything has been idle.
 struct WatchState {
     seen: Vec<Seen>,
-    cycles: Cycles,
     idle_looks: u32,
 }
 
 /// What the monitor remembers of one processor between looks.
 #[derive(Clone, Copy)]
 struct Seen {
+    /// The processor's `dispatch` word, and the look that first saw it.
     dispatch: u32,
     since: Instant,
-    cpu_ns: u64,
-}
-
-/// The cycle counter ([`sys::cycles`]) timed against the monitor's clock,
-/// so that a processor's `dispatch_at` stamp reads as an age.
-struct Cycles {
-    start: Instant,
-    start_cycles: u64,
-    /// Nanoseconds per cycle, once [`CALIBRATE_FOR`] has passed.
-    ns_per_cycle: Option<f64>,
-    /// The counter at the current look.
-    now: u64,
-}
-
-impl Cycles {
-    fn new() -> Cycles {
-        let c = sys::cycles();
-        Cycles {
-            start: Instant::now(),
-            start_cycles: c,
-            ns_per_cycle: None,
-            now: c,
-        }
-    }
-
-    /// Reads the counter for the look at `now`, and refines the rate.
-    fn tick(&mut self, now: Instant) {
-        self.now = sys::cycles();
-        let elapsed = now.saturating_duration_since(self.start);
-        let counted = self.now.wrapping_sub(self.start_cycles);
-        if elapsed >= CALIBRATE_FOR && counted > 0 && counted < u64::MAX / 2 {
-            self.ns_per_cycle = Some(elapsed.as_nanos() as f64 / counted as f64);
-        }
-    }
-
-    /// How long ago, at the current look, the counter read `stamp`; `None`
-    /// until calibrated. A stamp from the future (another core's counter a
-    /// little ahead) reads as zero.
-    fn age(&self, stamp: u64) -> Option<Duration> {
-        let rate = self.ns_per_cycle?;
-        let ns = self.now.saturating_sub(stamp) as f64 * rate;
-        Some(Duration::from_nanos(ns as u64))
-    }
+    /// The driver's CPU clock at the last look, whose driver word (without
+    /// flags) and time it was: `None` when that look read none.
+    clock: Option<(usize, Instant, u64)>,
 }
 
 impl Monitor {
@@ -235,11 +200,10 @@ pub(crate) fn watch(shared: &Arc<Shared>) -> Option<&'static Processor> {
             Seen {
                 dispatch: u32::MAX,
                 since: Instant::now(),
-                cpu_ns: 0,
+                clock: None,
             };
             shared.processors.len()
         ],
-        cycles: Cycles::new(),
         idle_looks: 0,
     });
     while !shared.is_shut_down() {
@@ -254,7 +218,7 @@ pub(crate) fn watch(shared: &Arc<Shared>) -> Option<&'static Processor> {
             state.idle_looks = 0;
         }
         std::thread::sleep(TICK);
-        if let Some(p) = look(shared, &mut state.seen, &mut state.cycles) {
+        if let Some(p) = look(shared, &mut state.seen) {
             return Some(p);
         }
     }
@@ -263,27 +227,18 @@ pub(crate) fn watch(shared: &Arc<Shared>) -> Option<&'static Processor> {
 
 /// One look at every processor and every orphaned activation; stops at a
 /// lent processor the watcher should take itself (see [`claim`]).
-fn look(
-    shared: &Arc<Shared>,
-    seen: &mut [Seen],
-    cycles: &mut Cycles,
-) -> Option<&'static Processor> {
+fn look(shared: &Arc<Shared>, seen: &mut [Seen]) -> Option<&'static Processor> {
     let now = Instant::now();
-    cycles.tick(now);
     for (i, p) in shared.processors.iter().enumerate() {
         let p = p.as_static();
         let d = p.driver.load(Acquire);
         let dispatch = p.dispatch.load(Acquire);
-        // This dispatch's stamp or a later one's (see `mark_dispatch`).
-        let stamp = p.dispatch_at.load(Relaxed);
         let s = &mut seen[i];
         if dispatch != s.dispatch {
-            *s = Seen {
-                dispatch,
-                since: now,
-                cpu_ns: 0,
-            };
+            s.dispatch = dispatch;
+            s.since = now;
         }
+        let last_clock = s.clock.take();
         if d == 0 {
             continue;
         }
@@ -306,41 +261,47 @@ fn look(
             }
             continue;
         }
-        // How long this thread has had the processor: from its stamp, or
-        // (until the counter is calibrated) since this monitor first saw it.
-        let stale = now.saturating_duration_since(s.since);
-        let ran = cycles.age(stamp).map_or(stale, |age| age.max(stale));
-        if dispatch & 1 == 0 || ran < BLOCKED_AFTER {
+        if dispatch & 1 == 0 {
             continue;
         }
         // SAFETY: `d` is a driver word of this live runtime.
         let Some(a) = (unsafe { Activation::from_word(d) }) else {
             continue;
         };
-        // One thread has had the processor for `BLOCKED_AFTER`: computing,
-        // or asleep in the kernel? The first time, ask `/proc` (one read per
-        // such dispatch, so that a block is found at the first look after
-        // `BLOCKED_AFTER`); after that its CPU clock tells, cheaply, and
-        // only a clock that stood still costs a `/proc` read.
-        let first = s.cpu_ns == 0;
-        let cpu = sys::thread_cpu_ns(a.tid.load(Relaxed) as i32);
-        let advanced = cpu.is_none_or(|c| c != s.cpu_ns);
-        s.cpu_ns = cpu.unwrap_or(0);
-        let state = if advanced && !first {
-            TaskState::Running
-        } else {
+        // A thread runs here: was its driver off its core for
+        // `BLOCKED_AFTER` since the last look (see the module docs)?
+        let Some(cpu) = sys::thread_cpu_ns(a.tid.load(Relaxed) as i32) else {
+            continue;
+        };
+        let driver = d & !FLAGS;
+        s.clock = Some((driver, now, cpu));
+        let Some((last_driver, last_at, last_cpu)) = last_clock else {
+            continue;
+        };
+        if last_driver != driver {
+            continue;
+        }
+        let on_core = Duration::from_nanos(cpu.saturating_sub(last_cpu));
+        let off_core = now
+            .saturating_duration_since(last_at)
+            .saturating_sub(on_core);
+        let held = now.saturating_duration_since(s.since);
+        let state = if off_core >= BLOCKED_AFTER {
             a.task_state()
+        } else {
+            TaskState::Running
         };
         match state {
             TaskState::Blocked if shared.take_over_unannounced => {
                 if take_unannounced(p, a, d)
                     && let Some(p) = claim(shared, p)
                 {
+                    crate::probe_mark!(18);
                     return Some(p);
                 }
             }
             TaskState::Running => {
-                let slice_over = shared.time_slice.is_some_and(|slice| ran >= slice);
+                let slice_over = shared.time_slice.is_some_and(|slice| held >= slice);
                 let leaving = p.membership.load(Relaxed) == STOPPING;
                 if slice_over || leaving {
                     p.preempt_dispatch.store(dispatch, Relaxed);
@@ -379,6 +340,7 @@ fn claim(shared: &Arc<Shared>, p: &'static Processor) -> Option<&'static Process
 /// for the handshake.
 fn take_unannounced(p: &'static Processor, a: &Activation, d: usize) -> bool {
     p.lent_at.store(p.shared().now_ns(), Relaxed);
+    crate::probe_mark!(16);
     // Seen asleep: the spare need not wait for the core to go idle.
     p.lent_cpu.store(crate::processor::NO_CORE, Relaxed);
     let probing = d | PROBING;
@@ -395,6 +357,7 @@ fn take_unannounced(p: &'static Processor, a: &Activation, d: usize) -> bool {
         return false;
     }
     ferry_queue::wait::heavy_fence();
+    crate::probe_mark!(17);
     if a.critical.load(Acquire) != 0 {
         // Inside the runtime (or holding a spinlock): leave it be. If it
         // took the word back meanwhile, that is fine too.
