@@ -210,6 +210,12 @@ pub(crate) struct Processor {
     pub(crate) membership: AtomicU8,
     /// The core its driver is pinned to, or [`NO_CORE`] for the default.
     core: AtomicUsize,
+    /// Where the default is, for a processor with no core named: the CPU
+    /// the watcher ran on when it took the processor over
+    /// ([`settle_where_taken`](Processor::settle_where_taken)), or
+    /// [`NO_CORE`] for the `index`-th CPU. Written by the taker before it
+    /// binds, reset by `set_processors` when the set grows.
+    home: AtomicUsize,
 }
 
 // SAFETY: `owner` is only touched from the kernel thread whose activation
@@ -298,6 +304,7 @@ impl Processor {
                 changed_at: AtomicU64::new(0),
                 membership: AtomicU8::new(STOPPED),
                 core: AtomicUsize::new(NO_CORE),
+                home: AtomicUsize::new(NO_CORE),
             })
             .collect()
     }
@@ -344,14 +351,49 @@ impl Processor {
     }
 
     /// The core this processor's driver is pinned to: the one named with
-    /// `processor_on`, else (with several processors) the `index`-th CPU of
-    /// the process's mask, else none.
+    /// `processor_on`, else (with several processors) its home, which is
+    /// the `index`-th CPU of the process's mask unless a takeover moved it,
+    /// else none.
     pub(crate) fn core(&self, shared: &Shared) -> Option<usize> {
         match self.core.load(Relaxed) {
-            NO_CORE if shared.processors.len() > 1 => crate::runtime::default_core(self.index),
+            NO_CORE if shared.processors.len() > 1 => match self.home.load(Relaxed) {
+                NO_CORE => crate::runtime::default_core(self.index),
+                home => Some(home),
+            },
             NO_CORE => None,
             c => Some(c),
         }
+    }
+
+    /// Makes the calling CPU this processor's home, if no core is named
+    /// for it and no other processor in the set lives there: the watcher,
+    /// taking it over, runs it where it is instead of moving to the blocked
+    /// driver's core, which went idle (on a VM, waking an idle core for
+    /// the move cost 50-100 µs, most of such a takeover).
+    pub(crate) fn settle_where_taken(&self, shared: &Shared) {
+        if self.core.load(Relaxed) != NO_CORE || shared.processors.len() < 2 {
+            return;
+        }
+        let Some(cpu) = crate::sys::current_cpu() else {
+            return;
+        };
+        if self.core(shared) == Some(cpu) {
+            return;
+        }
+        let taken = shared.processors.iter().any(|q| {
+            !std::ptr::eq(q.as_static(), self)
+                && q.membership.load(Relaxed) != STOPPED
+                && q.core(shared) == Some(cpu)
+        });
+        if !taken {
+            self.home.store(cpu, Relaxed);
+        }
+    }
+
+    /// Sends the processor back to its default home (the set grew: every
+    /// processor's default core may be wanted again).
+    pub(crate) fn reset_home(&self) {
+        self.home.store(NO_CORE, Relaxed);
     }
 
     /// Names the core this processor's driver runs on (it moves there at

@@ -176,6 +176,9 @@ impl Shared {
                     .compare_exchange(STOPPED, STARTING, AcqRel, Acquire)
                     .is_ok()
                 {
+                    for q in self.processors.iter() {
+                        q.reset_home();
+                    }
                     p.changed_at.store(now, Relaxed);
                     if !self.activations.hand(&self.arc(), Assignment::Start(p)) {
                         p.membership.store(STOPPED, Release);

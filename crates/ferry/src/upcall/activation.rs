@@ -389,6 +389,11 @@ impl Activation {
                 if !patient {
                     self.set_wait_class(false);
                 }
+                if self.hands_watch_on.get() {
+                    // The watcher itself: run it here, if nothing else
+                    // lives here, rather than wake the idle core.
+                    p.settle_where_taken(shared);
+                }
                 let lent_cpu = p.lent_cpu.load(Relaxed);
                 let want = p.core(shared).or((lent_cpu != NO_CORE).then_some(lent_cpu));
                 if want.is_some() {
