@@ -213,8 +213,11 @@ pub(crate) struct Processor {
     /// Where the default is, for a processor with no core named: the CPU
     /// the watcher ran on when it took the processor over
     /// ([`settle_where_taken`](Processor::settle_where_taken)), or
-    /// [`NO_CORE`] for the `index`-th CPU. Written by the taker before it
-    /// binds, reset by `set_processors` when the set grows.
+    /// [`NO_CORE`] for the `index`-th CPU. Written by the watcher once its
+    /// takeover succeeded, before it binds; reset by `set_processors` when
+    /// the set grows. (A takeover that races with that growth can leave
+    /// two processors one home until the next growth: time, not
+    /// correctness.)
     home: AtomicUsize,
 }
 

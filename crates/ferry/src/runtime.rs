@@ -427,7 +427,7 @@ impl Builder {
     /// The most kernel threads the runtime runs (the processors' drivers,
     /// the spare that keeps the monitor's watch, and the spares that take
     /// over from threads blocked in the kernel); default 1,024, at least
-    /// the processors plus two. When every one is in use, a further
+    /// [`max_processors`](Builder::max_processors) plus two. When every one is in use, a further
     /// blocking call keeps its processor until it returns.
     pub fn max_kernel_threads(&mut self, n: usize) -> &mut Self {
         self.max_activations = n.max(3);

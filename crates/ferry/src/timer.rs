@@ -136,7 +136,9 @@ impl Timers {
             e.fired.store(true, Release);
             // Not `Woken`: the default policy would put each in the
             // next-to-run slot, displacing the one before, and run the
-            // latest deadline first.
+            // latest deadline first. (A thread still on its way to park
+            // when its timer fires is requeued by its processor as
+            // `Woken`: a rare race, which can reorder only that thread.)
             e.who.unpark_as(Ready::Expired);
         }
         n

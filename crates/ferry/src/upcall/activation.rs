@@ -116,6 +116,11 @@ pub(crate) const UNANNOUNCED: usize = 2;
 pub(crate) const PROBING: usize = 4;
 pub(crate) const FLAGS: usize = LENT | UNANNOUNCED | PROBING;
 
+/// `Activation::pinned` before the activation first pins itself: a new
+/// kernel thread inherits its creator's CPU mask, whatever it is, so the
+/// first pin always asks the kernel.
+const PIN_UNKNOWN: usize = usize::MAX - 1;
+
 thread_local! {
     /// The activation this kernel thread is, or null.
     static LOCAL: Cell<*const Activation> = const { Cell::new(ptr::null()) };
@@ -196,9 +201,11 @@ pub(crate) struct Activation {
     home: AtomicUsize,
     /// Its `/proc` stat file, for the monitor.
     stat: std::sync::OnceLock<File>,
-    /// The CPU it is pinned to, or `NO_CORE` for every allowed CPU: written
-    /// by its own kernel thread, or by a hander while it sleeps in the pool
-    /// (before `assign`, whose store publishes it).
+    /// The CPU it is pinned to, `NO_CORE` for every allowed CPU, or
+    /// `PIN_UNKNOWN` until it first pins itself (a new kernel thread
+    /// inherits its creator's mask): written by its own kernel thread, or
+    /// by a hander while it sleeps in the pool (before `assign`, whose
+    /// store publishes it).
     pinned: AtomicUsize,
     /// Whether it is in the wait class, `SCHED_BATCH`: written by its own
     /// kernel thread (entering the pool, taking a processor), by a hander
@@ -231,7 +238,7 @@ impl Activation {
             tid: AtomicU32::new(0),
             home: AtomicUsize::new(0),
             stat: std::sync::OnceLock::new(),
-            pinned: AtomicUsize::new(NO_CORE),
+            pinned: AtomicUsize::new(PIN_UNKNOWN),
             batch: AtomicBool::new(false),
         }
     }
@@ -301,7 +308,10 @@ impl Activation {
                             self.hands_watch_on.set(true);
                             Assignment::Take(p, false)
                         }
-                        None => break,
+                        None => {
+                            restore_thread_name();
+                            break;
+                        }
                     }
                 }
                 other => other,
@@ -325,15 +335,14 @@ impl Activation {
             if shared.is_shut_down() {
                 break;
             }
-            if shared.monitor.claim_vacancy() {
-                next = Some(Assignment::Watch);
-                continue;
-            }
             // Ready for a patient handoff before anyone can pick us, so
             // that the hander need not move us (a system call on the
             // lender's way into its call).
             self.set_wait_class(true);
-            shared.activations.to_pool(Arc::clone(self));
+            if !shared.activations.to_pool(shared, Arc::clone(self)) {
+                // The watch was vacant: keep it instead.
+                next = Some(Assignment::Watch);
+            }
         }
         LOCAL.with(|l| l.set(ptr::null()));
     }
@@ -389,14 +398,12 @@ impl Activation {
                 if !patient {
                     self.set_wait_class(false);
                 }
-                if self.hands_watch_on.get() {
-                    // The watcher itself: run it here, if nothing else
-                    // lives here, rather than wake the idle core.
-                    p.settle_where_taken(shared);
-                }
+                let watcher = self.hands_watch_on.get();
                 let lent_cpu = p.lent_cpu.load(Relaxed);
                 let want = p.core(shared).or((lent_cpu != NO_CORE).then_some(lent_cpu));
-                if want.is_some() {
+                // A spare runs where the processor lives before it looks;
+                // the watcher takes first and may settle it where it is.
+                if want.is_some() && !watcher {
                     self.pin_to(want);
                 }
                 // Off standby before looking (SeqCst, the pair of `lend`'s
@@ -416,6 +423,13 @@ impl Activation {
                     }
                 }
                 crate::probe_mark!(10);
+                if watcher {
+                    // Ours now: run it here, if no core is named for it and
+                    // no other processor lives here, rather than wake the
+                    // blocked driver's core, which has just gone idle
+                    // (`begin` pins for its home).
+                    p.settle_where_taken(shared);
+                }
                 // SAFETY: `d` was the driver word of a live processor.
                 if let Some(previous) = unsafe { Activation::from_word(d) }
                     && d & UNANNOUNCED != 0
@@ -433,9 +447,7 @@ impl Activation {
                 if self.hands_watch_on.replace(false) {
                     shared.activations.hand_watch(&shared.arc());
                     crate::probe_mark!(21);
-                    if let Some(name) = std::thread::current().name() {
-                        sys::set_thread_name(name);
-                    }
+                    restore_thread_name();
                     crate::probe_mark!(22);
                 }
                 crate::probe_mark!(11);
@@ -558,6 +570,14 @@ impl Activation {
         // scheduler loop, suspended in `Processor::run` since it switched to
         // a thread, and resumed only here.
         crate::processor::switch_out_to(from, self.sched.get(), my_header)
+    }
+}
+
+/// Gives the calling kernel thread back the name it was made with (a
+/// watcher renames itself while it watches).
+fn restore_thread_name() {
+    if let Some(name) = std::thread::current().name() {
+        sys::set_thread_name(name);
     }
 }
 
@@ -806,19 +826,25 @@ impl Activations {
             .spawn(move || mine.main(&for_thread, first))?;
         if first.is_none() {
             // A spare from birth: it waits in the pool.
-            self.to_pool(Arc::clone(&a));
+            let _ = self.to_pool(shared, Arc::clone(&a));
         }
         all.push((a, Some(k)));
         self.count.store(all.len(), Relaxed);
         Ok(())
     }
 
-    /// Puts an activation whose work ended into the pool.
-    fn to_pool(&self, a: Arc<Activation>) {
-        self.pool
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(a);
+    /// Puts an activation whose work ended into the pool, unless the watch
+    /// is vacant: then it is `false` and the activation keeps the watch.
+    /// Both under the pool's lock, which `hand_watch` holds to leave the
+    /// watch vacant: either it finds this activation in the pool, or this
+    /// finds the watch vacant.
+    fn to_pool(&self, shared: &Shared, a: Arc<Activation>) -> bool {
+        let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
+        if shared.monitor.claim_vacancy() {
+            return false;
+        }
+        pool.push(a);
+        true
     }
 
     /// Hands `assignment` to a spare, making one if the pool is empty and
@@ -847,8 +873,14 @@ impl Activations {
                     Assignment::Take(_, false) | Assignment::Start(_) => {
                         a.set_wait_class_remotely(false);
                     }
-                    // Not urgent: it leaves the wait class itself.
-                    Assignment::Watch => {}
+                    // It must run soon wherever a core is free: out of
+                    // the wait class (a batch thread woken on a busy core
+                    // waits for a scheduler tick) and off the core it
+                    // was pinned to (another processor's, maybe).
+                    Assignment::Watch => {
+                        a.set_wait_class_remotely(false);
+                        a.pin_remotely(NO_CORE);
+                    }
                 }
                 crate::probe_mark!(5);
                 a.assign(assignment);
@@ -871,10 +903,22 @@ impl Activations {
     }
 
     /// Hands the watch to a spare (a new one if the pool is empty); leaves
-    /// it vacant if there is none (see `monitor`).
+    /// it vacant if there is none (see `monitor`): under the pool's lock,
+    /// so that an activation on its way into the pool either is found
+    /// there or finds the watch vacant (`to_pool`).
     pub(crate) fn hand_watch(&self, shared: &Arc<Shared>) {
-        if !self.hand(shared, Assignment::Watch) {
-            shared.monitor.leave_vacant();
+        if self.hand(shared, Assignment::Watch) {
+            return;
+        }
+        let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
+        match pool.pop() {
+            Some(a) => {
+                drop(pool);
+                a.set_wait_class_remotely(false);
+                a.pin_remotely(NO_CORE);
+                a.assign(Assignment::Watch);
+            }
+            None => shared.monitor.leave_vacant(),
         }
     }
 

@@ -21,20 +21,26 @@
 //! be woken, which costs a cross-core kernel wakeup (10-70 µs on a loaded
 //! 2-core VM, most of an unannounced block's stall before). Once the
 //! policy has its `Blocked`, it hands the watch to a pooled spare (or a new
-//! one), off the way from the block to the next thread's run. So the
-//! paper's fresh activation for a blocked processor is the one that noticed.
+//! one), put in the normal class and unpinned so that it runs at once
+//! wherever a core is free. That wakeup still comes before the taken
+//! processor runs its next thread (4-16 µs of the stall): handed on any
+//! later, nobody would watch while that thread runs. So the paper's fresh
+//! activation for a blocked processor is the one that noticed.
 //!
 //! The watcher takes a processor only when someone can watch after it (a
 //! spare in the pool, or room under the bound for a new one); else it
 //! hands the processor to a spare as before (which, with the bound
-//! reached, leaves it to its lender). Should the new watcher fail to start
-//! anyway (the kernel refuses a thread), the watch is left *vacant* and the
-//! next activation that would enter the pool takes it instead.
+//! reached, leaves it to its lender). Should no successor be found after
+//! all (another hander took the last spare, or the kernel refuses a
+//! thread), the watch is left *vacant* and the next activation that would
+//! enter the pool takes it instead. Both happen under the pool's lock, so
+//! an activation on its way into the pool is either found there or finds
+//! the watch vacant.
 //!
 //! | `Monitor::vacant` | written by | meaning |
 //! |---|---|---|
-//! | `false` | start; an activation entering the pool (`swap`) that then watches | an activation watches, or is on its way to |
-//! | `true` | a watcher that took a processor and could not start a successor | nobody watches; the next activation done driving watches |
+//! | `false` | start; an activation about to enter the pool (`swap`, under the pool's lock) that then watches | an activation watches, or is on its way to |
+//! | `true` | a watcher that took a processor and found no successor (under the pool's lock) | nobody watches; the next activation done driving watches |
 //!
 //! # Telling a block from a short sleep, at the first look
 //!
@@ -273,8 +279,11 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen]) -> Option<&'static Processor> {
         let Some(cpu) = sys::thread_cpu_ns(a.tid.load(Relaxed) as i32) else {
             continue;
         };
+        // Timed right at the read (earlier processors' `/proc` reads must
+        // not count as this driver's time off its core).
+        let at = Instant::now();
         let driver = d & !FLAGS;
-        s.clock = Some((driver, now, cpu));
+        s.clock = Some((driver, at, cpu));
         let Some((last_driver, last_at, last_cpu)) = last_clock else {
             continue;
         };
@@ -282,7 +291,7 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen]) -> Option<&'static Processor> {
             continue;
         }
         let on_core = Duration::from_nanos(cpu.saturating_sub(last_cpu));
-        let off_core = now
+        let off_core = at
             .saturating_duration_since(last_at)
             .saturating_sub(on_core);
         let held = now.saturating_duration_since(s.since);
