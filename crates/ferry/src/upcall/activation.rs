@@ -873,14 +873,11 @@ impl Activations {
                     Assignment::Take(_, false) | Assignment::Start(_) => {
                         a.set_wait_class_remotely(false);
                     }
-                    // It must run soon wherever a core is free: out of
-                    // the wait class (a batch thread woken on a busy core
-                    // waits for a scheduler tick) and off the core it
-                    // was pinned to (another processor's, maybe).
-                    Assignment::Watch => {
-                        a.set_wait_class_remotely(false);
-                        a.pin_remotely(NO_CORE);
-                    }
+                    // It must run soon: out of the wait class (a batch
+                    // thread woken on a busy core waits for a scheduler
+                    // tick; in the normal class it preempts), it then
+                    // unpins itself.
+                    Assignment::Watch => a.set_wait_class_remotely(false),
                 }
                 crate::probe_mark!(5);
                 a.assign(assignment);
@@ -915,7 +912,6 @@ impl Activations {
             Some(a) => {
                 drop(pool);
                 a.set_wait_class_remotely(false);
-                a.pin_remotely(NO_CORE);
                 a.assign(Assignment::Watch);
             }
             None => shared.monitor.leave_vacant(),

@@ -21,8 +21,8 @@
 //! be woken, which costs a cross-core kernel wakeup (10-70 µs on a loaded
 //! 2-core VM, most of an unannounced block's stall before). Once the
 //! policy has its `Blocked`, it hands the watch to a pooled spare (or a new
-//! one), put in the normal class and unpinned so that it runs at once
-//! wherever a core is free. That wakeup still comes before the taken
+//! one), put in the normal class so that it runs at once even on a busy
+//! core (it unpins itself). That wakeup still comes before the taken
 //! processor runs its next thread (4-16 µs of the stall): handed on any
 //! later, nobody would watch while that thread runs. So the paper's fresh
 //! activation for a blocked processor is the one that noticed.
