@@ -1300,6 +1300,37 @@ extern "C" fn suspend_handler(_: libc::c_int) {
     unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
 }
 
+/// One side of the Figure 2 ping-pong, over any mutex and condition
+/// variable: holding `g`, it waits (`wait`) for its turn, passes the turn
+/// and wakes the other side (`notify_one`), until `done` (then it stops
+/// both sides, `notify_all`); returns the turns it took.
+fn pingpong_side<G: std::ops::DerefMut<Target = Turn>>(
+    mut g: G,
+    wait: impl Fn(G) -> G,
+    notify_one: impl Fn(),
+    notify_all: impl Fn(),
+    done: &AtomicBool,
+    me: u8,
+) -> u64 {
+    let mut turns = 0;
+    loop {
+        while g.turn != me && !g.stop {
+            g = wait(g);
+        }
+        if g.stop {
+            return turns;
+        }
+        if done.load(Ordering::Relaxed) {
+            g.stop = true;
+            notify_all();
+            return turns;
+        }
+        turns += 1;
+        g.turn = 1 - me;
+        notify_one();
+    }
+}
+
 /// One side of the kernel-thread ping-pong; returns the turns it took.
 fn std_side(
     shared: &(std::sync::Mutex<Turn>, std::sync::Condvar),
@@ -1307,24 +1338,14 @@ fn std_side(
     me: u8,
 ) -> u64 {
     let (m, c) = shared;
-    let mut turns = 0;
-    let mut g = m.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        while g.turn != me && !g.stop {
-            g = c.wait(g).unwrap_or_else(|e| e.into_inner());
-        }
-        if g.stop {
-            return turns;
-        }
-        if done.load(Ordering::Relaxed) {
-            g.stop = true;
-            c.notify_all();
-            return turns;
-        }
-        turns += 1;
-        g.turn = 1 - me;
-        c.notify_one();
-    }
+    pingpong_side(
+        m.lock().unwrap_or_else(|e| e.into_inner()),
+        |g| c.wait(g).unwrap_or_else(|e| e.into_inner()),
+        || c.notify_one(),
+        || c.notify_all(),
+        done,
+        me,
+    )
 }
 
 /// A Figure 2 run of a kernel-thread regime.
@@ -1415,24 +1436,14 @@ fn ferry_side(
     me: u8,
 ) -> u64 {
     let (m, c) = shared;
-    let mut turns = 0;
-    let mut g = m.lock();
-    loop {
-        while g.turn != me && !g.stop {
-            g = c.wait(g);
-        }
-        if g.stop {
-            return turns;
-        }
-        if done.load(Ordering::Relaxed) {
-            g.stop = true;
-            c.notify_all();
-            return turns;
-        }
-        turns += 1;
-        g.turn = 1 - me;
-        c.notify_one();
-    }
+    pingpong_side(
+        m.lock(),
+        |g| c.wait(g),
+        || c.notify_one(),
+        || c.notify_all(),
+        done,
+        me,
+    )
 }
 
 /// A Figure 2 run of the ferry regime. The disruptor is a kernel thread

@@ -15,6 +15,22 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::time::{Duration, Instant};
 
+/// The probe marks of one takeover in order (see `ferry::probe`), each
+/// with the step that ends there.
+#[cfg(ferry_probe)]
+const ORDER: [(usize, &str); 7] = [
+    (14, "the reader calls read"),
+    (16, "call -> monitor finds the block"),
+    (
+        19,
+        "-> heavy_fence, lend confirmed, back in the watcher's activation",
+    ),
+    (13, "-> the policy has Blocked"),
+    (21, "-> the watch handed on (FUTEX_WAKE of a pooled spare)"),
+    (22, "-> the thread name restored"),
+    (15, "-> the compute thread runs"),
+];
+
 fn main() {
     let maxp: usize = std::env::args().nth(1).map_or(2, |s| s.parse().unwrap());
     ferry::Runtime::builder()
@@ -40,7 +56,7 @@ fn main() {
             #[cfg(ferry_probe)]
             let (t0, c0) = (Instant::now(), ferry::probe::now());
             #[cfg(ferry_probe)]
-            let mut steps: Vec<Vec<f64>> = vec![Vec::new(); 8];
+            let mut steps: Vec<Vec<f64>> = vec![Vec::new(); ORDER.len() - 1];
             for _ in 0..200 {
                 #[cfg(ferry_probe)]
                 ferry::probe::reset();
@@ -72,12 +88,9 @@ fn main() {
                 #[cfg(ferry_probe)]
                 {
                     let st = ferry::probe::stamps();
-                    let order = [14usize, 16, 19, 13, 21, 22, 15];
-                    if order.iter().all(|&i| st[i] != 0) {
-                        for k in 1..order.len() {
-                            if k - 1 < steps.len() {
-                                steps[k - 1].push(st[order[k]].wrapping_sub(st[order[k - 1]]) as i64 as f64);
-                            }
+                    if ORDER.iter().all(|&(i, _)| st[i] != 0) {
+                        for (k, w) in ORDER.windows(2).enumerate() {
+                            steps[k].push(st[w[1].0].wrapping_sub(st[w[0].0]) as i64 as f64);
                         }
                     }
                 }
@@ -92,15 +105,14 @@ fn main() {
                 v.iter_mut().for_each(|x| *x *= ns_per_cycle);
                 v.sort_by(|a, b| a.partial_cmp(b).unwrap());
                 if !v.is_empty() {
-                    const STEPS: [&str; 6] = [
-                        "call -> monitor finds the block",
-                        "-> heavy_fence, lend confirmed, back in the watcher's activation",
-                        "-> the policy has Blocked",
-                        "-> the watch handed on (FUTEX_WAKE of a pooled spare)",
-                        "-> the thread name restored",
-                        "-> the compute thread runs",
-                    ];
-                    println!("{:66} n {} p10 {:.0} p50 {:.0} p90 {:.0} ns", STEPS[k], v.len(), v[v.len() / 10], v[v.len() / 2], v[v.len() * 9 / 10]);
+                    println!(
+                        "{:66} n {} p10 {:.0} p50 {:.0} p90 {:.0} ns",
+                        ORDER[k + 1].1,
+                        v.len(),
+                        v[v.len() / 10],
+                        v[v.len() / 2],
+                        v[v.len() * 9 / 10]
+                    );
                 }
             }
             stalls.sort_by(|a, b| a.partial_cmp(b).unwrap());

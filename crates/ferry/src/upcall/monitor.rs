@@ -80,13 +80,13 @@ use std::time::{Duration, Instant};
 
 use super::activation::{Activation, FLAGS, LENT, PROBING, UNANNOUNCED};
 use super::preempt;
-use crate::processor::{ACTIVE, Processor, STOPPING};
+use crate::processor::{Processor, STOPPING};
 use crate::runtime::Shared;
 use crate::sys::{self, TaskState};
 
 /// The kernel-thread name of the activation that keeps the watch, while
 /// it does.
-pub(crate) const WATCHER_NAME: &str = "ferry-monitor";
+const WATCHER_NAME: &str = "ferry-monitor";
 
 /// How often the monitor looks while processors are busy.
 pub(crate) const TICK: Duration = Duration::from_micros(20);
@@ -319,7 +319,6 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen]) -> Option<&'static Processor> {
             }
             TaskState::Blocked | TaskState::Other => {}
         }
-        let _ = ACTIVE;
     }
     // Orphans: kernel threads whose processor was taken while they slept,
     // running their thread again on no processor. Push the thread off.
