@@ -53,8 +53,9 @@
 //! monitor's takeovers (a lend that outlasted the handoff wait, a thread
 //! seen asleep) are *urgent*: the activation that keeps the watch takes
 //! the processor itself, at once (or, when nobody could watch after it, a
-//! spare in the normal class does). A patient spare that still has not come a tick later (other
-//! processes hold the core) is hurried back into the normal class.
+//! spare in the normal class does). A patient spare that still has not
+//! come a tick later (other processes hold the core) is hurried back into
+//! the normal class.
 //!
 //! The class changes are system calls of several microseconds each, kept
 //! off the way from the lend to `Blocked`: an activation puts itself in
