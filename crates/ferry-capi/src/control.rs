@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use ferry_rt::thread::Suspension;
 
-use crate::handles::{self, Record, cthread_t};
+use crate::handles::{self, Outcome, cthread_t};
 
 /// What ferry's thread-control calls return (Mach's `kern_return_t`).
 #[allow(non_camel_case_types)]
@@ -118,9 +118,7 @@ fn start(config: Option<&ferry_config>) -> bool {
         return false;
     };
     let me = ferry_rt::current();
-    let mut record = Record::new(Some(me.clone()), false);
-    record.name = c"main".as_ptr() as usize;
-    let Some(first) = handles::alloc(record) else {
+    let Some(first) = handles::alloc_known(me.clone(), c"main".as_ptr() as usize) else {
         return false;
     };
     me.set_tag(first as usize);
@@ -180,17 +178,10 @@ extern "C" fn after_fork_in_child() {
     };
     let me = ferry_rt::current();
     let first = if keep.is_null() {
-        let mut record = Record::new(Some(me.clone()), false);
-        record.name = c"main".as_ptr() as usize;
-        handles::alloc(record).unwrap_or(ptr::null_mut())
+        handles::alloc_known(me.clone(), c"main".as_ptr() as usize).unwrap_or(ptr::null_mut())
     } else {
-        handles::with(keep, |r| {
-            r.thread = Some(me.clone());
-            // Its joiner, if any, is in the parent.
-            std::mem::forget(r.join.take());
-            r.forked = false;
-        });
-        handles::set_detached(keep);
+        // Its joiner, if any, is in the parent.
+        handles::adopt_in_child(keep, me.clone());
         keep
     };
     me.set_tag(first as usize);
@@ -314,21 +305,23 @@ pub extern "C" fn thread_terminate(t: cthread_t) -> ferry_return_t {
         Ok(th) => th,
         Err(e) => return e,
     };
-    if handles::with(t, |r| r.forked) != Some(true) {
+    if handles::forked(t) != Some(true) {
         return FERRY_FAILURE;
     }
     if crate::cthreads::cthread_self() == t {
         crate::cthreads::cthread_exit(FERRY_TERMINATED as crate::any_t);
     }
+    // Its record ends as if the thread had: the outcome, dropped at once
+    // for a detached thread, frees it.
     // SAFETY: a cthread's stack holds C frames and its own closure; the
     // contract above (documented in the header) is Mach's.
-    match unsafe { th.terminate::<usize>(FERRY_TERMINATED as usize) } {
-        Ok(()) => {
-            // Its record ends as if the thread had: a detached one is freed.
-            handles::finish_terminated(t);
-            FERRY_SUCCESS
+    match unsafe { th.terminate(Outcome::new(FERRY_TERMINATED as usize, t)) } {
+        Ok(()) => FERRY_SUCCESS,
+        Err(outcome) => {
+            // Not used: the thread's own end owns the record's.
+            outcome.disarm();
+            FERRY_FAILURE
         }
-        Err(_) => FERRY_FAILURE,
     }
 }
 

@@ -11,7 +11,7 @@ use std::ptr;
 
 use ferry_rt::sync::{Condvar, Mutex};
 
-use crate::handles::{self, Record, cthread_t};
+use crate::handles::{self, Outcome, Peek, Taken, cthread_t};
 use crate::{any_t, call_c, control};
 
 /// The function a cthread runs: takes the argument given to
@@ -42,30 +42,34 @@ pub unsafe extern "C" fn cthread_fork(func: cthread_fn_t, arg: any_t) -> cthread
         control::set_errno(libc::EAGAIN);
         return NO_CTHREAD;
     };
-    let Some(h) = handles::alloc(Record::new(None, true)) else {
+    let Some(h) = handles::alloc_forked() else {
         control::set_errno(libc::EAGAIN);
         return NO_CTHREAD;
     };
     let (arg, me) = (arg as usize, h as usize);
-    let body = move || -> usize {
+    let body = move || -> Outcome {
+        let me = me as cthread_t;
+        handles::begin(me);
         let r = call_c(func, arg as any_t, "a cthread's function") as usize;
-        handles::finish(me as cthread_t);
-        r
+        if handles::end(me) {
+            // A fork child's copy of the thread that forked: nobody
+            // joins it there, so its end frees its record.
+            handles::free(me);
+            return Outcome::new(r, NO_CTHREAD);
+        }
+        Outcome::new(r, me)
     };
     let spawned = ferry_rt::thread::Builder::new()
         .tag(h as usize)
         .spawn_here_or_on(rt, body);
     match spawned {
         Ok(join) => {
-            let thread = join.thread();
-            handles::with(h, move |r| {
-                r.thread = Some(thread);
-                r.join = Some(join);
-            });
+            // SAFETY: `h` is this fork's, published once.
+            unsafe { handles::publish(h, join) };
             h
         }
         Err(_) => {
-            handles::free(h);
+            handles::unalloc(h);
             control::set_errno(libc::EAGAIN);
             NO_CTHREAD
         }
@@ -82,22 +86,60 @@ pub unsafe extern "C" fn cthread_fork(func: cthread_fn_t, arg: any_t) -> cthread
 #[unsafe(no_mangle)]
 pub extern "C" fn cthread_join(t: cthread_t) -> any_t {
     control::ensure();
-    let Some(Some(join)) = handles::with(t, |r| r.join.take()) else {
-        let own = ferry_rt::thread::current_tag() == Some(t as usize);
+    let refused = |own: bool| {
         control::set_errno(if own { libc::EDEADLK } else { libc::EINVAL });
-        return ptr::null_mut();
+        ptr::null_mut()
     };
-    let result = match join.join_unless_current() {
-        Ok(r) => r.unwrap_or(control::FERRY_TERMINATED as usize),
-        Err(join) => {
-            // The caller's own handle: put the right to join back.
-            handles::with(t, move |r| r.join = Some(join));
-            control::set_errno(libc::EDEADLK);
-            return ptr::null_mut();
+    let own = || ferry_rt::thread::current_tag() == Some(t as usize);
+    let taken = match handles::peek(t) {
+        Peek::New => {
+            // Forked a moment ago, it usually waits in the caller's queue:
+            // give way once, as ferry's own join does for a thread that has
+            // not run, so that it most often has finished when we look
+            // (then the one locked section that takes the right frees the
+            // record too). It is not the caller.
+            ferry_rt::yield_now();
+            handles::take_join(t, true)
         }
+        Peek::Started => match handles::take_join(t, false) {
+            // It will be waited for: not by itself, which is refused at
+            // once, without touching the right (a concurrent join by
+            // another thread must not fail because of it).
+            Some(Taken::Running) if own() => return refused(true),
+            Some(Taken::Running) => handles::take_join(t, true),
+            taken => taken,
+        },
+        // Checked again under the lock; refused at once, with no switch.
+        Peek::Refused => handles::take_join(t, true),
     };
-    handles::free(t);
-    result as any_t
+    let waiting = match taken {
+        Some(Taken::Finished(join)) => {
+            return match join.join_unless_current() {
+                // The record is freed already.
+                Ok(Ok(outcome)) => outcome.disarm() as any_t,
+                Ok(Err(_)) => control::FERRY_TERMINATED as any_t,
+                Err(_) => unreachable!("a finished thread is not the caller"),
+            };
+        }
+        Some(Taken::Waiting(join)) => join,
+        Some(Taken::Running) => unreachable!("a waiting take does not leave it running"),
+        None => return refused(own()),
+    };
+    match waiting.join_unless_current() {
+        // Its drop frees the record.
+        Ok(Ok(outcome)) => outcome.into_value() as any_t,
+        Ok(Err(_)) => {
+            handles::free(t);
+            control::FERRY_TERMINATED as any_t
+        }
+        Err(join) => {
+            // The caller's own handle (checked above; kept for safety): put
+            // the right to join back.
+            handles::untake_join(t, join);
+            control::set_errno(libc::EDEADLK);
+            ptr::null_mut()
+        }
+    }
 }
 
 /// Ends the calling thread with `result`, from any depth of calls: its
@@ -112,14 +154,12 @@ pub extern "C" fn cthread_join(t: cthread_t) -> any_t {
 pub extern "C" fn cthread_exit(result: any_t) -> ! {
     control::ensure();
     let me = cthread_self();
-    let forked = handles::with(me, |r| r.forked);
-    match forked {
+    match handles::forked(me) {
         Some(true) => {
-            handles::finish(me);
             // SAFETY: a cthread's stack holds C frames and its own closure,
             // which owns nothing that must be dropped (the C-Threads
             // contract: cthread_exit abandons the frames between).
-            unsafe { ferry_rt::thread::exit_with::<usize>(result as usize) }
+            unsafe { ferry_rt::thread::exit_with(Outcome::new(result as usize, me)) }
         }
         Some(false) if control::is_first_thread(me) => {
             while handles::live_count() > 1 {
@@ -138,9 +178,17 @@ pub extern "C" fn cthread_exit(result: any_t) -> ! {
 /// ends (at once if it has). A stale or already detached handle is ignored.
 #[unsafe(no_mangle)]
 pub extern "C" fn cthread_detach(t: cthread_t) {
-    if let Some(Some(join)) = handles::with(t, |r| r.join.take()) {
-        drop(join);
-        handles::detach(t);
+    // Dropping the join handle detaches the thread in ferry: its outcome
+    // is dropped as it ends (or here, if it has), which frees the record.
+    match handles::take_join(t, true) {
+        Some(Taken::Finished(join)) => {
+            // Ended already: the record is freed; the result goes unread.
+            if let Ok(Ok(outcome)) = join.join_unless_current() {
+                outcome.disarm();
+            }
+        }
+        Some(Taken::Waiting(join)) => drop(join),
+        Some(Taken::Running) | None => {}
     }
 }
 
@@ -167,7 +215,7 @@ pub extern "C" fn cthread_self() -> cthread_t {
         return NO_CTHREAD;
     };
     // A ferry thread the C API did not make: it gets a record now.
-    match handles::alloc(Record::new(Some(me.clone()), false)) {
+    match handles::alloc_known(me.clone(), 0) {
         Some(h) => {
             me.set_tag(h as usize);
             h
@@ -180,28 +228,28 @@ pub extern "C" fn cthread_self() -> cthread_t {
 /// alive while the thread may be asked its name. A stale handle is ignored.
 #[unsafe(no_mangle)]
 pub extern "C" fn cthread_set_name(t: cthread_t, name: *const c_char) {
-    handles::with(t, |r| r.name = name as usize);
+    handles::with_words(t, |n, _| *n = name as usize);
 }
 
 /// Thread `t`'s name as last set (`NULL` if never set, or for a stale
 /// handle); the program's first thread is `"main"`.
 #[unsafe(no_mangle)]
 pub extern "C" fn cthread_name(t: cthread_t) -> *const c_char {
-    handles::with(t, |r| r.name as *const c_char).unwrap_or(ptr::null())
+    handles::with_words(t, |n, _| *n as *const c_char).unwrap_or(ptr::null())
 }
 
 /// Attaches a word of the program's to thread `t`. A stale handle is
 /// ignored.
 #[unsafe(no_mangle)]
 pub extern "C" fn cthread_set_data(t: cthread_t, data: any_t) {
-    handles::with(t, |r| r.data = data as usize);
+    handles::with_words(t, |_, d| *d = data as usize);
 }
 
 /// The word last attached to thread `t` (`NULL` if none, or for a stale
 /// handle).
 #[unsafe(no_mangle)]
 pub extern "C" fn cthread_data(t: cthread_t) -> any_t {
-    handles::with(t, |r| r.data as any_t).unwrap_or(ptr::null_mut())
+    handles::with_words(t, |_, d| *d as any_t).unwrap_or(ptr::null_mut())
 }
 
 // ---------------------------------------------------------------------------

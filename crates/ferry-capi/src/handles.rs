@@ -2,47 +2,88 @@
 //! stays safe to pass after its thread is gone.
 //!
 //! This room owns the table and each record's lifetime; it must not
-//! schedule or wait (it only ever holds a slot's spinlock for a few loads
-//! and stores).
+//! schedule or wait (it only ever holds a slot's lock for a few loads and
+//! stores; the join's waiting is `cthreads`').
 //!
 //! # Handles
 //!
 //! `cthread_t` is `(generation << 32) | (index + 1)` cast to a pointer: zero
-//! is never a handle (`NO_CTHREAD`). A slot's `generation` grows by one each
+//! is never a handle (`NO_CTHREAD`). A slot's generation grows by one each
 //! time its record is freed, so an old handle no longer matches; a garbage
 //! value fails the range check or the match. Slots live in chunks that are
 //! never freed, so reading a slot through any index in range is sound.
 //!
-//! # A record's life
+//! # A slot's `state` word
+//!
+//! One atomic word holds the generation (high 32 bits) and the flags
+//! below, so that checking a handle and locking its slot is one
+//! compare-and-swap (`lock`), and unlocking is one store that may also
+//! change the flags (`Locked`'s drop):
+//!
+//! | bit | written by | meaning |
+//! |-----|------------|---------|
+//! | `LIVE` | [`alloc_forked`] / [`alloc_known`] (set, by a store, on a slot nobody else can lock); the free (clear, with the generation bumped, under the lock) | the slot holds a record: a handle of its generation is valid |
+//! | `LOCKED` | a locker (set, CAS from a `LIVE` state of the handle's generation, Acquire); its unlock (clear, store, Release) | the locker owns the record's fields; everything but `LIVE` records and `ready` is read and written only so |
+//! | `FORKED` | the allocation; cleared in a fork child for the kept thread (single-threaded there) | made by `cthread_fork`: its thread's result is an [`Outcome`] |
+//! | `CLAIMED` | `cthread_join` / `cthread_detach`, under the lock | the right to join was taken: a second join or detach is refused |
+//!
+//! # The other words of a slot
 //!
 //! | field | written by | meaning |
 //! |-------|------------|---------|
-//! | `Record::join` (under the slot's spinlock) | `cthread_fork` (set), `cthread_join` / `cthread_detach` (take) | the right to join; `None` once taken, or for a thread ferry's C API did not create |
-//! | `Slot::ends` bit `FINISHED` (`fetch_or`) | the thread's end ([`finish`]), or `thread_terminate` | it ran out, exited or was terminated; a join frees the record |
-//! | `Slot::ends` bit `DETACHED` (`fetch_or`) | `cthread_detach`; set from the start for records of threads the C API did not fork | nobody will join: the thread's end frees the record |
+//! | `ready` | the allocation (`false`, or `true` for a thread already known); [`publish`] (`true`, Release, without the lock); the free (`false`, under the lock) | `join` (for a forked thread) is in place: lockers may read and take it |
+//! | `join` | [`publish`] (before `ready`, without the lock: only the forker touches it then); lockers once `ready` | the right to join, until a join or detach takes it out |
+//! | `thread` | the allocation; lockers once `ready` | the thread, for a record the C API did not fork, or one whose join handle was taken out (detached, or a join waits on it); a forked thread is reached through `join` while it is in place |
+//! | `name`, `data` | lockers | `cthread_set_name` / `cthread_set_data` |
+//! | `progress` | the allocation (`NEW`); the thread itself as its function starts (`STARTED`) and returns (`ENDED`) | a hint, read without the lock by a join deciding whether to give way first |
 //!
-//! Whoever sets the second of the two `ends` bits frees the record; a join
-//! frees it after the thread completed. A thread's own end needs no lock:
-//! its record cannot be freed before it ends (a join waits for the end, a
-//! detach frees only once `FINISHED` is set). Everything else is under the
-//! slot's spinlock, and a free bumps the generation under it too, so a call
-//! that validated a handle sees a record that stays until it lets go.
-
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicPtr, AtomicU32};
+//! `cthread_fork` needs the handle before the spawn (it is the thread's tag
+//! from its start), and gets the join handle only after it: the record is
+//! live from [`alloc_forked`] on (its name and data work at once), and a
+//! locker that needs `join` or `thread` checks `ready` (Acquire) and, if it
+//! is not set yet, lets go and comes back (the forker is a few
+//! instructions from it). So the publication costs no lock.
+//!
+//! # Who frees a record
+//!
+//! A forked thread's closure returns an [`Outcome`]: its result and its
+//! handle. Dropping an `Outcome` frees the handle's record, so ferry's own
+//! join protocol decides the race between a detach and the thread's end
+//! (no flag of ours, no read-modify-write at the thread's end): a detached
+//! thread drops its outcome as it completes (or the detach drops it, if the
+//! thread had completed), and a joined one's outcome goes to its joiner.
+//! Records of threads the C API did not fork are never freed (but in a
+//! fork child, see [`forget_all_but`]).
+//!
+//! # Joining
+//!
+//! A join (or detach) takes the right and the join handle in one locked
+//! section ([`take_join`]). If the thread has finished — a join first gives
+//! way once when the thread's `progress` hint says it has not started
+//! ([`peek`]), as ferry's own join does for a thread that has not run, so
+//! in a fork-then-join it usually has — the same section frees the record,
+//! and the join disarms the outcome it takes. Otherwise a join first makes
+//! sure it is not the thread itself (refused without touching the right,
+//! so that a thread joining itself never makes another's join fail), and
+//! a second section leaves a `Thread` in the record (others still reach
+//! the thread: `thread_suspend` on a thread being joined), sets `CLAIMED`,
+//! which refuses a second join or detach, and takes the join handle out;
+//! the outcome's drop frees the record once the join has it.
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU64};
 
 /// Mach's `any_t`: an untyped pointer passed through ferry unchanged.
 #[allow(non_camel_case_types)]
 pub type any_t = *mut std::ffi::c_void;
 
-/// The table's lock: a test-and-set flag held for a few loads and stores.
-/// Unlike `ferry::sync::SpinLock` it does not raise the runtime's critical
-/// count (which costs as much as the whole critical section here): a
-/// holder preempted by a time slice is waited out by contenders that spin
-/// a little, then yield (their processor then runs the holder).
+/// The free list's lock: a test-and-set flag held for a few loads and
+/// stores. Unlike `ferry::sync::SpinLock` it does not raise the runtime's
+/// critical count (which costs as much as the whole critical section
+/// here): a holder preempted by a time slice is waited out by contenders
+/// that spin a little, then yield (their processor then runs the holder).
 ///
 /// | `locked` | written by | meaning |
 /// |----------|------------|---------|
@@ -89,12 +130,7 @@ impl<T> RawLock<T> {
             {
                 return;
             }
-            spins += 1;
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else {
-                ferry_rt::yield_now();
-            }
+            back_off(&mut spins);
         }
     }
 
@@ -140,6 +176,17 @@ impl<T> Drop for RawGuard<'_, T> {
     }
 }
 
+/// Waits a little for a lock held by someone else: spins, then yields (on
+/// one processor the holder may be the thread that must run).
+fn back_off(spins: &mut u32) {
+    *spins += 1;
+    if *spins < 64 {
+        std::hint::spin_loop();
+    } else {
+        ferry_rt::yield_now();
+    }
+}
+
 /// `cthread_t`'s C type: an opaque handle (see the module docs).
 #[allow(non_camel_case_types)]
 pub type cthread_t = *mut cthread;
@@ -151,41 +198,93 @@ pub struct cthread {
     _private: [u8; 0],
 }
 
-/// What the table keeps per cthread.
-pub(crate) struct Record {
-    /// The thread, once known (set right after the spawn).
-    pub(crate) thread: Option<ferry_rt::Thread>,
-    pub(crate) join: Option<ferry_rt::JoinHandle<usize>>,
-    /// `cthread_set_name`'s pointer, kept as given (C-Threads copies nothing).
-    pub(crate) name: usize,
-    pub(crate) data: usize,
-    /// Made by `cthread_fork` (its closure returns a `usize`).
-    pub(crate) forked: bool,
+/// What a forked thread's closure returns: its result, and its handle,
+/// whose record the outcome's drop frees (see the module docs). A
+/// disarmed outcome (handle 0) frees nothing.
+pub(crate) struct Outcome {
+    value: usize,
+    handle: usize,
 }
 
-impl Record {
-    pub(crate) fn new(thread: Option<ferry_rt::Thread>, forked: bool) -> Record {
-        Record {
-            thread,
-            join: None,
-            name: 0,
-            data: 0,
-            forked,
+impl Outcome {
+    /// The outcome `value` of the thread of `h`, which frees `h`'s record
+    /// when dropped.
+    pub(crate) fn new(value: usize, h: cthread_t) -> Outcome {
+        Outcome {
+            value,
+            handle: h as usize,
+        }
+    }
+
+    /// The result, without freeing the record (for a caller that freed it
+    /// already, or must not).
+    pub(crate) fn disarm(self) -> usize {
+        let value = self.value;
+        std::mem::forget(self);
+        value
+    }
+
+    /// The result, freeing the record.
+    pub(crate) fn into_value(self) -> usize {
+        self.value
+    }
+}
+
+impl Drop for Outcome {
+    fn drop(&mut self) {
+        if self.handle != 0 {
+            free(self.handle as cthread_t);
         }
     }
 }
 
+/// The join handle of a forked thread.
+pub(crate) type Join = ferry_rt::JoinHandle<Outcome>;
+
+/// One record; see the module docs for who touches which field when.
+#[repr(align(64))]
 struct Slot {
-    generation: AtomicU32,
-    /// `FINISHED | DETACHED`; see the module docs.
-    ends: AtomicU32,
-    record: RawLock<Option<Record>>,
+    /// Generation and flags; see the module docs.
+    state: AtomicU64,
+    /// `join` (and `thread`) are published; see the module docs.
+    ready: AtomicBool,
+    /// How far the thread's function got (`NEW`, `STARTED`, `ENDED`): a
+    /// hint for a join (see [`peek`]).
+    progress: AtomicU8,
+    /// The right to join, while nobody took it out.
+    join: UnsafeCell<Option<Join>>,
+    /// The thread, for a record the C API did not fork, or one whose join
+    /// handle was taken out (detached, or a join waits on it).
+    thread: UnsafeCell<Option<ferry_rt::Thread>>,
+    /// `cthread_set_name`'s pointer, kept as given (C-Threads copies nothing).
+    name: UnsafeCell<usize>,
+    data: UnsafeCell<usize>,
 }
 
-/// `Slot::ends`: the thread ended.
-const FINISHED: u32 = 1;
-/// `Slot::ends`: nobody will join.
-const DETACHED: u32 = 2;
+// SAFETY: the cells are reached only under the slot's lock, or by the one
+// party the protocol in the module docs gives them to.
+unsafe impl Sync for Slot {}
+
+const LOCKED: u64 = 1;
+const LIVE: u64 = 2;
+const FORKED: u64 = 4;
+const CLAIMED: u64 = 8;
+const FLAGS: u64 = 0xffff_ffff;
+
+/// `Slot::progress`: the thread's function has not started.
+const NEW: u8 = 0;
+/// `Slot::progress`: the thread's function runs.
+const STARTED: u8 = 1;
+/// `Slot::progress`: the thread's function returned.
+const ENDED: u8 = 2;
+
+fn generation_of(state: u64) -> u32 {
+    (state >> 32) as u32
+}
+
+fn state_of(generation: u32, flags: u64) -> u64 {
+    (u64::from(generation) << 32) | flags
+}
 
 const CHUNK: usize = 1024;
 const MAX_CHUNKS: usize = 4096;
@@ -218,133 +317,381 @@ fn decode(h: cthread_t) -> Option<(u32, u32)> {
     (low != 0).then(|| (low - 1, (v >> 32) as u32))
 }
 
-/// Stores `record` in a free slot and returns its handle; `None` when the
-/// table is full.
-pub(crate) fn alloc(record: Record) -> Option<cthread_t> {
-    let index = {
-        let mut free = FREE.lock();
-        match free.0.pop() {
-            Some(i) => i,
-            None => {
-                let i = free.1;
-                if i as usize >= CHUNK * MAX_CHUNKS {
-                    return None;
-                }
-                if (i as usize).is_multiple_of(CHUNK) {
-                    let chunk: Box<[Slot]> = (0..CHUNK)
-                        .map(|_| Slot {
-                            generation: AtomicU32::new(0),
-                            ends: AtomicU32::new(0),
-                            record: RawLock::new(None),
-                        })
-                        .collect();
-                    let base = Box::leak(chunk).as_mut_ptr();
-                    CHUNKS[i as usize / CHUNK].store(base, Release);
-                }
-                free.1 += 1;
-                i
-            }
-        }
-    };
-    let s = slot(index).expect("allocated slots are published");
-    let mut r = s.record.lock();
-    s.ends
-        .store(if record.forked { 0 } else { DETACHED }, Relaxed);
-    *r = Some(record);
-    let generation = s.generation.load(Relaxed);
-    drop(r);
-    Some(encode(index, generation))
+/// A slot locked for a valid handle; unlocks (storing `flags` under the
+/// handle's generation) when dropped.
+struct Locked {
+    slot: &'static Slot,
+    index: u32,
+    generation: u32,
+    /// The flags to store at the unlock (without `LOCKED`).
+    flags: u64,
 }
 
-/// Runs `f` on `h`'s record under its slot's lock; `None` if `h` names no
-/// live record.
-pub(crate) fn with<R>(h: cthread_t, f: impl FnOnce(&mut Record) -> R) -> Option<R> {
+impl Locked {
+    /// Whether the join handle was published.
+    fn ready(&self) -> bool {
+        self.slot.ready.load(Acquire)
+    }
+
+    /// The record's name and data words.
+    fn words(&mut self) -> (&mut usize, &mut usize) {
+        // SAFETY: the lock makes us the fields' only user.
+        unsafe { (&mut *self.slot.name.get(), &mut *self.slot.data.get()) }
+    }
+
+    /// The join handle, if in place, and the thread (only once
+    /// [`Locked::ready`]), to read.
+    fn parts(&self) -> (Option<&Join>, Option<&ferry_rt::Thread>) {
+        debug_assert!(self.ready());
+        // SAFETY: once `ready`, only lockers touch the fields, and we hold
+        // the lock.
+        unsafe {
+            (
+                (*self.slot.join.get()).as_ref(),
+                (*self.slot.thread.get()).as_ref(),
+            )
+        }
+    }
+
+    /// The join handle and the thread, to change.
+    ///
+    /// # Safety
+    /// The record is ready, or the caller is the forker (the one writer of
+    /// `join` before it is) and never published it.
+    unsafe fn parts_mut(&mut self) -> (&mut Option<Join>, &mut Option<ferry_rt::Thread>) {
+        // SAFETY: the lock and the contract make us the fields' only user.
+        unsafe { (&mut *self.slot.join.get(), &mut *self.slot.thread.get()) }
+    }
+
+    /// Frees the record: the generation moves on, and the slot is free
+    /// once unlocked (the caller then puts its index on the free list).
+    /// Returns what it held, for the caller to drop after the unlock.
+    ///
+    /// # Safety
+    /// As [`Locked::parts_mut`].
+    unsafe fn free(mut self) -> (Option<Join>, Option<ferry_rt::Thread>) {
+        // SAFETY: forwarded.
+        let (join, thread) = unsafe { self.parts_mut() };
+        let parts = (join.take(), thread.take());
+        // Set again only by the next allocation or publication, which
+        // the unlock's Release store orders after this.
+        self.slot.ready.store(false, Relaxed);
+        self.generation = self.generation.wrapping_add(1);
+        self.flags = 0;
+        parts
+    }
+
+    /// The slot's index.
+    fn index(&self) -> u32 {
+        self.index
+    }
+}
+
+impl Drop for Locked {
+    fn drop(&mut self) {
+        self.slot
+            .state
+            .store(state_of(self.generation, self.flags), Release);
+    }
+}
+
+/// Locks `h`'s slot if `h` names a live record.
+fn lock(h: cthread_t) -> Option<Locked> {
     let (index, generation) = decode(h)?;
     let s = slot(index)?;
-    let mut r = s.record.lock();
-    if s.generation.load(Relaxed) != generation {
+    let mut spins = 0u32;
+    loop {
+        let now = s.state.load(Relaxed);
+        if generation_of(now) != generation || now & LIVE == 0 {
+            return None;
+        }
+        if now & LOCKED == 0
+            && s.state
+                .compare_exchange_weak(now, now | LOCKED, Acquire, Relaxed)
+                .is_ok()
+        {
+            return Some(Locked {
+                slot: s,
+                index,
+                generation,
+                flags: now & FLAGS,
+            });
+        }
+        back_off(&mut spins);
+    }
+}
+
+/// Locks `h`'s slot once its join handle is published (see the module
+/// docs: the forker is a few instructions from it).
+fn lock_ready(h: cthread_t) -> Option<Locked> {
+    let mut spins = 0u32;
+    loop {
+        let l = lock(h)?;
+        if l.ready() {
+            return Some(l);
+        }
+        drop(l);
+        back_off(&mut spins);
+    }
+}
+
+/// Takes a free slot; `None` when the table is full.
+fn take_index() -> Option<(u32, &'static Slot)> {
+    let mut free = FREE.lock();
+    let index = match free.0.pop() {
+        Some(i) => i,
+        None => {
+            let i = free.1;
+            if i as usize >= CHUNK * MAX_CHUNKS {
+                return None;
+            }
+            if (i as usize).is_multiple_of(CHUNK) {
+                let chunk: Box<[Slot]> = (0..CHUNK)
+                    .map(|_| Slot {
+                        state: AtomicU64::new(0),
+                        ready: AtomicBool::new(false),
+                        progress: AtomicU8::new(NEW),
+                        join: UnsafeCell::new(None),
+                        thread: UnsafeCell::new(None),
+                        name: UnsafeCell::new(0),
+                        data: UnsafeCell::new(0),
+                    })
+                    .collect();
+                let base = Box::leak(chunk).as_mut_ptr();
+                CHUNKS[i as usize / CHUNK].store(base, Release);
+            }
+            free.1 += 1;
+            i
+        }
+    };
+    drop(free);
+    Some((index, slot(index).expect("allocated slots are published")))
+}
+
+/// Makes a free slot `s` live with `flags`, `name` and `thread`.
+///
+/// # Safety
+/// `s` came from `take_index`: nobody else can lock it (it is not `LIVE`)
+/// or holds a guard of it.
+unsafe fn make_live(
+    index: u32,
+    s: &'static Slot,
+    flags: u64,
+    name: usize,
+    thread: Option<ferry_rt::Thread>,
+) -> cthread_t {
+    let ready = thread.is_some();
+    // SAFETY: nobody else touches a slot that is not `LIVE` (the
+    // contract); the `LIVE` store below publishes these writes.
+    unsafe {
+        debug_assert!((*s.join.get()).is_none() && (*s.thread.get()).is_none());
+        *s.thread.get() = thread;
+        *s.name.get() = name;
+        *s.data.get() = 0;
+    }
+    s.ready.store(ready, Relaxed);
+    s.progress.store(NEW, Relaxed);
+    let generation = generation_of(s.state.load(Relaxed));
+    s.state.store(state_of(generation, LIVE | flags), Release);
+    encode(index, generation)
+}
+
+/// A record for a thread `cthread_fork` is about to spawn, and its handle;
+/// `None` when the table is full. Its join handle is [`publish`]ed once
+/// the thread is spawned.
+pub(crate) fn alloc_forked() -> Option<cthread_t> {
+    let (index, s) = take_index()?;
+    // SAFETY: just taken off the free list.
+    Some(unsafe { make_live(index, s, FORKED, 0, None) })
+}
+
+/// A record for `thread`, which the C API did not fork (the first thread,
+/// or a Rust thread asking for its handle), named `name`; `None` when the
+/// table is full.
+pub(crate) fn alloc_known(thread: ferry_rt::Thread, name: usize) -> Option<cthread_t> {
+    let (index, s) = take_index()?;
+    // SAFETY: just taken off the free list.
+    Some(unsafe { make_live(index, s, 0, name, Some(thread)) })
+}
+
+/// Stores the join handle of `h`'s freshly spawned thread (see the module
+/// docs), without the lock.
+///
+/// # Safety
+/// `h` came from [`alloc_forked`], and this is its one publication.
+pub(crate) unsafe fn publish(h: cthread_t, join: Join) {
+    let (index, _) = decode(h).expect("a handle from alloc_forked");
+    let s = slot(index).expect("a handle from alloc_forked");
+    // SAFETY: until `ready` is set, only the forker (the caller, once)
+    // touches `join`, and the record cannot be freed (that takes the join
+    // right, which needs `ready`).
+    unsafe { *s.join.get() = Some(join) };
+    s.ready.store(true, Release);
+}
+
+/// Undoes [`alloc_forked`] when the spawn failed.
+pub(crate) fn unalloc(h: cthread_t) {
+    let Some(l) = lock(h) else { return };
+    let index = l.index();
+    // SAFETY: the caller is the forker, which never published.
+    let parts = unsafe { l.free() };
+    drop(parts);
+    FREE.lock().0.push(index);
+}
+
+/// Frees `h`'s record if `h` is still live; what it held is dropped after
+/// the slot's lock is released. Called by the one party that owns the
+/// record's end: an [`Outcome`]'s drop, or a join or a fork child's thread
+/// that has none to drop.
+pub(crate) fn free(h: cthread_t) -> bool {
+    let Some(l) = lock_ready(h) else {
+        return false;
+    };
+    let index = l.index();
+    // SAFETY: ready (the record was published before its outcome could
+    // be made, and `lock_ready` checked).
+    let parts = unsafe { l.free() };
+    drop(parts);
+    FREE.lock().0.push(index);
+    true
+}
+
+/// Runs `f` on `h`'s name and data words under its slot's lock; `None` if
+/// `h` names no live record.
+pub(crate) fn with_words<R>(
+    h: cthread_t,
+    f: impl FnOnce(&mut usize, &mut usize) -> R,
+) -> Option<R> {
+    let mut l = lock(h)?;
+    let (name, data) = l.words();
+    Some(f(name, data))
+}
+
+/// Whether `h` names a live record of a thread made by `cthread_fork`
+/// (`None` if `h` names no live record).
+pub(crate) fn forked(h: cthread_t) -> Option<bool> {
+    let (index, generation) = decode(h)?;
+    let now = slot(index)?.state.load(Acquire);
+    (generation_of(now) == generation && now & LIVE != 0).then_some(now & FORKED != 0)
+}
+
+/// The thread behind `h`, if `h` is live.
+pub(crate) fn thread(h: cthread_t) -> Option<ferry_rt::Thread> {
+    let l = lock_ready(h)?;
+    match l.parts() {
+        (Some(join), _) => Some(join.thread()),
+        (None, thread) => thread.cloned(),
+    }
+}
+
+/// What [`take_join`] found.
+pub(crate) enum Taken {
+    /// The thread had finished: the right and the join handle are taken,
+    /// the record is freed, and the outcome the join handle gives must be
+    /// disarmed.
+    Finished(Join),
+    /// The thread had not finished, and the caller would wait: the right
+    /// and the join handle are taken, and the record stays, with the
+    /// thread in it for the others, until the outcome's drop frees it.
+    Waiting(Join),
+    /// The thread had not finished, and the caller would not wait:
+    /// nothing changed.
+    Running,
+}
+
+/// Takes the right to join `h` and its join handle (`CLAIMED` set, in one
+/// locked section) if the thread has finished, or if `wait`; `None` if
+/// `h` is stale, not forked, or its right was taken already.
+pub(crate) fn take_join(h: cthread_t, wait: bool) -> Option<Taken> {
+    let mut l = lock_ready(h)?;
+    if l.flags & (FORKED | CLAIMED) != FORKED {
         return None;
     }
-    r.as_mut().map(f)
-}
-
-/// The thread behind `h`, if `h` is live and its thread known.
-pub(crate) fn thread(h: cthread_t) -> Option<ferry_rt::Thread> {
-    loop {
-        match with(h, |r| r.thread.clone()) {
-            None => return None,
-            Some(Some(t)) => return Some(t),
-            // Forked a moment ago: its creator is storing the thread.
-            Some(None) => std::hint::spin_loop(),
-        }
+    if l.parts().0?.is_finished() {
+        let index = l.index();
+        // SAFETY: ready (`lock_ready`).
+        let (join, thread) = unsafe { l.free() };
+        drop(thread);
+        FREE.lock().0.push(index);
+        return join.map(Taken::Finished);
     }
-}
-
-/// Marks `h`'s thread ended; frees the record if it was detached. Called
-/// by the thread itself as it ends (or for it by `thread_terminate`), so
-/// `h` is live.
-pub(crate) fn finish(h: cthread_t) {
-    let Some((index, _)) = decode(h) else { return };
-    let Some(s) = slot(index) else { return };
-    if s.ends.fetch_or(FINISHED, AcqRel) & (FINISHED | DETACHED) == DETACHED {
-        free(h);
+    if !wait {
+        return Some(Taken::Running);
     }
+    // SAFETY: ready (`lock_ready`).
+    let (join, thread) = unsafe { l.parts_mut() };
+    let join = join.take()?;
+    *thread = Some(join.thread());
+    l.flags |= CLAIMED;
+    Some(Taken::Waiting(join))
 }
 
-/// As [`finish`], for a thread that was terminated (it will not end by
-/// itself): checks under the slot's lock that `h` is still live, and
-/// does nothing if the thread had already marked its end.
-pub(crate) fn finish_terminated(h: cthread_t) {
-    let prev = with(h, |_| {
-        let (index, _) = decode(h).expect("validated by `with`");
-        slot(index)
-            .expect("validated by `with`")
-            .ends
-            .fetch_or(FINISHED, AcqRel)
-    });
-    if prev.is_some_and(|p| p & (FINISHED | DETACHED) == DETACHED) {
-        free(h);
-    }
+/// Gives the right to join `h` back, with its handle (a join of the
+/// caller's own thread).
+pub(crate) fn untake_join(h: cthread_t, join: Join) {
+    let mut l = lock(h).expect("a claimed record stays until its outcome frees it");
+    // SAFETY: ready (it was claimed); the right was given up with the
+    // handle taken out, and is given back here.
+    *unsafe { l.parts_mut() }.0 = Some(join);
+    l.flags &= !CLAIMED;
 }
 
-/// Marks `h` detached (the caller took its join right, under the slot's
-/// lock); frees the record if its thread had ended.
-pub(crate) fn detach(h: cthread_t) {
-    let Some((index, _)) = decode(h) else { return };
-    let Some(s) = slot(index) else { return };
-    if s.ends.fetch_or(DETACHED, AcqRel) & FINISHED != 0 {
-        free(h);
-    }
-}
-
-/// Marks the record of `h` (kept in a fork child) as one nobody joins.
-pub(crate) fn set_detached(h: cthread_t) {
+/// Marks the start of `h`'s thread's function, called by that thread (a
+/// hint for [`peek`]).
+pub(crate) fn begin(h: cthread_t) {
     if let Some(s) = decode(h).and_then(|(index, _)| slot(index)) {
-        s.ends.fetch_or(DETACHED, AcqRel);
+        // The record is live while its thread runs.
+        s.progress.store(STARTED, Relaxed);
     }
 }
 
-/// Frees `h`'s record if `h` is still live; the record is dropped after
-/// the slot's lock is released.
-pub(crate) fn free(h: cthread_t) -> bool {
+/// Marks the end of `h`'s thread's function, called by that thread as the
+/// function returns (a hint for [`peek`]); true if its record is a fork
+/// child's copy that nobody joins (see [`adopt_in_child`]), which the
+/// caller must then free.
+pub(crate) fn end(h: cthread_t) -> bool {
     let Some((index, generation)) = decode(h) else {
         return false;
     };
-    let Some(s) = slot(index) else {
-        return false;
+    let Some(s) = slot(index) else { return false };
+    // The record is live until the thread's outcome is dropped, after this.
+    s.progress.store(ENDED, Relaxed);
+    // Only the fork child's single thread clears `FORKED`, before this
+    // thread goes on: a relaxed load sees it in program order.
+    let now = s.state.load(Relaxed);
+    generation_of(now) == generation && now & LIVE != 0 && now & FORKED == 0
+}
+
+/// What a join of a handle may expect, from [`peek`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Peek {
+    /// The handle looks joinable and its thread has not started: it is not
+    /// the caller, and probably waits in the caller's queue.
+    New,
+    /// The handle looks joinable and its thread has started (it may be the
+    /// caller), or ended.
+    Started,
+    /// The handle looks stale, detached, joined or not forked.
+    Refused,
+}
+
+/// What a join of `h` may expect: a hint, without the lock, that may be
+/// stale at once ([`take_join`] decides) — but for `New`, which the
+/// caller's own handle never gives (a thread sees its own [`begin`]).
+pub(crate) fn peek(h: cthread_t) -> Peek {
+    let Some(s) = decode(h).and_then(|(index, generation)| {
+        slot(index).filter(|s| {
+            let now = s.state.load(Relaxed);
+            generation_of(now) == generation && now & (LIVE | FORKED | CLAIMED) == LIVE | FORKED
+        })
+    }) else {
+        return Peek::Refused;
     };
-    let record = {
-        let mut r = s.record.lock();
-        if s.generation.load(Relaxed) != generation || r.is_none() {
-            return false;
-        }
-        // Only ever changed under the slot's lock, which we hold.
-        s.generation.store(generation.wrapping_add(1), Release);
-        r.take()
-    };
-    drop(record);
-    FREE.lock().0.push(index);
-    true
+    if s.progress.load(Relaxed) == NEW {
+        Peek::New
+    } else {
+        Peek::Started
+    }
 }
 
 /// Every live handle (a snapshot).
@@ -353,9 +700,9 @@ pub(crate) fn live() -> Vec<cthread_t> {
     let mut out = Vec::new();
     for index in 0..high {
         if let Some(s) = slot(index) {
-            let r = s.record.lock();
-            if r.is_some() {
-                out.push(encode(index, s.generation.load(Relaxed)));
+            let now = s.state.load(Acquire);
+            if now & LIVE != 0 {
+                out.push(encode(index, generation_of(now)));
             }
         }
     }
@@ -381,33 +728,62 @@ pub(crate) fn release_after_fork() {
 
 /// In a fork child: frees every record but `keep`'s (their threads are not
 /// in the child), without running their drops (they name the parent's
-/// runtime, which the child abandons). A slot lock held in the parent at
-/// the fork was held by a kernel thread the child does not have: each is
-/// forced free first (a slot is only ever held for a few loads and stores,
-/// and a half-written record belongs to a thread that is gone anyway).
+/// runtime, which the child abandons), and rebuilds the free list from the
+/// slots (one that was between the free list and `LIVE` in the parent is
+/// free again). A slot locked in the parent at the fork was locked by a
+/// kernel thread the child does not have: its lock is dropped (a slot is
+/// only ever locked for a few loads and stores, and a half-written record
+/// belongs to a thread that is gone anyway).
 pub(crate) fn forget_all_but(keep: cthread_t) {
     // The free list's lock was taken before the fork by this very flow;
     // its copy in the child is ours to release.
     // SAFETY: `hold_for_fork` took it without a guard, for this fork.
     unsafe { FREE.force_unlock() };
-    let high = FREE.lock().1;
-    for index in 0..high {
+    let mut free = FREE.lock();
+    let high = free.1;
+    free.0.clear();
+    for index in (0..high).rev() {
         let Some(s) = slot(index) else { continue };
-        // SAFETY: a fork child has one thread, this one, which holds no
-        // slot guard here.
-        unsafe { s.record.force_unlock() };
-        let generation = s.generation.load(Relaxed);
-        if encode(index, generation) == keep {
-            continue;
+        let now = s.state.load(Relaxed) & !LOCKED;
+        let generation = generation_of(now);
+        if now & LIVE != 0 {
+            if encode(index, generation) == keep {
+                s.state.store(now, Relaxed);
+                continue;
+            }
+            // SAFETY: a fork child has one thread, this one: nobody else
+            // touches the slot.
+            unsafe {
+                std::mem::forget((*s.join.get()).take());
+                std::mem::forget((*s.thread.get()).take());
+            }
+            s.ready.store(false, Relaxed);
+            s.state
+                .store(state_of(generation.wrapping_add(1), 0), Relaxed);
+        } else {
+            s.state.store(now, Relaxed);
         }
-        let mut r = s.record.lock();
-        if let Some(rec) = r.take() {
-            std::mem::forget(rec);
-            s.generation.store(generation.wrapping_add(1), Release);
-            drop(r);
-            FREE.lock().0.push(index);
-        }
+        free.0.push(index);
     }
+}
+
+/// In a fork child: makes `keep` (the record of the thread that forked,
+/// kept by [`forget_all_but`]) the record of `me`, that thread in the
+/// child's runtime. Its joiner, if any, is in the parent: its join handle
+/// is forgotten, and a forked thread's record is freed by its own end
+/// ([`end`] tells it so).
+pub(crate) fn adopt_in_child(keep: cthread_t, me: ferry_rt::Thread) {
+    let Some(mut l) = lock(keep) else { return };
+    // SAFETY: a fork child has one thread, this one; the slot is locked,
+    // and `ready` may not be set if the fork came between the spawn of
+    // this thread and its publication (then `join` is empty or being
+    // written by a thread that is gone: forgotten either way).
+    unsafe {
+        std::mem::forget((*l.slot.join.get()).take());
+        std::mem::forget((*l.slot.thread.get()).replace(me));
+    }
+    l.slot.ready.store(true, Relaxed);
+    l.flags &= !(FORKED | CLAIMED);
 }
 
 #[cfg(test)]
@@ -416,27 +792,28 @@ mod tests {
 
     #[test]
     fn handles_round_trip_and_go_stale_when_freed() {
-        let h = alloc(Record::new(None, false)).unwrap();
+        let h = alloc_forked().unwrap();
         assert!(!h.is_null());
-        assert_eq!(with(h, |r| r.data), Some(0));
-        with(h, |r| r.data = 5);
-        assert_eq!(with(h, |r| r.data), Some(5));
-        assert!(free(h));
-        assert!(!free(h), "a second free of one handle");
-        assert_eq!(with(h, |r| r.data), None);
+        assert_eq!(with_words(h, |_, d| *d), Some(0));
+        with_words(h, |_, d| *d = 5);
+        assert_eq!(with_words(h, |_, d| *d), Some(5));
+        unalloc(h);
+        assert!(!free(h), "a free of a freed handle");
+        assert_eq!(with_words(h, |_, d| *d), None);
         // The slot is reused under a new generation; the old handle stays dead.
-        let h2 = alloc(Record::new(None, false)).unwrap();
+        let h2 = alloc_forked().unwrap();
         assert_ne!(h, h2);
-        assert_eq!(with(h, |r| r.data), None);
-        assert_eq!(with(h2, |r| r.data), Some(0));
-        assert!(free(h2));
+        assert_eq!(with_words(h, |_, d| *d), None);
+        assert_eq!(with_words(h2, |_, d| *d), Some(0));
+        unalloc(h2);
     }
 
     #[test]
     fn garbage_handles_are_refused() {
         for g in [1usize, 0xdead_beef, usize::MAX, 12345 << 32, 1 << 40 | 7] {
-            assert_eq!(with(g as cthread_t, |r| r.data), None, "{g:#x}");
+            assert_eq!(with_words(g as cthread_t, |_, d| *d), None, "{g:#x}");
+            assert!(take_join(g as cthread_t, true).is_none());
         }
-        assert_eq!(with(std::ptr::null_mut(), |r| r.data), None);
+        assert_eq!(with_words(std::ptr::null_mut(), |_, d| *d), None);
     }
 }

@@ -152,6 +152,11 @@ fn thread_control_misuse_is_refused() {
 }
 
 #[test]
+fn join_detach_and_terminate_paths_of_the_join_right() {
+    run("join_paths.c", &[("FERRY_PROCESSORS", "2")]);
+}
+
+#[test]
 fn suspend_wait_resume_and_info_on_another_thread() {
     run("control.c", &[("FERRY_PROCESSORS", "2")]);
 }
