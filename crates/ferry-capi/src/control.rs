@@ -191,7 +191,17 @@ extern "C" fn after_fork_in_child() {
 /// The runtime, started with defaults if nothing started it yet (the
 /// calling kernel thread's flow becoming its first thread); `None` if it
 /// could not start.
+#[inline]
 pub(crate) fn ensure() -> Option<&'static ferry_rt::Handle> {
+    // Once started, one load (every C call comes through here).
+    if let Some(s) = current() {
+        return Some(&s.handle);
+    }
+    ensure_slow()
+}
+
+#[cold]
+fn ensure_slow() -> Option<&'static ferry_rt::Handle> {
     if !*STARTED.get_or_init(|| start(None)) {
         return None;
     }

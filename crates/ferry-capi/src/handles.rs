@@ -396,6 +396,7 @@ impl Drop for Locked {
 }
 
 /// Locks `h`'s slot if `h` names a live record.
+#[inline]
 fn lock(h: cthread_t) -> Option<Locked> {
     let (index, generation) = decode(h)?;
     let s = slot(index)?;
@@ -423,6 +424,7 @@ fn lock(h: cthread_t) -> Option<Locked> {
 
 /// Locks `h`'s slot once its join handle is published (see the module
 /// docs: the forker is a few instructions from it).
+#[inline]
 fn lock_ready(h: cthread_t) -> Option<Locked> {
     let mut spins = 0u32;
     loop {
