@@ -23,7 +23,7 @@
 //! | bit | written by | meaning |
 //! |-----|------------|---------|
 //! | `LIVE` | [`alloc_forked`] / [`alloc_known`] (set, by a store, on a slot nobody else can lock); the free (clear, with the generation bumped, under the lock) | the slot holds a record: a handle of its generation is valid |
-//! | `LOCKED` | a locker (set, CAS from a `LIVE` state of the handle's generation, Acquire); its unlock (clear, store, Release) | the locker owns the record's fields; everything but `LIVE` records and `ready` is read and written only so |
+//! | `LOCKED` | a locker (set, CAS from a `LIVE` state of the handle's generation, Acquire); its unlock (clear, store, Release) | the locker owns the record's fields (all but `progress`, and `join` before `ready`: see below) |
 //! | `FORKED` | the allocation; cleared in a fork child for the kept thread (single-threaded there) | made by `cthread_fork`: its thread's result is an [`Outcome`] |
 //! | `CLAIMED` | `cthread_join` / `cthread_detach`, under the lock | the right to join was taken: a second join or detach is refused |
 //!
