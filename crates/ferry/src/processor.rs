@@ -204,6 +204,14 @@ pub(crate) struct Processor {
     /// The activation (its word) that is on its way, once the hander picked
     /// it, for the monitor to hurry; `0` if none or not yet known.
     pub(crate) standby_by: AtomicUsize,
+    /// Whether the current lend asked to be handed over at once (work
+    /// waited and the runtime hands off at once), for a stand-in; written by
+    /// the lender before its driver-word store publishes it.
+    pub(crate) lent_hand_now: AtomicBool,
+    /// The processor's stand-in: the word of the activation that waits on
+    /// its core, `| upcall::ASLEEP` while it sleeps; `0` if none. See
+    /// `upcall::stand_in`.
+    pub(crate) stand_in: AtomicUsize,
     /// When the last change of membership was asked for (ns since epoch).
     pub(crate) changed_at: AtomicU64,
     /// See [`ACTIVE`].
@@ -304,6 +312,8 @@ impl Processor {
                 lent_cpu: AtomicUsize::new(NO_CORE),
                 standby: AtomicBool::new(false),
                 standby_by: AtomicUsize::new(0),
+                lent_hand_now: AtomicBool::new(false),
+                stand_in: AtomicUsize::new(0),
                 changed_at: AtomicU64::new(0),
                 membership: AtomicU8::new(STOPPED),
                 core: AtomicUsize::new(NO_CORE),
@@ -459,13 +469,15 @@ impl Processor {
             NO_CORE
         };
         self.lent_cpu.store(cpu, Relaxed);
+        self.lent_hand_now.store(hand_now, Relaxed);
         act.away.store(true, Relaxed);
         // SeqCst: pairs with the standby spare's `standby` store and driver
         // load (`Activation::take`): one of the two sees the other.
         self.driver.store(act.word() | upcall::LENT, SeqCst);
         if hand_now {
-            // A spare still on its way (waiting for this core to go idle)
-            // will take this lend too: wake nobody else.
+            // A spare still on its way (waiting for this core to go idle),
+            // or the processor's stand-in, will take this lend too: wake
+            // nobody else.
             shared.hand_lent(self, true);
         }
     }

@@ -56,6 +56,8 @@ pub(crate) struct Shared {
     pub(crate) time_slice: Option<Duration>,
     /// Whether the monitor takes over from unannounced blocking.
     pub(crate) take_over_unannounced: bool,
+    /// Whether busy pinned processors get stand-ins (`upcall::stand_in`).
+    pub(crate) stand_ins: bool,
     /// Whether processors account each thread's run time.
     pub(crate) account_cpu: bool,
     /// Time zero of the `*_at` words.
@@ -181,6 +183,31 @@ impl Shared {
                     }
                     p.changed_at.store(now, Relaxed);
                     if !self.activations.hand(&self.arc(), Assignment::Start(p)) {
+                        eprintln!(
+                            "DEBUG count {} max {}",
+                            self.activations.count(),
+                            self.activations.max()
+                        );
+                        for q in self.processors.iter() {
+                            eprintln!(
+                                "DEBUG p{} m{} d{:x} si{:x} sb{}",
+                                q.index,
+                                q.membership.load(Relaxed),
+                                q.driver.load(Relaxed),
+                                q.stand_in.load(Relaxed),
+                                q.standby.load(Relaxed)
+                            );
+                        }
+                        self.activations.for_each(|a| {
+                            eprintln!(
+                                "DEBUG a {:x} away {} orph {} crit {} state {:?}",
+                                a.word(),
+                                a.away.load(Relaxed),
+                                a.orphaned.load(Relaxed),
+                                a.critical.load(Relaxed),
+                                a.task_state()
+                            )
+                        });
                         p.membership.store(STOPPED, Release);
                         return Err(io::Error::other(
                             "ferry: no kernel thread to drive an added processor",
@@ -211,6 +238,8 @@ impl Shared {
     /// runs. The monitor repeats the preemption until it has stopped.
     pub(crate) fn nudge_stopping(&self, p: &'static Processor) {
         p.wake();
+        // A sleeping stand-in leaves (or takes a lend to stop it).
+        upcall::wake_stand_in(p);
         let d = p.driver.load(Acquire);
         if d & upcall::LENT != 0 {
             self.hand_lent(p, false);
@@ -226,6 +255,7 @@ impl Shared {
     fn wake_everyone(&self) {
         for p in self.processors.iter() {
             p.wake();
+            upcall::wake_stand_in(p);
         }
         self.activations.wake_pool();
         self.monitor.unpark();
@@ -316,6 +346,7 @@ pub struct Builder {
     handoff_after: Duration,
     max_activations: usize,
     take_over_unannounced: bool,
+    stand_ins: bool,
     account_cpu: bool,
 }
 
@@ -348,6 +379,7 @@ impl Runtime {
             handoff_after: Duration::ZERO,
             max_activations: 1024,
             take_over_unannounced: true,
+            stand_ins: std::env::var_os("FERRY_STAND_INS").is_none_or(|v| v != "0"),
             account_cpu: false,
         }
     }
@@ -425,12 +457,33 @@ impl Builder {
     }
 
     /// The most kernel threads the runtime runs (the processors' drivers,
-    /// the spare that keeps the monitor's watch, and the spares that take
-    /// over from threads blocked in the kernel); default 1,024, at least
-    /// [`max_processors`](Builder::max_processors) plus two. When every one is in use, a further
-    /// blocking call keeps its processor until it returns.
+    /// their stand-ins, the spare that keeps the monitor's watch, and the
+    /// spares that take over from threads blocked in the kernel); default
+    /// 1,024, at least twice [`max_processors`](Builder::max_processors)
+    /// plus two. When every one is in use, a further blocking call keeps its
+    /// processor until it returns.
     pub fn max_kernel_threads(&mut self, n: usize) -> &mut Self {
-        self.max_activations = n.max(3);
+        self.max_activations = n.max(4);
+        self
+    }
+
+    /// Gives each busy processor pinned to a core a *stand-in*: a spare
+    /// kernel thread that waits on that core in the kernel's lowest
+    /// scheduling class, so that the kernel runs it as soon as the
+    /// processor's kernel thread sleeps in a system call, and it takes the
+    /// processor over at once (for an announced [`blocking`](crate::blocking)
+    /// call without a wakeup, for an unannounced one within about
+    /// 10 µs instead of the monitor's next look). On by default; it costs
+    /// one parked kernel thread per processor, and a `sched_yield` round
+    /// trip each time the kernel offers a busy core to the stand-in
+    /// (tens of times a second in `SCHED_IDLE`, which needs
+    /// `CAP_SYS_NICE` or an `RLIMIT_NICE` of 20 to leave again; without
+    /// them it waits in `SCHED_BATCH`, offered the core about once per
+    /// scheduler slice). Processors that are not pinned (a runtime of at
+    /// most one processor with no core named) never have one.
+    /// `FERRY_STAND_INS=0` in the environment turns the default off.
+    pub fn stand_ins(&mut self, on: bool) -> &mut Self {
+        self.stand_ins = on;
         self
     }
 
@@ -486,11 +539,12 @@ impl Builder {
             timers: Timers::new(),
             upcalls: Upcalls::new(),
             counters: Counters::new(),
-            activations: Activations::new(self.max_activations.max(max + 2)),
+            activations: Activations::new(self.max_activations.max(2 * max + 2)),
             monitor: Monitor::new(),
             handoff_after: self.handoff_after,
             time_slice: self.time_slice,
             take_over_unannounced: self.take_over_unannounced,
+            stand_ins: self.stand_ins,
             account_cpu: self.account_cpu,
             epoch: Instant::now(),
             this: this.clone(),

@@ -214,6 +214,78 @@ fn the_watch_goes_on_through_many_takeovers_at_the_kernel_thread_bound() {
     });
 }
 
+/// A processor's stand-in (on by default, for a pinned processor: one of
+/// two) takes the processor over from raw reads and announced ones, round
+/// after round, while a thread computes; each read ends only because the
+/// writer ran, which on one processor needs a takeover. Checked: every
+/// round ends, the compute thread advanced across each block, and the
+/// kernel threads stay within the bound. (Whether the stand-in or the
+/// monitor's watcher made a takeover depends on the load: a core busy with
+/// other processes never runs the stand-in, so the watcher does.)
+#[test]
+fn stand_ins_take_over_round_after_round() {
+    within("stand-in takeovers", || {
+        Runtime::builder()
+            .processors(1)
+            .max_processors(2)
+            .stand_ins(true)
+            .run(|| {
+                const ROUNDS: usize = if cfg!(miri) { 4 } else { 200 };
+                let stop = Arc::new(AtomicBool::new(false));
+                let progress = Arc::new(AtomicU64::new(0));
+                let worker = compute(&stop, &progress);
+                let (r, mut w) = std::io::pipe().unwrap();
+                let entered = Arc::new(AtomicUsize::new(0));
+                let reader = {
+                    let (entered, progress) = (Arc::clone(&entered), Arc::clone(&progress));
+                    ferry::spawn(move || {
+                        for round in 1..=ROUNDS {
+                            let before = progress.load(SeqCst);
+                            entered.store(round, SeqCst);
+                            let mut byte = 0u8;
+                            let mut read = || {
+                                // SAFETY: a valid fd and a one-byte buffer.
+                                unsafe { libc::read(r.as_raw_fd(), (&raw mut byte).cast(), 1) }
+                            };
+                            // Odd rounds unannounced, even ones announced.
+                            let n = if round % 2 == 1 {
+                                read()
+                            } else {
+                                ferry::blocking(read)
+                            };
+                            assert_eq!(n, 1);
+                            assert_eq!(usize::from(byte), round % 256);
+                            assert!(
+                                progress.load(SeqCst) > before,
+                                "compute stalled in round {round}"
+                            );
+                            ferry::yield_now();
+                        }
+                    })
+                };
+                for round in 1..=ROUNDS {
+                    while entered.load(SeqCst) < round {
+                        ferry::yield_now();
+                    }
+                    // Let the compute thread run past the reader's block.
+                    let seen = progress.load(SeqCst);
+                    while progress.load(SeqCst) < seen + 10 {
+                        ferry::yield_now();
+                    }
+                    w.write_all(&[(round % 256) as u8]).unwrap();
+                    let (threads, bound) = Handle::current().kernel_threads();
+                    assert!(threads <= bound, "{threads} kernel threads, bound {bound}");
+                }
+                reader.join().unwrap();
+                stop.store(true, SeqCst);
+                worker.join().unwrap();
+                let stats = Handle::current().upcall_stats();
+                assert!(stats.blocked.count >= ROUNDS as u64, "{stats:?}");
+            })
+            .unwrap();
+    });
+}
+
 #[test]
 fn blocking_passes_panics_and_values_and_works_off_the_runtime() {
     assert_eq!(ferry::blocking(|| 7), 7);

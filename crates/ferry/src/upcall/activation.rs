@@ -57,6 +57,11 @@
 //! come a tick later (other processes hold the core) is hurried back into
 //! the normal class.
 //!
+//! A processor with a stand-in (`stand_in`) skips the wakeup: the
+//! stand-in waits runnable on the lender's core in `SCHED_IDLE` and holds
+//! `standby` up, so the lend wakes nobody and the kernel runs the stand-in
+//! the moment the lender sleeps.
+//!
 //! The class changes are system calls of several microseconds each, kept
 //! off the way from the lend to `Blocked`: an activation puts itself in
 //! `SCHED_BATCH` before it enters the pool (so the hander usually has
@@ -68,7 +73,7 @@
 //! |------|------------|---------|
 //! | `Processor::standby` | a hander (`swap(true)`, `hand_lent`); the spare (`false`, SeqCst, before it loads the driver word) | `true`: a spare is on its way and will take any lend it finds, so a lend wakes nobody else. The lender stores the driver word (SeqCst) before the swap: either the spare sees `LENT` or the lender sees `false` and wakes another |
 //! | `Processor::standby_by` | the hander, once it picked the spare; the spare, as it arrives (`0`) | which activation is on its way, for the monitor to hurry |
-//! | `Activation::batch` | the activation itself (`true` before it enters the pool, `false` once it drives a processor); a hander while it sleeps in the pool; the monitor (`false`, `hurry`) while it waits to arrive | whether its kernel thread is in `SCHED_BATCH` (mirrors the kernel's setting). A `hurry` that read `true` just before its spare arrived may land after that spare is back in the pool and in `SCHED_BATCH` again, leaving the mirror `false` over a batch thread: until that spare next enters the pool, an urgent handoff to it waits for a tick and its wakeups do not preempt (time, never correctness) |
+//! | `Activation::class` | the activation itself (`Batch` before it enters the pool, the stand-in class while it stands in, `Normal` once it drives a processor); a hander while it sleeps in the pool; the monitor (`Normal`, `hurry`) while it waits to arrive | its kernel thread's scheduling class (mirrors the kernel's setting). A `hurry` that read `Batch` just before its spare arrived may land after that spare is back in the pool and in `SCHED_BATCH` again, leaving the mirror `Normal` over a batch thread: until that spare next enters the pool, an urgent handoff to it waits for a tick and its wakeups do not preempt (time, never correctness). A stand-in compares the mirror with its class at every pass, so a hurried one goes back |
 //! | `Activation::pinned` | the activation itself; a hander while it sleeps in the pool | the CPU its kernel thread is pinned to, or `NO_CORE` |
 //!
 //! # The critical count (`Activation::critical`)
@@ -96,7 +101,7 @@ use std::fs::File;
 use std::marker::PhantomData;
 use std::ptr;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, compiler_fence};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize, compiler_fence};
 use std::sync::{Arc, PoisonError};
 use std::time::Instant;
 
@@ -104,7 +109,7 @@ use super::Posted;
 use crate::arch::Context;
 use crate::processor::{NO_CORE, Processor, RunEnd};
 use crate::runtime::Shared;
-use crate::sys;
+use crate::sys::{self, SchedClass};
 use crate::thread::{Header, Thread};
 
 /// Driver-word flag: the driver is off in a kernel call.
@@ -161,6 +166,10 @@ pub(crate) enum Assignment {
     Start(&'static Processor),
     /// Keep the runtime's watch (`monitor::watch`).
     Watch,
+    /// Stand in for a processor: wait on its core in the lowest class and
+    /// take it over when its driver sleeps (`stand_in`); `true` if the
+    /// monitor provided it (the processor's stand-in word is `COMING`).
+    StandIn(&'static Processor, bool),
 }
 
 /// A kernel thread of the runtime: the paper's scheduler activation, which
@@ -188,6 +197,9 @@ pub(crate) struct Activation {
     /// It kept the watch and is taking a processor itself: it hands the
     /// watch on once `Blocked` is delivered (own kernel thread only).
     hands_watch_on: Cell<bool>,
+    /// It stood in for the processor it is about to take (own kernel
+    /// thread only; for `UpcallStats::stand_in_takeovers`).
+    stood_in: Cell<bool>,
     /// Its scheduler loop, suspended while a thread runs.
     pub(crate) sched: UnsafeCell<Context>,
     /// An assignment (`Assignment` encoded) left while it waits in the pool.
@@ -208,11 +220,11 @@ pub(crate) struct Activation {
     /// by a hander while it sleeps in the pool (before `assign`, whose
     /// store publishes it).
     pinned: AtomicUsize,
-    /// Whether it is in the wait class, `SCHED_BATCH`: written by its own
-    /// kernel thread (entering the pool, taking a processor), by a hander
-    /// while it sleeps in the pool, or by the monitor hurrying it (see the
-    /// module docs).
-    batch: AtomicBool,
+    /// Its kernel thread's scheduling class (a `SchedClass`, mirroring the
+    /// kernel's setting): written by its own kernel thread (entering the
+    /// pool, taking a processor, standing in), by a hander while it sleeps
+    /// in the pool, or by the monitor hurrying it (see the module docs).
+    class: AtomicU8,
 }
 
 // SAFETY: the `Cell`s and the `UnsafeCell` are touched only by the
@@ -233,6 +245,7 @@ impl Activation {
             running: Cell::new(ptr::null_mut()),
             lost: Cell::new(None),
             hands_watch_on: Cell::new(false),
+            stood_in: Cell::new(false),
             sched: UnsafeCell::new(Context::empty()),
             assigned: AtomicUsize::new(0),
             wake: AtomicU32::new(0),
@@ -240,7 +253,7 @@ impl Activation {
             home: AtomicUsize::new(0),
             stat: std::sync::OnceLock::new(),
             pinned: AtomicUsize::new(PIN_UNKNOWN),
-            batch: AtomicBool::new(false),
+            class: AtomicU8::new(SchedClass::Normal as u8),
         }
     }
 
@@ -288,6 +301,9 @@ impl Activation {
         self.home.store(sys::thread_pointer(), Relaxed);
         LOCAL.with(|l| l.set(Arc::as_ptr(self)));
         self.tid.store(sys::gettid() as u32, Relaxed);
+        // Its timed sleeps (the watch's ticks, a stand-in's waits) end
+        // within a microsecond of their deadline.
+        sys::set_timer_slack(1_000);
         if let Some(f) = sys::open_own_stat() {
             let _ = self.stat.set(f);
         }
@@ -301,13 +317,13 @@ impl Activation {
             };
             let assignment = match assignment {
                 Assignment::Watch => {
-                    self.set_wait_class(false);
+                    self.set_class(SchedClass::Normal);
                     self.pin_to(None);
                     match super::monitor::watch(shared) {
                         Some(p) => {
                             crate::probe_mark!(19);
                             self.hands_watch_on.set(true);
-                            Assignment::Take(p, false)
+                            Some(Assignment::Take(p, false))
                         }
                         None => {
                             restore_thread_name();
@@ -315,9 +331,16 @@ impl Activation {
                         }
                     }
                 }
-                other => other,
+                // A stand-in that held the `standby` flag leaves through
+                // `take`: it may find the processor lent (see `stand_in`).
+                Assignment::StandIn(p, provided) => {
+                    let held = super::stand_in::stand_in(self, shared, p, provided);
+                    self.stood_in.set(held);
+                    held.then_some(Assignment::Take(p, true))
+                }
+                other => Some(other),
             };
-            if let Some(p) = self.take(shared, assignment) {
+            if let Some(p) = assignment.and_then(|a| self.take(shared, a)) {
                 let end = self.drive(shared, p);
                 if let Some((t, at)) = self.lost.take() {
                     // Our thread is switched out now: hand it back.
@@ -327,6 +350,18 @@ impl Activation {
                 }
                 if end == RunEnd::ShutDown {
                     break;
+                }
+                if end == RunEnd::Lost && shared.stand_ins && !shared.is_shut_down() {
+                    // We are on the core of the processor that was taken
+                    // from us, and it may have lost its stand-in to the
+                    // takeover: stand in for it (unless the watch is
+                    // vacant, which comes first).
+                    next = Some(if shared.monitor.claim_vacancy() {
+                        Assignment::Watch
+                    } else {
+                        Assignment::StandIn(p, false)
+                    });
+                    continue;
                 }
             } else if self.hands_watch_on.replace(false) {
                 // Reclaimed before we came: watch on.
@@ -339,7 +374,7 @@ impl Activation {
             // Ready for a patient handoff before anyone can pick us, so
             // that the hander need not move us (a system call on the
             // lender's way into its call).
-            self.set_wait_class(true);
+            self.set_class(SchedClass::Batch);
             if !shared.activations.to_pool(shared, Arc::clone(self)) {
                 // The watch was vacant: keep it instead.
                 next = Some(Assignment::Watch);
@@ -380,7 +415,28 @@ impl Activation {
         self.wake_up();
     }
 
-    /// Wakes it from the pool wait (for an assignment, or shutdown).
+    /// Arms the `wake` word before a [`sleep`](Self::sleep) that
+    /// [`wake_up`](Self::wake_up) ends (a stand-in's; own thread only).
+    pub(super) fn prepare_sleep(&self) {
+        self.wake.store(0, SeqCst);
+    }
+
+    /// Sleeps until [`wake_up`](Self::wake_up) (since the last
+    /// [`prepare_sleep`](Self::prepare_sleep)) or for `timeout`.
+    pub(super) fn sleep(&self, timeout: std::time::Duration) {
+        let _ = rustix::thread::futex::wait(
+            &self.wake,
+            rustix::thread::futex::Flags::PRIVATE,
+            0,
+            Some(&rustix::thread::futex::Timespec {
+                tv_sec: timeout.as_secs().try_into().unwrap_or(i64::MAX),
+                tv_nsec: timeout.subsec_nanos().into(),
+            }),
+        );
+    }
+
+    /// Wakes it from the pool wait (for an assignment, or shutdown), or
+    /// from a stand-in's sleep.
     pub(crate) fn wake_up(&self) {
         self.wake.store(1, SeqCst);
         let _ = rustix::thread::futex::wake(&self.wake, rustix::thread::futex::Flags::PRIVATE, 1);
@@ -397,7 +453,7 @@ impl Activation {
                 // sleeps (or at a scheduler tick, or when the monitor
                 // hurries us). Else take at once.
                 if !patient {
-                    self.set_wait_class(false);
+                    self.set_class(SchedClass::Normal);
                 }
                 let watcher = self.hands_watch_on.get();
                 let lent_cpu = p.lent_cpu.load(Relaxed);
@@ -413,6 +469,7 @@ impl Activation {
                 p.standby_by.store(0, Relaxed);
                 p.standby.store(false, SeqCst);
                 let mut d = p.driver.load(SeqCst);
+                let stood_in = self.stood_in.replace(false);
                 loop {
                     if d & LENT == 0 {
                         // Reclaimed, or stopped, before we came.
@@ -422,6 +479,9 @@ impl Activation {
                         Ok(_) => break,
                         Err(now) => d = now,
                     }
+                }
+                if stood_in {
+                    shared.counters.by_stand_in.fetch_add(1, Relaxed);
                 }
                 crate::probe_mark!(10);
                 if watcher {
@@ -444,7 +504,7 @@ impl Activation {
                 // Back in the normal class only now that the policy knows
                 // (the system call is off the way from the lend to
                 // `Blocked`), and before any thread runs here.
-                self.set_wait_class(false);
+                self.set_class(SchedClass::Normal);
                 if self.hands_watch_on.replace(false) {
                     shared.activations.hand_watch(&shared.arc());
                     crate::probe_mark!(21);
@@ -455,7 +515,7 @@ impl Activation {
                 Some(p)
             }
             Assignment::Start(p) => {
-                self.set_wait_class(false);
+                self.set_class(SchedClass::Normal);
                 if p.driver
                     .compare_exchange(0, self.word(), Acquire, Acquire)
                     .is_err()
@@ -466,7 +526,9 @@ impl Activation {
                 p.deliver_added(shared);
                 Some(p)
             }
-            Assignment::Watch => unreachable!("the watch is kept in `main`"),
+            Assignment::Watch | Assignment::StandIn(..) => {
+                unreachable!("the watch and standing in are kept in `main`")
+            }
         }
     }
 
@@ -489,32 +551,33 @@ impl Activation {
         self.pin_to(p.core(shared));
     }
 
-    /// Puts this kernel thread in the spares' wait class, `SCHED_BATCH`
-    /// (`true`, see `sys::set_batch`), or back in the normal one (own thread only; a
-    /// system call only when it changes).
-    fn set_wait_class(&self, waiting: bool) {
-        if self.batch.load(Relaxed) != waiting && sys::set_batch(0, waiting) {
-            self.batch.store(waiting, Relaxed);
+    /// Puts this kernel thread in `class` (own thread only; a system call
+    /// only when it changes): `Batch` is the spares' wait class, the
+    /// stand-in class is `stand_in::class()`.
+    pub(super) fn set_class(&self, class: SchedClass) {
+        if self.class.load(Relaxed) != class as u8 && sys::set_class(0, class) {
+            self.class.store(class as u8, Relaxed);
         }
     }
 
-    /// [`set_wait_class`](Self::set_wait_class) from a hander's kernel
-    /// thread, while this activation sleeps in the pool: its wakeup must
-    /// already be in the right class (a patient spare must not preempt the
-    /// lender; an urgent one must).
+    /// [`set_class`](Self::set_class) from a hander's kernel thread, while
+    /// this activation sleeps in the pool: its wakeup must already be in
+    /// the right class (a patient spare must not preempt the lender; an
+    /// urgent one must; a stand-in must run only on an idle core).
     ///
     /// Also used by the monitor on a spare that is awake ([`hurry`](Self::hurry)):
-    /// the only race is with that spare setting the same `false` itself.
-    fn set_wait_class_remotely(&self, waiting: bool) {
+    /// the only race is with that spare setting a class itself.
+    fn set_class_remotely(&self, class: SchedClass) {
         let tid = self.tid.load(Relaxed);
-        if tid != 0 && self.batch.load(Relaxed) != waiting && sys::set_batch(tid as i32, waiting) {
-            self.batch.store(waiting, Relaxed);
+        if tid != 0 && self.class.load(Relaxed) != class as u8 && sys::set_class(tid as i32, class)
+        {
+            self.class.store(class as u8, Relaxed);
         }
     }
 
     /// Pins this kernel thread to `want` (`None`: every allowed CPU), if it
     /// changed.
-    fn pin_to(&self, want: Option<usize>) {
+    pub(super) fn pin_to(&self, want: Option<usize>) {
         let want = want.unwrap_or(NO_CORE);
         if self.pinned.load(Relaxed) != want {
             crate::runtime::pin(None, want);
@@ -526,7 +589,7 @@ impl Activation {
     /// the normal class, it competes for the core like any thread (the
     /// monitor's call, when a lend outlasts a tick).
     pub(crate) fn hurry(&self) {
-        self.set_wait_class_remotely(false);
+        self.set_class_remotely(SchedClass::Normal);
     }
 
     /// Pins this pooled (sleeping) activation to `cpu` from the hander's
@@ -735,11 +798,17 @@ pub(crate) fn critical_release_inherited() {
 }
 
 /// An assignment as one word: the processor's address (aligned to at least
-/// 8), `| 1` for `Start`, `| 2` for a patient `Take`; [`WATCH`] for `Watch`.
+/// 8) with a tag in the low three bits: `0` an urgent `Take`, `1` `Start`,
+/// `2` a patient `Take`, `3` a `StandIn` the runtime's monitor provided, `4`
+/// one the activation took up itself; [`WATCH`] (tag 3, no address) for
+/// `Watch`.
 fn encode(a: Assignment) -> usize {
     match a {
         Assignment::Take(p, patient) => ptr::from_ref(p) as usize | (usize::from(patient) << 1),
         Assignment::Start(p) => ptr::from_ref(p) as usize | 1,
+        Assignment::StandIn(p, provided) => {
+            ptr::from_ref(p) as usize | if provided { 3 } else { 4 }
+        }
         Assignment::Watch => WATCH,
     }
 }
@@ -752,13 +821,17 @@ fn decode(word: usize) -> Assignment {
         return Assignment::Watch;
     }
     // SAFETY: encoded by `encode` from a processor of the live runtime.
-    let p = unsafe { &*((word & !3) as *const Processor) };
-    if word & 1 == 0 {
-        Assignment::Take(p, word & 2 != 0)
-    } else {
-        Assignment::Start(p)
+    let p = unsafe { &*((word & !7) as *const Processor) };
+    match word & 7 {
+        0 => Assignment::Take(p, false),
+        1 => Assignment::Start(p),
+        2 => Assignment::Take(p, true),
+        3 => Assignment::StandIn(p, true),
+        _ => Assignment::StandIn(p, false),
     }
 }
+
+const _: () = assert!(std::mem::align_of::<Processor>() >= 8);
 
 /// An activation and its kernel thread (none for the runtime's caller).
 type Registered = (Arc<Activation>, Option<std::thread::JoinHandle<()>>);
@@ -861,7 +934,7 @@ impl Activations {
                 crate::probe_mark!(2);
                 match assignment {
                     Assignment::Take(p, true) => {
-                        a.set_wait_class_remotely(true);
+                        a.set_class_remotely(SchedClass::Batch);
                         crate::probe_mark!(3);
                         p.standby_by.store(a.word(), Relaxed);
                         let lent_cpu = p.lent_cpu.load(Relaxed);
@@ -872,13 +945,21 @@ impl Activations {
                         }
                     }
                     Assignment::Take(_, false) | Assignment::Start(_) => {
-                        a.set_wait_class_remotely(false);
+                        a.set_class_remotely(SchedClass::Normal);
+                    }
+                    // It must run only when the core has nothing else.
+                    Assignment::StandIn(p, _) => {
+                        a.set_class_remotely(super::stand_in::class());
+                        p.standby_by.store(a.word(), Relaxed);
+                        if let Some(core) = p.core(shared) {
+                            a.pin_remotely(core);
+                        }
                     }
                     // It must run soon: out of the wait class (a batch
                     // thread woken on a busy core waits for a scheduler
                     // tick; in the normal class it preempts), it then
                     // unpins itself.
-                    Assignment::Watch => a.set_wait_class_remotely(false),
+                    Assignment::Watch => a.set_class_remotely(SchedClass::Normal),
                 }
                 crate::probe_mark!(5);
                 a.assign(assignment);
@@ -912,7 +993,7 @@ impl Activations {
         match pool.pop() {
             Some(a) => {
                 drop(pool);
-                a.set_wait_class_remotely(false);
+                a.set_class_remotely(SchedClass::Normal);
                 a.assign(Assignment::Watch);
             }
             None => shared.monitor.leave_vacant(),

@@ -21,7 +21,7 @@
 //!
 //! | event | cause | who delivers it to which policy |
 //! |-------|-------|---------------------------------|
-//! | `Blocked(t)` | `t` entered [`blocking`](crate::blocking) and its processor had work, or the monitor found its kernel thread asleep in the kernel | the spare that takes the processor over (for the monitor's findings, the spare that kept the watch and found it), to that processor's policy |
+//! | `Blocked(t)` | `t` entered [`blocking`](crate::blocking) and its processor had work, or the monitor found its kernel thread asleep in the kernel | the activation that takes the processor over (the processor's stand-in, which the kernel runs as soon as the core goes idle; else a woken spare, or, for the monitor's findings, the spare that kept the watch and found it), to that processor's policy |
 //! | `Unblocked(t)` | `t`'s call returned and its processor was gone | any processor, through the runtime's upcall queue |
 //! | `Preempted(t)` | `t`'s time slice ran out, or its processor is being removed | the processor `t` was preempted on, once the switch landed |
 //! | `ProcessorAdded(i)` | `Handle::set_processors` grew the set | processor `i`'s own policy, first thing |
@@ -37,6 +37,7 @@ mod activation;
 mod blocking;
 mod monitor;
 mod preempt;
+mod stand_in;
 
 pub(crate) use activation::{
     Activation, Activations, Assignment, Critical, LENT, PROBING, UNANNOUNCED, critical_depth,
@@ -46,6 +47,7 @@ pub use blocking::blocking;
 pub(crate) use monitor::Monitor;
 pub use preempt::without_preemption;
 pub(crate) use preempt::{install as install_preemption, signal};
+pub(crate) use stand_in::wake as wake_stand_in;
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::Relaxed;
@@ -145,6 +147,8 @@ pub(crate) struct Counters {
     pub(crate) reclaimed: AtomicU64,
     /// Takeovers of a processor whose kernel thread slept unannounced.
     pub(crate) unannounced: AtomicU64,
+    /// Takeovers (of either kind) made by the processor's stand-in.
+    pub(crate) by_stand_in: AtomicU64,
 }
 
 impl Counters {
@@ -156,6 +160,7 @@ impl Counters {
             chained: AtomicU64::new(0),
             reclaimed: AtomicU64::new(0),
             unannounced: AtomicU64::new(0),
+            by_stand_in: AtomicU64::new(0),
         }
     }
 
@@ -187,6 +192,7 @@ impl Counters {
             chained_preemptions: self.chained.load(Relaxed),
             reclaimed_blocking_calls: self.reclaimed.load(Relaxed),
             unannounced_blocks: self.unannounced.load(Relaxed),
+            stand_in_takeovers: self.by_stand_in.load(Relaxed),
         }
     }
 }
@@ -231,4 +237,8 @@ pub struct UpcallStats {
     /// Processors taken over from a kernel thread that slept in the kernel
     /// without announcing it.
     pub unannounced_blocks: u64,
+    /// Takeovers (announced or not) made by the processor's stand-in, the
+    /// spare kernel thread that waits on its core (see
+    /// [`Builder::stand_ins`](crate::Builder::stand_ins)).
+    pub stand_in_takeovers: u64,
 }

@@ -197,7 +197,6 @@ impl Monitor {
 /// raised for the caller, which takes it as an urgent spare would and
 /// hands the watch on (see the module docs).
 pub(crate) fn watch(shared: &Arc<Shared>) -> Option<&'static Processor> {
-    sys::set_timer_slack(1_000);
     sys::set_thread_name(WATCHER_NAME);
     let monitor = &shared.monitor;
     let mut state = monitor.state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -235,8 +234,12 @@ pub(crate) fn watch(shared: &Arc<Shared>) -> Option<&'static Processor> {
 /// lent processor the watcher should take itself (see [`claim`]).
 fn look(shared: &Arc<Shared>, seen: &mut [Seen]) -> Option<&'static Processor> {
     let now = Instant::now();
+    let mut provided = false;
     for (i, p) in shared.processors.iter().enumerate() {
         let p = p.as_static();
+        if !provided {
+            provided = super::stand_in::provide(shared, p);
+        }
         let d = p.driver.load(Acquire);
         let dispatch = p.dispatch.load(Acquire);
         let s = &mut seen[i];
@@ -256,9 +259,11 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen]) -> Option<&'static Processor> {
                 // SAFETY: `by` names an activation of this live runtime.
                 match unsafe { Activation::from_word(by) } {
                     // A patient spare still waits for the core (others run
-                    // there): let it compete now.
-                    Some(spare) => spare.hurry(),
-                    None => {
+                    // there): let it compete now. (A stand-in that let the
+                    // lend wait this long is kept off its core by others:
+                    // the watcher takes over instead, below.)
+                    Some(spare) if !super::stand_in::attached(p) => spare.hurry(),
+                    _ => {
                         if let Some(p) = claim(shared, p) {
                             return Some(p);
                         }
@@ -333,10 +338,20 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen]) -> Option<&'static Processor> {
 /// Lent processor `p` needs a new driver now: the watcher's own kernel
 /// thread (returned) if someone can watch after it and no spare is on its
 /// way already; else a spare, as any lend gets.
+///
+/// A stand-in holding the `standby` flag does not count: the watcher found
+/// the block or the long lend itself, so the stand-in is kept off its core
+/// (other threads run there) or asleep, and the watcher is awake. Both
+/// may then try to take `p`; the driver-word CAS picks one. (The watcher's
+/// `take` lowers the flag under the stand-in, which raises it again at its
+/// next pass.)
 fn claim(shared: &Arc<Shared>, p: &'static Processor) -> Option<&'static Processor> {
     if !shared.activations.has_successor() {
         shared.hand_lent(p, false);
         return None;
+    }
+    if super::stand_in::attached(p) {
+        return Some(p);
     }
     // The `standby` protocol of `hand_lent`: at most one taker on its way.
     (!p.standby.swap(true, SeqCst)).then_some(p)
@@ -346,7 +361,7 @@ fn claim(shared: &Arc<Shared>, p: &'static Processor) -> Option<&'static Process
 /// sleeps in the kernel, if `a` is outside the runtime; whether it did (the
 /// word is then `LENT|UNANNOUNCED`, for a taker). See `activation`'s docs
 /// for the handshake.
-fn take_unannounced(p: &'static Processor, a: &Activation, d: usize) -> bool {
+pub(super) fn take_unannounced(p: &'static Processor, a: &Activation, d: usize) -> bool {
     p.lent_at.store(p.shared().now_ns(), Relaxed);
     crate::probe_mark!(16);
     // Seen asleep: the spare need not wait for the core to go idle.

@@ -1,0 +1,334 @@
+//! Stand-ins: for each busy processor pinned to a core, one activation
+//! that waits *runnable* on that core in the kernel's lowest scheduling
+//! class, so that the kernel itself runs it the moment the core has
+//! nothing else to run. While the processor is busy, that moment is when
+//! its driver went to sleep in the kernel: the stand-in is there already,
+//! on the right core, and takes the processor over without anyone waking
+//! anybody.
+//!
+//! This room owns the stand-in's loop and the `Processor::stand_in` word. It
+//! must not run a ferry thread while standing in, nor take a processor
+//! except through the driver-word protocol of `activation` (a lend, or the
+//! monitor's unannounced handshake, `monitor::take_unannounced`).
+//!
+//! # Why
+//!
+//! Without it, a lend wakes a pooled spare (`FUTEX_WAKE`, 2-3 µs on the
+//! lender's way into its call) that the kernel runs once the lender
+//! sleeps, and an unannounced block waits for the monitor's next look (a
+//! timed sleep that an idle virtual CPU ends 50-150 µs late). A stand-in
+//! needs neither: the kernel switches from the sleeping driver straight to
+//! it, as the paper's kernel makes a fresh activation on the processor
+//! whose thread blocked (004 §3.1).
+//!
+//! # The class
+//!
+//! `SCHED_IDLE` when the process may leave it again
+//! ([`sys::idle_class_is_reversible`]): the kernel runs such a thread only
+//! when nothing else is runnable there (and gives it a tiny share, tens of
+//! picks a second on a busy core), and a driver woken on that core preempts
+//! it at once. Otherwise `SCHED_BATCH`, which the stand-in cannot leave
+//! either way: a fair-share class, so the kernel picks it about once a
+//! scheduler slice of a busy core (about 700 times a second here), each
+//! pick costing one `sched_yield` round trip. In both, the stand-in yields
+//! the core whenever it has nothing to take, and a yield that comes back at
+//! once means the core has nothing else to run.
+//!
+//! # The loop
+//!
+//! At each pass the stand-in reads the driver word (`activation`'s table):
+//!
+//! | word | what the stand-in does |
+//! |------|------------------------|
+//! | `0` | leaves: nobody drives the processor (stopped) |
+//! | `A\|LENT` with `UNANNOUNCED`, or asked to be handed at once (`Processor::lent_hand_now`), or lent for the handoff wait, or stopping | takes it (through `Activation::take`, as a patient spare would) |
+//! | `A\|LENT`, none of the above | sleeps until the handoff wait is over |
+//! | `A`, the processor parked (`is_willing_to_yield`) | sleeps until the monitor or shutdown wakes it (`ASLEEP`) |
+//! | `A`, running a thread, and a `sched_yield` came back at once | asks the kernel whether `A` sleeps; if it does, watches for [`BLOCKED_AFTER`] that `A`'s CPU clock stays still, then lends the processor for `A` (`take_unannounced`) and takes it |
+//! | anything else | yields the core; after [`QUIET_PASSES`] passes in a row on an idle core with nothing to take, sleeps a tick |
+//!
+//! # The stand-in word (`Processor::stand_in`)
+//!
+//! | value | written by | meaning |
+//! |-------|------------|---------|
+//! | `0` | start; a stand-in leaving (before it goes through `take`); a provided spare that is not needed after all; the monitor when no spare could be handed | nobody stands in |
+//! | `COMING` | the monitor, before it hands a pooled spare the role (CAS from `0`), then raising `standby` for it | a stand-in is on its way: nobody else attaches, the monitor provides no other, and a lend wakes nobody |
+//! | `S` | an activation attaching (CAS from `0`, or from `COMING` if it was provided); the stand-in waking; the monitor waking it (CAS from `S\|ASLEEP`) | `S` waits on the processor's core |
+//! | `S\|ASLEEP` | the stand-in, before it sleeps while its processor is parked | `S` sleeps on its `wake` word: the monitor wakes it once the processor is busy again (or leaves the set), shutdown wakes it |
+//!
+//! While `S` stands in, it holds the processor's `standby` flag up (it is
+//! the spare "on its way" of `activation`'s handoff protocol, for good), so
+//! a lend wakes nobody. It raises the flag only if it was down (else a
+//! spare is on its way and the would-be stand-in goes to the pool); for a
+//! provided stand-in the monitor raised it. It leaves through
+//! `Activation::take`, which lowers it and then looks for a lend: either
+//! the stand-in sees the lend, or the lender sees the flag down and wakes a
+//! spare.
+//!
+//! Stand-ins come from the monitor (each look gives a busy pinned
+//! processor without one a pooled spare, [`provide`]), and from the
+//! kernel thread whose processor was taken while it slept: when its call
+//! returns, it is on that processor's core, and stands in for it.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
+use std::time::{Duration, Instant};
+
+use super::activation::{Activation, Assignment, FLAGS, LENT, UNANNOUNCED};
+use super::monitor::{BLOCKED_AFTER, TICK, take_unannounced};
+use crate::processor::{ACTIVE, Processor};
+use crate::runtime::Shared;
+use crate::sys::{self, SchedClass, TaskState};
+
+/// `Processor::stand_in` flag: the stand-in sleeps (its processor parked).
+pub(crate) const ASLEEP: usize = 1;
+
+/// `Processor::stand_in` value: the monitor handed a spare the processor's
+/// stand-in role and it has not arrived yet.
+const COMING: usize = 2;
+
+/// Passes in a row with an idle core and nothing to take (the driver
+/// sleeps inside the runtime, or briefly) after which the stand-in sleeps
+/// a tick instead of spinning on the idle core.
+const QUIET_PASSES: u32 = 64;
+
+/// A `sched_yield` that took longer than this ran someone else meanwhile.
+const YIELD_RAN_OTHERS: Duration = Duration::from_micros(5);
+
+/// How long a stand-in sleeps while its processor is parked before it
+/// looks again by itself (the monitor or shutdown wakes it sooner).
+const PARKED_SLEEP: Duration = Duration::from_millis(50);
+
+/// The class stand-ins wait in: `Idle` if the process may leave it again,
+/// else `Batch` (see the module docs).
+pub(crate) fn class() -> SchedClass {
+    if sys::idle_class_is_reversible() {
+        SchedClass::Idle
+    } else {
+        SchedClass::Batch
+    }
+}
+
+/// Runs the calling activation `a` as processor `p`'s stand-in until it
+/// leaves: `true` if it held `p`'s `standby` flag (the caller then goes
+/// through `Take(p, true)`, which lowers the flag and takes a lend it
+/// finds), `false` if it never did (`p` needs no stand-in or has one; the
+/// caller goes to the pool).
+///
+/// `provided`: the monitor handed `a` the role ([`provide`]); `p`'s word is
+/// `COMING` and the flag was raised for `a` already.
+pub(crate) fn stand_in(
+    a: &Activation,
+    shared: &Arc<Shared>,
+    p: &'static Processor,
+    provided: bool,
+) -> bool {
+    if provided {
+        if !wants_one(shared, p) {
+            p.stand_in.store(0, SeqCst);
+            return true;
+        }
+        p.stand_in.store(a.word(), SeqCst);
+        p.standby_by.store(a.word(), Relaxed);
+    } else {
+        if !wants_one(shared, p)
+            || p.stand_in
+                .compare_exchange(0, a.word(), SeqCst, Relaxed)
+                .is_err()
+        {
+            return false;
+        }
+        if p.standby.swap(true, SeqCst) {
+            // A spare is on its way: it will take the next lend; we are
+            // not needed (and the flag is its to lower).
+            p.stand_in.store(0, SeqCst);
+            return false;
+        }
+        p.standby_by.store(a.word(), Relaxed);
+    }
+    stand_by(a, shared, p);
+    p.stand_in.store(0, SeqCst);
+    true
+}
+
+/// Whether `p` should have a stand-in: stand-ins are on, `p` is in the set
+/// and pinned to a core.
+fn wants_one(shared: &Shared, p: &Processor) -> bool {
+    shared.stand_ins
+        && !shared.is_shut_down()
+        && p.membership.load(Acquire) == ACTIVE
+        && p.core(shared).is_some()
+}
+
+/// The loop of the module docs; returns when the stand-in should leave
+/// (through `take`).
+fn stand_by(a: &Activation, shared: &Shared, p: &'static Processor) {
+    let class = class();
+    let mut quiet = 0u32;
+    loop {
+        if !wants_one(shared, p) {
+            return;
+        }
+        a.pin_to(p.core(shared));
+        // The flag back up if the watcher took the processor over under
+        // us (`monitor::claim`) and lowered it; we see any lend below.
+        if !p.standby.load(Relaxed) && !p.standby.swap(true, SeqCst) {
+            p.standby_by.store(a.word(), Relaxed);
+        }
+        let d = p.driver.load(SeqCst);
+        if d == 0 {
+            return;
+        }
+        if d & LENT != 0 {
+            if d & UNANNOUNCED != 0 || p.lent_hand_now.load(Relaxed) || p.is_stopping() {
+                return;
+            }
+            let due = shared.instant_of(p.lent_at.load(Relaxed)) + shared.handoff_after.max(TICK);
+            match due.checked_duration_since(Instant::now()) {
+                Some(wait) if !wait.is_zero() => std::thread::sleep(wait),
+                _ => return,
+            }
+            continue;
+        }
+        // A hurried stand-in goes back (not before a lend: hurried, it is
+        // to take that lend in the normal class).
+        a.set_class(class);
+        if p.is_willing_to_yield() {
+            sleep_while_parked(a, p);
+            quiet = 0;
+            continue;
+        }
+        let yielded = Instant::now();
+        sys::yield_core();
+        if yielded.elapsed() >= YIELD_RAN_OTHERS {
+            // The driver (or another thread) had the core meanwhile.
+            quiet = 0;
+            continue;
+        }
+        // The core has nothing else to run.
+        if d & FLAGS == 0
+            && shared.take_over_unannounced
+            && p.dispatch.load(Acquire) & 1 == 1
+            // SAFETY: `d` is a driver word of this live runtime.
+            && let Some(driver) = unsafe { Activation::from_word(d) }
+            && asleep_for_good(driver, p, d)
+        {
+            // In the normal class from here: in the idle class any thread
+            // woken on this core (the monitor's tick) would stop the
+            // takeover half-way.
+            a.set_class(SchedClass::Normal);
+            if take_unannounced(p, driver, d) {
+                crate::probe_mark!(18);
+                return;
+            }
+        }
+        quiet += 1;
+        if quiet >= QUIET_PASSES {
+            std::thread::sleep(TICK);
+            quiet = 0;
+        }
+    }
+}
+
+/// Whether `driver` (driver word `d` of `p`, running a thread) sleeps in
+/// the kernel and stays asleep for [`BLOCKED_AFTER`]: the kernel says it
+/// sleeps, then its CPU clock does not move for that long (the stand-in
+/// yields meanwhile, so a driver that wakes gets its core at once), then
+/// the kernel still says it sleeps, and `p` did not switch.
+fn asleep_for_good(driver: &Activation, p: &Processor, d: usize) -> bool {
+    if driver.task_state() != TaskState::Blocked {
+        return false;
+    }
+    let tid = driver.tid.load(Relaxed) as i32;
+    let Some(clock) = sys::thread_cpu_ns(tid) else {
+        return false;
+    };
+    let dispatch = p.dispatch.load(Acquire);
+    let start = Instant::now();
+    while start.elapsed() < BLOCKED_AFTER {
+        sys::yield_core();
+        if p.driver.load(Relaxed) != d || p.dispatch.load(Relaxed) != dispatch {
+            return false;
+        }
+    }
+    sys::thread_cpu_ns(tid) == Some(clock) && driver.task_state() == TaskState::Blocked
+}
+
+/// Sleeps while `p` is parked, until the monitor (or shutdown) wakes the
+/// stand-in, or [`PARKED_SLEEP`] passed.
+fn sleep_while_parked(a: &Activation, p: &Processor) {
+    a.prepare_sleep();
+    p.stand_in.store(a.word() | ASLEEP, SeqCst);
+    if p.is_willing_to_yield() {
+        a.sleep(PARKED_SLEEP);
+    }
+    // Back to plain `S`, unless the monitor did it already.
+    let _ = p
+        .stand_in
+        .compare_exchange(a.word() | ASLEEP, a.word(), SeqCst, Relaxed);
+}
+
+/// Whether an activation stands in for `p` (not one on its way).
+pub(crate) fn attached(p: &Processor) -> bool {
+    let s = p.stand_in.load(Relaxed);
+    s != 0 && s != COMING
+}
+
+/// Wakes `p`'s stand-in if it sleeps (the monitor, once `p` is busy again
+/// or leaves the set; shutdown).
+pub(crate) fn wake(p: &Processor) {
+    let s = p.stand_in.load(Relaxed);
+    if s & ASLEEP != 0
+        && p.stand_in
+            .compare_exchange(s, s & !ASLEEP, SeqCst, Relaxed)
+            .is_ok()
+    {
+        // SAFETY: `s` names an activation of this live runtime.
+        if let Some(a) = unsafe { Activation::from_word(s & !ASLEEP) } {
+            a.wake_up();
+        }
+    }
+}
+
+/// The monitor's part, at each look at processor `p`: wakes its sleeping
+/// stand-in if `p` is busy again (or leaving the set), and gives a busy
+/// pinned `p` without one a stand-in from the pool. Whether it handed one
+/// out (the monitor hands at most one per look: making a kernel thread
+/// takes a while).
+pub(crate) fn provide(shared: &Arc<Shared>, p: &'static Processor) -> bool {
+    let busy = !p.is_willing_to_yield();
+    let s = p.stand_in.load(Relaxed);
+    if s & ASLEEP != 0 {
+        if busy || p.membership.load(Relaxed) != ACTIVE {
+            wake(p);
+        }
+        return false;
+    }
+    if s != 0 || !busy || !wants_one(shared, p) || p.standby.load(Relaxed) {
+        return false;
+    }
+    if p.stand_in
+        .compare_exchange(0, COMING, SeqCst, Relaxed)
+        .is_err()
+    {
+        return false;
+    }
+    // The spare counts as on its way from now: a lend wakes nobody else.
+    if p.standby.swap(true, SeqCst) {
+        p.stand_in.store(0, SeqCst);
+        return false;
+    }
+    let handed = shared
+        .activations
+        .hand(shared, Assignment::StandIn(p, true));
+    if !handed {
+        p.stand_in.store(0, SeqCst);
+        // The flag's protocol (`Activation::take`): down, then look for a
+        // lend that counted on it.
+        p.standby.store(false, SeqCst);
+        if p.driver.load(SeqCst) & LENT != 0 {
+            shared.hand_lent(p, true);
+        }
+    }
+    handed
+}
