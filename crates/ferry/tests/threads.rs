@@ -303,12 +303,15 @@ fn sleepers_due_at_once_run_in_deadline_order() {
                 ferry::yield_now();
             }
             // All three are parked on their timers (the last one parked as
-            // this thread ran again). Keep the processor, without a switch,
-            // until every deadline has passed.
-            let start = Instant::now();
-            while start.elapsed() < Duration::from_millis(10) {
-                std::hint::spin_loop();
-            }
+            // this thread ran again). Keep the processor, without a switch
+            // (nor a preemption, with a time slice on: each would fire the
+            // timers due by then), until every deadline has passed.
+            ferry::upcall::without_preemption(|| {
+                let start = Instant::now();
+                while start.elapsed() < Duration::from_millis(10) {
+                    std::hint::spin_loop();
+                }
+            });
             for h in hs {
                 h.join().unwrap();
             }
