@@ -386,7 +386,7 @@ impl Activation {
     /// Waits in the pool for an assignment; `None` at shutdown.
     fn wait(&self, shared: &Shared) -> Option<Assignment> {
         loop {
-            self.wake.store(0, SeqCst);
+            self.prepare_sleep();
             let a = self.assigned.swap(0, SeqCst);
             if a != 0 {
                 return Some(decode(a));
@@ -395,16 +395,9 @@ impl Activation {
                 return None;
             }
             // Bounded, so that a spare made while the runtime shuts down
-            // (which `wake_pool` may miss) still sees the flag.
-            let _ = rustix::thread::futex::wait(
-                &self.wake,
-                rustix::thread::futex::Flags::PRIVATE,
-                0,
-                Some(&rustix::thread::futex::Timespec {
-                    tv_sec: 0,
-                    tv_nsec: 50_000_000,
-                }),
-            );
+            // (which `wake_pool` may miss) still sees the flag. (The `wake`
+            // word was armed at the top of the loop.)
+            self.sleep(std::time::Duration::from_millis(50));
             crate::probe_mark!(8);
         }
     }
@@ -416,7 +409,8 @@ impl Activation {
     }
 
     /// Arms the `wake` word before a [`sleep`](Self::sleep) that
-    /// [`wake_up`](Self::wake_up) ends (a stand-in's; own thread only).
+    /// [`wake_up`](Self::wake_up) ends (the pool wait's, a stand-in's; own
+    /// thread only).
     pub(super) fn prepare_sleep(&self) {
         self.wake.store(0, SeqCst);
     }
