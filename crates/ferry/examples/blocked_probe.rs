@@ -93,6 +93,8 @@ fn blocked_run(calls: u32) -> (f64, f64, f64, Vec<Vec<f64>>) {
     // SAFETY: `fds` is a writable array of two ints, as pipe2 wants.
     unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
     let (rfd, wfd) = (fds[0], fds[1]);
+    // `PROBE_TRACE=1`: a trace marker before each lend (ftrace).
+    let trace_lends = std::env::var_os("PROBE_TRACE").is_some();
     ferry::Runtime::builder()
         .processors(1)
         .run(move || {
@@ -135,6 +137,12 @@ fn blocked_run(calls: u32) -> (f64, f64, f64, Vec<Vec<f64>>) {
                                 return;
                             }
                             ferry::yield_now();
+                        }
+                        if trace_lends {
+                            let _ = std::fs::write(
+                                "/sys/kernel/tracing/trace_marker",
+                                format!("lend {g}"),
+                            );
                         }
                         call_at.store(base.elapsed().as_nanos() as u64, Relaxed);
                         entered.store(g, Release);
@@ -189,7 +197,24 @@ fn blocked_run(calls: u32) -> (f64, f64, f64, Vec<Vec<f64>>) {
                         let order = [0, 1, 2, 3, 5, 6, 7, 14, 8, 9, 10, 12, 13, 11, 15];
                         // Slot 4 is not stamped: it keeps the whole
                         // lend -> `Blocked` time of each event.
-                        steps[4].push((s[13] as f64 - s[0] as f64) / ghz);
+                        let total = (s[13] as f64 - s[0] as f64) / ghz;
+                        steps[4].push(total);
+                        // `PROBE_SLOW=<ns>`: each takeover slower than that,
+                        // stamp by stamp since the lend.
+                        if let Some(slow) = std::env::var("PROBE_SLOW")
+                            .ok()
+                            .and_then(|v| v.parse::<f64>().ok())
+                            && total > slow
+                        {
+                            let mut line = format!("slow takeover of lend {g}: {total:.0} ns:");
+                            for (i, &t) in s.iter().enumerate() {
+                                if t != 0 {
+                                    line += &format!(" {i}@{:.0}", (t as f64 - s[0] as f64) / ghz);
+                                }
+                            }
+                            println!("{line}");
+                            let _ = std::fs::write("/sys/kernel/tracing/trace_marker", &line);
+                        }
                         // `PROBE_ABS=1`: each stamp since the lend instead
                         // (when stamps come out of order, as when a spare is
                         // put on its way before the lend).
@@ -301,7 +326,7 @@ fn main() {
             "2 hand: pool popped (mutex)",
             "3 set_class(spare, batch) done",
             "4 (all of it: lend -> Blocked, per event)",
-            "5 pin + standby_by done",
+            "5 pin + standby named",
             "6 FUTEX_WAKE done",
             "7 lend returned, before f",
             "8 spare: back from futex wait",
@@ -325,11 +350,12 @@ fn main() {
             v.sort_by(|a, b| a.partial_cmp(b).unwrap());
             let q = |p: f64| v[((v.len() - 1) as f64 * p) as usize];
             println!(
-                "    {:<40} {:>8.0} {:>8.0} {:>8.0}",
+                "    {:<40} {:>8.0} {:>8.0} {:>8.0}  ({} stamped)",
                 names[i],
                 q(0.5),
                 q(0.1),
-                q(0.9)
+                q(0.9),
+                v.len()
             );
         }
     }

@@ -12,7 +12,7 @@
 //! | 1 | `Shared::hand_lent`, `standby` raised | lender |
 //! | 2 | `Activations::hand`, a spare popped from the pool | lender |
 //! | 3 | the spare moved to the wait class (patient) | lender |
-//! | 5 | the spare pinned, `standby_by` set | lender |
+//! | 5 | the spare pinned, named in `standby` | lender |
 //! | 6 | the spare assigned and woken (`FUTEX_WAKE` returned) | lender |
 //! | 7 | `blocking`, the processor lent, before the closure | lender |
 //! | 8 | `Activation::wait`, back from the pool's `FUTEX_WAIT` | spare |
@@ -27,12 +27,21 @@
 //! | 18 | the lend confirmed, the processor claimed for the watcher itself | watcher |
 //! | 19 | back in `Activation::main`, about to take it | watcher |
 //! | 20 | pinned for the processor (`begin`) | watcher |
+//! | 23 | a stand-in's tick or handoff-wait sleep ended | stand-in |
+//! | 24 | a stand-in's `sched_yield` returned | stand-in |
+//! | 25 | a stand-in begins a quiet tick's sleep | stand-in |
+//! | 26 | a stand-in sleeps until a lend's handoff wait is over | stand-in |
+//! | 27 | a stand-in sleeps while its processor is parked | stand-in |
+//! | 28 | an activation begins to stand in | stand-in |
+//! | 29 | `lend` found no stand-in attached | lender |
+//! | 30 | `lend` found a stand-in coming (provided, not yet there) | lender |
+//! | 31 | `lend` found the stand-in asleep (its processor was parked) | lender |
 #![allow(missing_docs)]
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Slots.
-pub const N: usize = 24;
+pub const N: usize = 32;
 static STAMP: [AtomicU64; N] = [const { AtomicU64::new(0) }; N];
 
 /// The time stamp counter.

@@ -198,12 +198,11 @@ pub(crate) struct Processor {
     /// [`NO_CORE`]: the spare need not move (the processor is pinned, or the
     /// monitor saw the lender asleep).
     pub(crate) lent_cpu: AtomicUsize,
-    /// A spare is on its way to take this processor when it is lent; see
+    /// Who takes this processor when it is lent: `0` nobody (a lend hands
+    /// it to a spare), `upcall::ON_WAY` a taker is being picked, else the
+    /// word of the activation on its way or standing in; see
     /// `upcall::activation` ("Handing a lent processor over").
-    pub(crate) standby: AtomicBool,
-    /// The activation (its word) that is on its way, once the hander picked
-    /// it, for the monitor to hurry; `0` if none or not yet known.
-    pub(crate) standby_by: AtomicUsize,
+    pub(crate) standby: AtomicUsize,
     /// Whether the current lend asked to be handed over at once (work
     /// waited and the runtime hands off at once), for a stand-in; written by
     /// the lender before its driver-word store publishes it.
@@ -310,8 +309,7 @@ impl Processor {
                 preempt_dispatch: AtomicU32::new(u32::MAX),
                 lent_at: AtomicU64::new(0),
                 lent_cpu: AtomicUsize::new(NO_CORE),
-                standby: AtomicBool::new(false),
-                standby_by: AtomicUsize::new(0),
+                standby: AtomicUsize::new(0),
                 lent_hand_now: AtomicBool::new(false),
                 stand_in: AtomicUsize::new(0),
                 changed_at: AtomicU64::new(0),
@@ -463,6 +461,19 @@ impl Processor {
         let hand_now = shared.handoff_after.is_zero() && self.sees_work(shared);
         self.lent_at.store(shared.now_ns(), Relaxed);
         crate::probe_mark!(0);
+        #[cfg(ferry_probe)]
+        match self.stand_in.load(Relaxed) {
+            0 => {
+                crate::probe_mark!(29);
+            }
+            2 => {
+                crate::probe_mark!(30);
+            }
+            s if s & 1 != 0 => {
+                crate::probe_mark!(31);
+            }
+            _ => {}
+        }
         let cpu = if hand_now && self.core(shared).is_none() {
             crate::sys::current_cpu().unwrap_or(NO_CORE)
         } else {

@@ -123,12 +123,15 @@ impl Shared {
     /// Hands lent processor `p` to a spare activation (which takes it only
     /// if it is still lent when it gets there).
     ///
-    /// At most one spare is on its way per processor (`standby`): a lend
-    /// while one is on its way wakes nobody, the spare takes that lend too.
-    /// `patient`: the lender itself asks, and the spare waits for the
-    /// lender's core to go idle (see `upcall::activation`).
+    /// At most one taker is on its way per processor (`standby`): a lend
+    /// while one is on its way (or stands in) wakes nobody, that taker takes
+    /// this lend too. `patient`: the lender itself asks, and the spare waits
+    /// for the lender's core to go idle (see `upcall::activation`).
     pub(crate) fn hand_lent(&self, p: &'static Processor, patient: bool) {
-        if p.standby.swap(true, SeqCst) {
+        if p.standby
+            .compare_exchange(0, upcall::ON_WAY, SeqCst, Relaxed)
+            .is_err()
+        {
             return;
         }
         crate::probe_mark!(1);
@@ -136,7 +139,8 @@ impl Shared {
             .activations
             .hand(&self.arc(), Assignment::Take(p, patient))
         {
-            p.standby.store(false, SeqCst);
+            // Nobody was started: the word is still ours.
+            p.standby.store(0, SeqCst);
         }
     }
 
@@ -183,31 +187,6 @@ impl Shared {
                     }
                     p.changed_at.store(now, Relaxed);
                     if !self.activations.hand(&self.arc(), Assignment::Start(p)) {
-                        eprintln!(
-                            "DEBUG count {} max {}",
-                            self.activations.count(),
-                            self.activations.max()
-                        );
-                        for q in self.processors.iter() {
-                            eprintln!(
-                                "DEBUG p{} m{} d{:x} si{:x} sb{}",
-                                q.index,
-                                q.membership.load(Relaxed),
-                                q.driver.load(Relaxed),
-                                q.stand_in.load(Relaxed),
-                                q.standby.load(Relaxed)
-                            );
-                        }
-                        self.activations.for_each(|a| {
-                            eprintln!(
-                                "DEBUG a {:x} away {} orph {} crit {} state {:?}",
-                                a.word(),
-                                a.away.load(Relaxed),
-                                a.orphaned.load(Relaxed),
-                                a.critical.load(Relaxed),
-                                a.task_state()
-                            )
-                        });
                         p.membership.store(STOPPED, Release);
                         return Err(io::Error::other(
                             "ferry: no kernel thread to drive an added processor",
@@ -1008,6 +987,32 @@ pub(crate) fn pin(tid: Option<i32>, cpu: usize) {
     }
     let tid = tid.and_then(rustix::process::Pid::from_raw);
     let _ = rustix::thread::sched_setaffinity(tid, &set);
+}
+
+/// Pins the calling kernel thread to `cpus` (all the process may use if
+/// empty); best effort.
+pub(crate) fn pin_to_cpus(cpus: &[usize]) {
+    let mut set = rustix::thread::CpuSet::new();
+    for &c in if cpus.is_empty() {
+        allowed_cpus()
+    } else {
+        cpus
+    } {
+        set.set(c);
+    }
+    let _ = rustix::thread::sched_setaffinity(None, &set);
+}
+
+/// The CPUs the process may use on which no processor of the set lives
+/// (pinned, or at home), into `out` (cleared first).
+pub(crate) fn cpus_without_processors(shared: &Shared, out: &mut Vec<usize>) {
+    out.clear();
+    out.extend(allowed_cpus().iter().copied().filter(|&c| {
+        !shared
+            .processors
+            .iter()
+            .any(|p| p.membership.load(Relaxed) != STOPPED && p.core(shared) == Some(c))
+    }));
 }
 
 /// The default time slice, from `FERRY_TIME_SLICE` (`500us`, `2ms`, `1s`, or

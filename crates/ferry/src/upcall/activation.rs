@@ -71,8 +71,7 @@
 //!
 //! | word | written by | meaning |
 //! |------|------------|---------|
-//! | `Processor::standby` | a hander (`swap(true)`, `hand_lent`); the spare (`false`, SeqCst, before it loads the driver word) | `true`: a spare is on its way and will take any lend it finds, so a lend wakes nobody else. The lender stores the driver word (SeqCst) before the swap: either the spare sees `LENT` or the lender sees `false` and wakes another |
-//! | `Processor::standby_by` | the hander, once it picked the spare; the spare, as it arrives (`0`) | which activation is on its way, for the monitor to hurry |
+//! | `Processor::standby` | raised by a hander (CAS `0 -> ON_WAY`: `hand_lent`, the monitor providing a stand-in or claiming for the watcher, which raises it to its own word) or a stand-in attaching (CAS `0 -> S`); set to the picked spare's word by the hander, before it wakes or starts it; lowered only by its holder (CAS from its own word to `0`, SeqCst, before it loads the driver word), or by a hander that started nobody | `0`: nobody will take a lend, the lender hands it to a spare. Otherwise someone will look at the driver word after any lend: a lend wakes nobody else. The lender stores the driver word (SeqCst) before its CAS: either the holder sees `LENT` or the lender sees `0` and wakes another. The word names the holder, so a taker that was not on its way (a stand-in taking a lend a spare was woken for, the watcher) never lowers another's flag, and the monitor knows whom to hurry |
 //! | `Activation::class` | the activation itself (`Batch` before it enters the pool, the stand-in class while it stands in, `Normal` once it drives a processor); a hander while it sleeps in the pool; the monitor (`Normal`, `hurry`) while it waits to arrive | its kernel thread's scheduling class (mirrors the kernel's setting). A `hurry` that read `Batch` just before its spare arrived may land after that spare is back in the pool and in `SCHED_BATCH` again, leaving the mirror `Normal` over a batch thread: until that spare next enters the pool, an urgent handoff to it waits for a tick and its wakeups do not preempt (time, never correctness). A stand-in compares the mirror with its class at every pass, so a hurried one goes back |
 //! | `Activation::pinned` | the activation itself; a hander while it sleeps in the pool | the CPU its kernel thread is pinned to, or `NO_CORE` |
 //!
@@ -121,6 +120,11 @@ pub(crate) const UNANNOUNCED: usize = 2;
 /// word back.
 pub(crate) const PROBING: usize = 4;
 pub(crate) const FLAGS: usize = LENT | UNANNOUNCED | PROBING;
+
+/// `Processor::standby` value: a hander raised the word and is picking the
+/// taker, whose own word replaces it before that taker runs (an activation's
+/// word is never 1: activations are aligned).
+pub(crate) const ON_WAY: usize = 1;
 
 /// `Activation::pinned` before the activation first pins itself: a new
 /// kernel thread inherits its creator's CPU mask, whatever it is, so the
@@ -317,8 +321,8 @@ impl Activation {
             };
             let assignment = match assignment {
                 Assignment::Watch => {
+                    // (`watch` pins it off the processors' cores.)
                     self.set_class(SchedClass::Normal);
-                    self.pin_to(None);
                     match super::monitor::watch(shared) {
                         Some(p) => {
                             crate::probe_mark!(19);
@@ -331,7 +335,7 @@ impl Activation {
                         }
                     }
                 }
-                // A stand-in that held the `standby` flag leaves through
+                // A stand-in that held the `standby` word leaves through
                 // `take`: it may find the processor lent (see `stand_in`).
                 Assignment::StandIn(p, provided) => {
                     let held = super::stand_in::stand_in(self, shared, p, provided);
@@ -457,11 +461,12 @@ impl Activation {
                 if want.is_some() && !watcher {
                     self.pin_to(want);
                 }
-                // Off standby before looking (SeqCst, the pair of `lend`'s
-                // driver store and `hand_lent`'s swap): a lend we do not see
-                // finds the flag down and wakes another spare.
-                p.standby_by.store(0, Relaxed);
-                p.standby.store(false, SeqCst);
+                // Off standby before looking, if we were on it (SeqCst, the
+                // pair of `lend`'s driver store and `hand_lent`'s CAS): a
+                // lend we do not see finds the word down and wakes another
+                // spare. A taker that was not on standby leaves the word to
+                // its holder, who looks after us.
+                let _ = p.standby.compare_exchange(self.word(), 0, SeqCst, Relaxed);
                 let mut d = p.driver.load(SeqCst);
                 let stood_in = self.stood_in.replace(false);
                 loop {
@@ -540,6 +545,14 @@ impl Activation {
         p.bind(self);
     }
 
+    /// Names this activation, picked by a hander that raised `p`'s
+    /// `standby` word, as its holder (before it is woken or started).
+    fn put_on_standby(&self, p: &Processor) {
+        let _ = p
+            .standby
+            .compare_exchange(ON_WAY, self.word(), SeqCst, Relaxed);
+    }
+
     /// Pins this kernel thread to the core `p` runs on, if it changed.
     pub(crate) fn pin_for(&self, shared: &Shared, p: &Processor) {
         self.pin_to(p.core(shared));
@@ -577,6 +590,13 @@ impl Activation {
             crate::runtime::pin(None, want);
             self.pinned.store(want, Relaxed);
         }
+    }
+
+    /// Pins this kernel thread to `cpus` (every allowed CPU if empty; own
+    /// thread only): the watcher, keeping off the processors' cores.
+    pub(super) fn pin_to_cpus(&self, cpus: &[usize]) {
+        crate::runtime::pin_to_cpus(cpus);
+        self.pinned.store(PIN_UNKNOWN, Relaxed);
     }
 
     /// Hurries a patient spare that waits for its lender's core: back in
@@ -888,6 +908,9 @@ impl Activations {
             ));
         }
         let a = Arc::new(Activation::new());
+        if let Some(Assignment::Take(p, _) | Assignment::StandIn(p, _)) = first {
+            a.put_on_standby(p);
+        }
         let (mine, for_thread) = (Arc::clone(&a), Arc::clone(shared));
         let k = std::thread::Builder::new()
             .name(format!("ferry-activation-{}", all.len()))
@@ -930,7 +953,7 @@ impl Activations {
                     Assignment::Take(p, true) => {
                         a.set_class_remotely(SchedClass::Batch);
                         crate::probe_mark!(3);
-                        p.standby_by.store(a.word(), Relaxed);
+                        a.put_on_standby(p);
                         let lent_cpu = p.lent_cpu.load(Relaxed);
                         match p.core(shared) {
                             Some(core) => a.pin_remotely(core),
@@ -938,13 +961,15 @@ impl Activations {
                             None => {}
                         }
                     }
-                    Assignment::Take(_, false) | Assignment::Start(_) => {
+                    Assignment::Take(p, false) => {
                         a.set_class_remotely(SchedClass::Normal);
+                        a.put_on_standby(p);
                     }
+                    Assignment::Start(_) => a.set_class_remotely(SchedClass::Normal),
                     // It must run only when the core has nothing else.
                     Assignment::StandIn(p, _) => {
                         a.set_class_remotely(super::stand_in::class());
-                        p.standby_by.store(a.word(), Relaxed);
+                        a.put_on_standby(p);
                         if let Some(core) = p.core(shared) {
                             a.pin_remotely(core);
                         }

@@ -40,8 +40,8 @@ mod preempt;
 mod stand_in;
 
 pub(crate) use activation::{
-    Activation, Activations, Assignment, Critical, LENT, PROBING, UNANNOUNCED, critical_depth,
-    critical_enter, critical_release_inherited, forget_local, resumed_processor,
+    Activation, Activations, Assignment, Critical, LENT, ON_WAY, PROBING, UNANNOUNCED,
+    critical_depth, critical_enter, critical_release_inherited, forget_local, resumed_processor,
 };
 pub use blocking::blocking;
 pub(crate) use monitor::Monitor;

@@ -121,6 +121,11 @@ pub(crate) struct Monitor {
 struct WatchState {
     seen: Vec<Seen>,
     idle_looks: u32,
+    /// The CPUs the watcher keeps to: those no processor lives on (all if
+    /// every one has a processor), as last pinned, and a buffer for the
+    /// next count.
+    cpus: Option<Vec<usize>>,
+    cpus_now: Vec<usize>,
 }
 
 /// What the monitor remembers of one processor between looks.
@@ -210,8 +215,13 @@ pub(crate) fn watch(shared: &Arc<Shared>) -> Option<&'static Processor> {
             shared.processors.len()
         ],
         idle_looks: 0,
+        cpus: None,
+        cpus_now: Vec::new(),
     });
+    // A new watcher runs where it was woken (a spare's core): move first.
+    state.cpus = None;
     while !shared.is_shut_down() {
+        keep_off_processors(shared, state);
         if shared.all_idle() {
             state.idle_looks += 1;
             if state.idle_looks >= IDLE_LOOKS_BEFORE_PARK {
@@ -228,6 +238,22 @@ pub(crate) fn watch(shared: &Arc<Shared>) -> Option<&'static Processor> {
         }
     }
     None
+}
+
+/// Pins the watcher to the CPUs no processor lives on, if there are any
+/// (else to all), when that set changed: its looks then never take time
+/// from a busy processor's core, nor stand between a driver that went to
+/// sleep and the stand-in waiting there (a timed wakeup is placed on the
+/// core it was armed on, so a watcher that ran once beside a processor
+/// stayed there, with a free core idle).
+fn keep_off_processors(shared: &Shared, state: &mut WatchState) {
+    crate::runtime::cpus_without_processors(shared, &mut state.cpus_now);
+    if state.cpus.as_ref() != Some(&state.cpus_now) {
+        if let Some(me) = super::activation::local() {
+            me.pin_to_cpus(&state.cpus_now);
+        }
+        state.cpus = Some(state.cpus_now.clone());
+    }
 }
 
 /// One look at every processor and every orphaned activation; stops at a
@@ -255,8 +281,9 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen]) -> Option<&'static Processor> {
             let lent_for =
                 now.saturating_duration_since(shared.instant_of(p.lent_at.load(Relaxed)));
             if lent_for >= shared.handoff_after.max(TICK) || p.is_stopping() {
-                let by = p.standby_by.load(Relaxed);
-                // SAFETY: `by` names an activation of this live runtime.
+                let by = p.standby.load(Relaxed);
+                // SAFETY: `by` names an activation of this live runtime (or
+                // is `0` or `ON_WAY`, which name none).
                 match unsafe { Activation::from_word(by) } {
                     // A patient spare still waits for the core (others run
                     // there): let it compete now. (A stand-in that let the
@@ -339,12 +366,11 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen]) -> Option<&'static Processor> {
 /// thread (returned) if someone can watch after it and no spare is on its
 /// way already; else a spare, as any lend gets.
 ///
-/// A stand-in holding the `standby` flag does not count: the watcher found
+/// A stand-in holding the `standby` word does not count: the watcher found
 /// the block or the long lend itself, so the stand-in is kept off its core
 /// (other threads run there) or asleep, and the watcher is awake. Both
-/// may then try to take `p`; the driver-word CAS picks one. (The watcher's
-/// `take` lowers the flag under the stand-in, which raises it again at its
-/// next pass.)
+/// may then try to take `p`; the driver-word CAS picks one. (The word stays
+/// the stand-in's: only its holder lowers it.)
 fn claim(shared: &Arc<Shared>, p: &'static Processor) -> Option<&'static Processor> {
     if !shared.activations.has_successor() {
         shared.hand_lent(p, false);
@@ -353,8 +379,13 @@ fn claim(shared: &Arc<Shared>, p: &'static Processor) -> Option<&'static Process
     if super::stand_in::attached(p) {
         return Some(p);
     }
-    // The `standby` protocol of `hand_lent`: at most one taker on its way.
-    (!p.standby.swap(true, SeqCst)).then_some(p)
+    // The `standby` protocol of `hand_lent`: at most one taker on its way,
+    // here the watcher's own kernel thread.
+    let me = super::activation::local()?.word();
+    p.standby
+        .compare_exchange(0, me, SeqCst, Relaxed)
+        .is_ok()
+        .then_some(p)
 }
 
 /// Lends processor `p` on behalf of activation `a` (driver word `d`), which

@@ -56,14 +56,15 @@
 //! | `S` | an activation attaching (CAS from `0`, or from `COMING` if it was provided); the stand-in waking; the monitor waking it (CAS from `S\|ASLEEP`) | `S` waits on the processor's core |
 //! | `S\|ASLEEP` | the stand-in, before it sleeps while its processor is parked | `S` sleeps on its `wake` word: the monitor wakes it once the processor is busy again (or leaves the set), shutdown wakes it |
 //!
-//! While `S` stands in, it holds the processor's `standby` flag up (it is
-//! the spare "on its way" of `activation`'s handoff protocol, for good), so
-//! a lend wakes nobody. It raises the flag only if it was down (else a
-//! spare is on its way and the would-be stand-in goes to the pool); for a
-//! provided stand-in the monitor raised it. It leaves through
-//! `Activation::take`, which lowers it and then looks for a lend: either
-//! the stand-in sees the lend, or the lender sees the flag down and wakes a
-//! spare.
+//! While `S` stands in, it holds the processor's `standby` word (its own
+//! word there: it is the taker "on its way" of `activation`'s handoff
+//! protocol, for good), so a lend wakes nobody. It raises the word only if
+//! it was down (else a spare is on its way and the would-be stand-in goes
+//! to the pool); for a provided stand-in the monitor raised it and `hand`
+//! put `S`'s word in. Only the holder lowers the word, so `S` holds it
+//! until it leaves through `Activation::take`, which lowers it and then
+//! looks for a lend: either the stand-in sees the lend, or the lender sees
+//! the word down and wakes a spare.
 //!
 //! Stand-ins come from the monitor (each look gives a busy pinned
 //! processor without one a pooled spare, [`provide`]), and from the
@@ -74,7 +75,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 use std::time::{Duration, Instant};
 
-use super::activation::{Activation, Assignment, FLAGS, LENT, UNANNOUNCED};
+use super::activation::{Activation, Assignment, FLAGS, LENT, ON_WAY, UNANNOUNCED};
 use super::monitor::{BLOCKED_AFTER, TICK, take_unannounced};
 use crate::processor::{ACTIVE, Processor};
 use crate::runtime::Shared;
@@ -110,13 +111,13 @@ pub(crate) fn class() -> SchedClass {
 }
 
 /// Runs the calling activation `a` as processor `p`'s stand-in until it
-/// leaves: `true` if it held `p`'s `standby` flag (the caller then goes
-/// through `Take(p, true)`, which lowers the flag and takes a lend it
+/// leaves: `true` if it held `p`'s `standby` word (the caller then goes
+/// through `Take(p, true)`, which lowers the word and takes a lend it
 /// finds), `false` if it never did (`p` needs no stand-in or has one; the
 /// caller goes to the pool).
 ///
-/// `provided`: the monitor handed `a` the role ([`provide`]); `p`'s word is
-/// `COMING` and the flag was raised for `a` already.
+/// `provided`: the monitor handed `a` the role ([`provide`]); `p`'s
+/// `stand_in` word is `COMING` and its `standby` word holds `a`'s already.
 pub(crate) fn stand_in(
     a: &Activation,
     shared: &Arc<Shared>,
@@ -124,12 +125,12 @@ pub(crate) fn stand_in(
     provided: bool,
 ) -> bool {
     if provided {
+        // The monitor put us on standby (`standby` holds our word).
         if !wants_one(shared, p) {
             p.stand_in.store(0, SeqCst);
             return true;
         }
         p.stand_in.store(a.word(), SeqCst);
-        p.standby_by.store(a.word(), Relaxed);
     } else {
         if !wants_one(shared, p)
             || p.stand_in
@@ -138,14 +139,17 @@ pub(crate) fn stand_in(
         {
             return false;
         }
-        if p.standby.swap(true, SeqCst) {
-            // A spare is on its way: it will take the next lend; we are
-            // not needed (and the flag is its to lower).
+        if p.standby
+            .compare_exchange(0, a.word(), SeqCst, Relaxed)
+            .is_err()
+        {
+            // A taker is on its way: it will take the next lend; we are
+            // not needed (and the word is its to lower).
             p.stand_in.store(0, SeqCst);
             return false;
         }
-        p.standby_by.store(a.word(), Relaxed);
     }
+    crate::probe_mark!(28);
     stand_by(a, shared, p);
     p.stand_in.store(0, SeqCst);
     true
@@ -170,11 +174,8 @@ fn stand_by(a: &Activation, shared: &Shared, p: &'static Processor) {
             return;
         }
         a.pin_to(p.core(shared));
-        // The flag back up if the watcher took the processor over under
-        // us (`monitor::claim`) and lowered it; we see any lend below.
-        if !p.standby.load(Relaxed) && !p.standby.swap(true, SeqCst) {
-            p.standby_by.store(a.word(), Relaxed);
-        }
+        // Only the holder lowers the word: ours until we leave.
+        debug_assert_eq!(p.standby.load(Relaxed), a.word());
         let d = p.driver.load(SeqCst);
         if d == 0 {
             return;
@@ -185,7 +186,11 @@ fn stand_by(a: &Activation, shared: &Shared, p: &'static Processor) {
             }
             let due = shared.instant_of(p.lent_at.load(Relaxed)) + shared.handoff_after.max(TICK);
             match due.checked_duration_since(Instant::now()) {
-                Some(wait) if !wait.is_zero() => std::thread::sleep(wait),
+                Some(wait) if !wait.is_zero() => {
+                    crate::probe_mark!(26);
+                    std::thread::sleep(wait);
+                    crate::probe_mark!(23);
+                }
                 _ => return,
             }
             continue;
@@ -194,12 +199,14 @@ fn stand_by(a: &Activation, shared: &Shared, p: &'static Processor) {
         // to take that lend in the normal class).
         a.set_class(class);
         if p.is_willing_to_yield() {
+            crate::probe_mark!(27);
             sleep_while_parked(a, p);
             quiet = 0;
             continue;
         }
         let yielded = Instant::now();
         sys::yield_core();
+        crate::probe_mark!(24);
         if yielded.elapsed() >= YIELD_RAN_OTHERS {
             // The driver (or another thread) had the core meanwhile.
             quiet = 0;
@@ -224,7 +231,9 @@ fn stand_by(a: &Activation, shared: &Shared, p: &'static Processor) {
         }
         quiet += 1;
         if quiet >= QUIET_PASSES {
+            crate::probe_mark!(25);
             std::thread::sleep(TICK);
+            crate::probe_mark!(23);
             quiet = 0;
         }
     }
@@ -304,7 +313,7 @@ pub(crate) fn provide(shared: &Arc<Shared>, p: &'static Processor) -> bool {
         }
         return false;
     }
-    if s != 0 || !busy || !wants_one(shared, p) || p.standby.load(Relaxed) {
+    if s != 0 || !busy || !wants_one(shared, p) || p.standby.load(Relaxed) != 0 {
         return false;
     }
     if p.stand_in
@@ -313,8 +322,12 @@ pub(crate) fn provide(shared: &Arc<Shared>, p: &'static Processor) -> bool {
     {
         return false;
     }
-    // The spare counts as on its way from now: a lend wakes nobody else.
-    if p.standby.swap(true, SeqCst) {
+    // The spare counts as on its way from now: a lend wakes nobody else
+    // (`hand` names the spare in the word).
+    if p.standby
+        .compare_exchange(0, ON_WAY, SeqCst, Relaxed)
+        .is_err()
+    {
         p.stand_in.store(0, SeqCst);
         return false;
     }
@@ -323,9 +336,10 @@ pub(crate) fn provide(shared: &Arc<Shared>, p: &'static Processor) -> bool {
         .hand(shared, Assignment::StandIn(p, true));
     if !handed {
         p.stand_in.store(0, SeqCst);
-        // The flag's protocol (`Activation::take`): down, then look for a
-        // lend that counted on it.
-        p.standby.store(false, SeqCst);
+        // The word's protocol (`Activation::take`): down (nobody was
+        // started, it is still ours), then look for a lend that counted on
+        // it.
+        p.standby.store(0, SeqCst);
         if p.driver.load(SeqCst) & LENT != 0 {
             shared.hand_lent(p, true);
         }
