@@ -18,7 +18,7 @@
 //! | case | what runs | what is reported |
 //! |------|-----------|------------------|
 //! | `futex same-core` (baseline) | two kernel threads pinned to the **same** CPU ping-pong through two futex words (`FUTEX_WAIT`/`FUTEX_WAKE`) | ns per round trip, and per one wake+wait (round trip / 2): the kernel's price of handing a CPU from one blocked thread to another |
-//! | `blocked` | 1 processor; a compute thread yields in a loop; a reader thread does `ferry::blocking(|| read 1 byte from a pipe)`; the first thread writes the byte about [`WRITE_DELAY`] after the reader went in; [`Plan::io_events`] times | `blocked.mean/max`, `unblocked.mean`, and the stall seen from outside: from just before the call to the first moment the compute thread runs again (median over the calls) |
+//! | `blocked` | 1 processor; a compute thread yields in a loop; a reader thread does `ferry::blocking(|| read 1 byte from a pipe)`; the first thread writes the byte about [`WRITE_DELAY`] after the reader went in; [`Plan::io_warmup`] calls first, not counted, then [`Plan::io_events`] | `blocked.mean/max`, `unblocked.mean`, and the stall seen from outside: from just before the call to the first moment the compute thread runs again (median over the calls); `blocked.warmup_mean`, the mean of the warm-up calls, while the runtime makes its kernel threads; `max` includes the warm-up |
 //! | `unannounced` | the same with a raw `libc::read`, which ferry is not told about, (the takeover is on by default): the monitor must notice the sleeping kernel thread | the stall (median over the calls), `unannounced_blocks`, `blocked.mean` (here from the monitor's finding), `unblocked.mean` |
 //! | `preempted` | 1 processor, `time_slice(1 ms)`; a spinner that never yields and a thread that yields [`Plan::preempt_yields`] times | `preempted.mean/max` (signal handler entry to the policy), how many, and wall time per preemption (the slice as enforced) |
 //! | `processors` | `processors(1).max_processors(2)`; [`Plan::processor_changes`] times: `set_processors(2)`, wait for the `ProcessorAdded` event, `set_processors(1)`, wait for `ProcessorRemoved` | `processor_added.mean`, `processor_removed.mean` |
@@ -168,8 +168,13 @@ pub struct Args {
 pub struct Plan {
     /// Runs per scenario.
     pub runs: u32,
-    /// Blocking reads per run of `blocked` and `unannounced`.
+    /// Blocking reads per run of `blocked` and `unannounced`, counted.
     pub io_events: u32,
+    /// Blocking reads made first in each such run and not counted: while
+    /// they run, the new runtime makes its kernel threads (spares, the
+    /// stand-in), and a takeover may wait for one to be made. Their mean
+    /// is reported on its own (`stats.blocked.warmup_mean`).
+    pub io_warmup: u32,
     /// Add/remove pairs per run of `processors`.
     pub processor_changes: u32,
     /// Yields of the yielding thread per run of `preempted`.
@@ -198,6 +203,7 @@ impl Plan {
             Plan {
                 runs,
                 io_events: 60,
+                io_warmup: 20,
                 processor_changes: 60,
                 preempt_yields: 100,
                 futex_round_trips: 3_000,
@@ -211,6 +217,7 @@ impl Plan {
             Plan {
                 runs,
                 io_events: 200,
+                io_warmup: 50,
                 processor_changes: 200,
                 preempt_yields: 1000,
                 futex_round_trips: 10_000,
@@ -659,6 +666,8 @@ fn table1_futex(plan: &Plan, col: &mut Collector) {
 /// What one run of `blocked` or `unannounced` saw.
 #[derive(Debug, Clone)]
 struct IoRun {
+    /// At the start, and after the warm-up calls.
+    start: UpcallStats,
     before: UpcallStats,
     after: UpcallStats,
     /// ns from just before each call to the compute thread's next run.
@@ -686,9 +695,12 @@ struct IoShared {
     rescued: AtomicU32,
 }
 
-/// One run of `blocked` (`announced`) or `unannounced`: `calls` one-byte
-/// reads from a pipe on a 1-processor runtime with a compute thread.
-fn io_run(calls: u32, announced: bool) -> Result<IoRun, String> {
+/// One run of `blocked` (`announced`) or `unannounced`: `warmup` then
+/// `calls` one-byte reads from a pipe on a 1-processor runtime with a
+/// compute thread (only `calls` counted).
+fn io_run(warmup: u32, calls: u32, announced: bool) -> Result<IoRun, String> {
+    let counted = calls;
+    let calls = warmup + calls;
     let pipe = Pipe::new()?;
     let (rfd, wfd) = (pipe.read, pipe.write);
     let sh = Arc::new(IoShared::default());
@@ -770,10 +782,16 @@ fn io_run(calls: u32, announced: bool) -> Result<IoRun, String> {
                     }
                 })
             };
-            let before = h.upcall_stats();
-            let mut stalls = Vec::with_capacity(calls as usize);
+            let start = h.upcall_stats();
+            let mut before = start;
+            let mut stalls = Vec::with_capacity(counted as usize);
             let mut result = Ok(());
             for g in 1..=calls {
+                if g == warmup + 1 {
+                    // Every event of the warm-up calls is counted by now:
+                    // call `g - 1`'s `Unblocked` came before its reader ran.
+                    before = h.upcall_stats();
+                }
                 sh.go.store(g, Ordering::Release);
                 if let Err(e) = ferry_wait_until("the reader never went into its call", || {
                     sh.entered.load(Ordering::Acquire) >= g
@@ -804,7 +822,7 @@ fn io_run(calls: u32, announced: bool) -> Result<IoRun, String> {
                     ));
                     break;
                 }
-                if sh.first_gen.load(Ordering::Acquire) == g {
+                if g > warmup && sh.first_gen.load(Ordering::Acquire) == g {
                     let first = sh.first_run.load(Ordering::Relaxed);
                     let at = sh.call_at.load(Ordering::Relaxed);
                     stalls.push(first.saturating_sub(at) as f64);
@@ -822,10 +840,11 @@ fn io_run(calls: u32, announced: bool) -> Result<IoRun, String> {
             c.map_err(|p| format!("the compute thread panicked: {p}"))?;
             r.map_err(|p| format!("the reader panicked: {p}"))?;
             Ok(IoRun {
+                start,
                 before,
                 after,
                 stalls,
-                calls,
+                calls: counted,
             })
         },
     );
@@ -847,10 +866,20 @@ fn table1_io(plan: &Plan, col: &mut Collector, announced: bool) {
     } else {
         case::UNANNOUNCED
     };
-    let run = match io_run(plan.io_events, announced) {
+    let run = match io_run(plan.io_warmup, plan.io_events, announced) {
         Ok(r) => r,
         Err(e) => return col.fail(case, e),
     };
+    let warmup = delta(&run.start.blocked, &run.before.blocked);
+    if warmup.count > 0 {
+        col.push(
+            case,
+            "stats.blocked.warmup_mean",
+            Unit::Ns,
+            warmup.count,
+            warmup.mean_ns,
+        );
+    }
     let blocked = delta(&run.before.blocked, &run.after.blocked);
     let unblocked = delta(&run.before.unblocked, &run.after.unblocked);
     let calls = u64::from(run.calls);
@@ -2280,7 +2309,7 @@ mod tests {
 
     #[test]
     fn ferry_scenarios_deliver_their_events() {
-        let run = io_run(5, true).unwrap();
+        let run = io_run(2, 5, true).unwrap();
         assert_eq!(run.stalls.len(), 5);
         let (before, after) = processors_run(3).unwrap();
         assert!(after.processor_added.count >= before.processor_added.count + 3);
