@@ -65,12 +65,27 @@
 //! counted from the first look that saw its dispatch, so a slice is
 //! enforced to within a look.
 //!
-//! Its cost while nothing blocks: per tick, a wakeup from a timed sleep
+//! Its cost while nothing blocks: per look, a wakeup from a timed sleep
 //! (which dominates: about 25 µs of CPU per wakeup on a 2-core VM, so
-//! about 30% of a core while any processor is busy, because a 20 µs sleep
-//! lasts about 50 µs there), a few atomic loads and one `clock_gettime`
-//! per busy processor, and a `/proc` read when a driver was off its core
-//! for `BLOCKED_AFTER` (asleep, or the kernel ran another process there).
+//! about 30% of a core at one look a tick, because a 20 µs sleep lasts
+//! about 50 µs there), a few atomic loads and one `clock_gettime` per busy
+//! processor, and a `/proc` read when a driver was off its core for
+//! `BLOCKED_AFTER` (asleep, or the kernel ran another process there).
+//!
+//! So it looks less often while looking finds nothing only it would
+//! notice (a *quiet* look, as Go's sysmon backs off): every busy processor
+//! has a stand-in standing by, which notices a lend or a sleeping driver
+//! by itself, and nothing is lent, starting, stopping, preempted or asleep
+//! in the kernel. After [`QUIET_LOOKS_PER_DOUBLING`] quiet looks in a row the sleep
+//! doubles, up to [`LONGEST_NAP`]; any other look brings it back to
+//! [`TICK`]. It naps on its park word, so a processor becoming busy or a
+//! change of the set (`unpark`) ends the nap at once. What a long nap
+//! delays: the takeover of a sleeping driver whose stand-in cannot run
+//! (other processes keep its core busy), by up to a nap. With a time slice
+//! the monitor keeps to the tick.
+//!
+//! It keeps off the cores the processors live on while a CPU without one
+//! exists ([`keep_off_processors`]).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
@@ -80,7 +95,7 @@ use std::time::{Duration, Instant};
 
 use super::activation::{Activation, FLAGS, LENT, PROBING, UNANNOUNCED};
 use super::preempt;
-use crate::processor::{Processor, STOPPING};
+use crate::processor::{ACTIVE, Processor, STOPPING};
 use crate::runtime::Shared;
 use crate::sys::{self, TaskState};
 
@@ -100,12 +115,19 @@ pub(crate) const BLOCKED_AFTER: Duration = Duration::from_micros(10);
 /// Consecutive all-idle looks after which the monitor parks.
 const IDLE_LOOKS_BEFORE_PARK: u32 = 25;
 
+/// Consecutive quiet looks (see [`watch`]) after which the monitor's
+/// sleep between looks doubles, up to [`LONGEST_NAP`].
+const QUIET_LOOKS_PER_DOUBLING: u32 = 50;
+
+/// The longest sleep between two looks while processors are busy.
+const LONGEST_NAP: Duration = Duration::from_micros(640);
+
 /// The monitor's park word.
 ///
 /// | `parked` | written by | meaning |
 /// |----------|------------|---------|
-/// | `false` | the monitor, when it wakes | it looks every tick |
-/// | `true` | the monitor, before it sleeps on `wake` | anyone who makes a processor busy calls `unpark` |
+/// | `false` | the monitor, when it wakes; `unpark` | it looks every tick |
+/// | `true` | the monitor, before it parks or naps on `wake` | anyone who makes a processor busy (or changes the set) calls `unpark`, which wakes it |
 pub(crate) struct Monitor {
     parked: AtomicBool,
     wake: AtomicU32,
@@ -121,6 +143,8 @@ pub(crate) struct Monitor {
 struct WatchState {
     seen: Vec<Seen>,
     idle_looks: u32,
+    /// Consecutive quiet looks (see [`watch`]).
+    quiet_looks: u32,
     /// The CPUs the watcher keeps to: those no processor lives on (all if
     /// every one has a processor), as last pinned, and a buffer for the
     /// next count.
@@ -176,6 +200,24 @@ impl Monitor {
         let _ = rustix::thread::futex::wake(&self.wake, rustix::thread::futex::Flags::PRIVATE, 1);
     }
 
+    /// Sleeps `d` between two looks, or until `unpark` (a processor became
+    /// busy, or the set changed). An `unpark` just before the flag is up is
+    /// missed: the look comes one nap late.
+    fn nap(&self, d: Duration) {
+        self.wake.store(0, SeqCst);
+        self.parked.store(true, SeqCst);
+        let _ = rustix::thread::futex::wait(
+            &self.wake,
+            rustix::thread::futex::Flags::PRIVATE,
+            0,
+            Some(&rustix::thread::futex::Timespec {
+                tv_sec: 0,
+                tv_nsec: d.subsec_nanos().into(),
+            }),
+        );
+        self.parked.store(false, SeqCst);
+    }
+
     fn park(&self, shared: &Shared) {
         self.wake.store(0, SeqCst);
         self.parked.store(true, SeqCst);
@@ -215,6 +257,7 @@ pub(crate) fn watch(shared: &Arc<Shared>) -> Option<&'static Processor> {
             shared.processors.len()
         ],
         idle_looks: 0,
+        quiet_looks: 0,
         cpus: None,
         cpus_now: Vec::new(),
     });
@@ -232,12 +275,28 @@ pub(crate) fn watch(shared: &Arc<Shared>) -> Option<&'static Processor> {
         } else {
             state.idle_looks = 0;
         }
-        std::thread::sleep(TICK);
-        if let Some(p) = look(shared, &mut state.seen) {
-            return Some(p);
+        let nap = nap_after(state.quiet_looks);
+        if nap > TICK {
+            monitor.nap(nap);
+        } else {
+            std::thread::sleep(TICK);
+        }
+        let mut quiet = true;
+        let found = look(shared, &mut state.seen, &mut quiet);
+        state.quiet_looks = if quiet { state.quiet_looks + 1 } else { 0 };
+        if found.is_some() {
+            return found;
         }
     }
     None
+}
+
+/// The sleep before the next look after `quiet_looks` quiet looks in a
+/// row: [`TICK`], doubled every [`QUIET_LOOKS_PER_DOUBLING`], at most
+/// [`LONGEST_NAP`].
+fn nap_after(quiet_looks: u32) -> Duration {
+    let doublings = (quiet_looks / QUIET_LOOKS_PER_DOUBLING).min(16);
+    (TICK * (1 << doublings)).min(LONGEST_NAP)
 }
 
 /// Pins the watcher to the CPUs no processor lives on, if there are any
@@ -258,15 +317,37 @@ fn keep_off_processors(shared: &Shared, state: &mut WatchState) {
 
 /// One look at every processor and every orphaned activation; stops at a
 /// lent processor the watcher should take itself (see [`claim`]).
-fn look(shared: &Arc<Shared>, seen: &mut [Seen]) -> Option<&'static Processor> {
+///
+/// `quiet` is cleared unless the look found nothing to do nor anything
+/// only the monitor would notice soon enough: no time slice to keep, no
+/// processor lent, starting or stopping, every busy one with a stand-in
+/// standing by (which notices its driver sleeping by itself), no driver
+/// asleep for `BLOCKED_AFTER`, no signal sent, no stand-in handed out. (A
+/// driver merely kept off its core, by the monitor itself or another
+/// process, does not count.)
+fn look(shared: &Arc<Shared>, seen: &mut [Seen], quiet: &mut bool) -> Option<&'static Processor> {
     let now = Instant::now();
     let mut provided = false;
+    if shared.time_slice.is_some() {
+        *quiet = false;
+    }
     for (i, p) in shared.processors.iter().enumerate() {
         let p = p.as_static();
         if !provided {
             provided = super::stand_in::provide(shared, p);
+            if provided {
+                *quiet = false;
+            }
         }
         let d = p.driver.load(Acquire);
+        let membership = p.membership.load(Relaxed);
+        if d != 0
+            && (membership != ACTIVE
+                || d & FLAGS != 0
+                || (!p.is_willing_to_yield() && !super::stand_in::standing_by(p)))
+        {
+            *quiet = false;
+        }
         let dispatch = p.dispatch.load(Acquire);
         let s = &mut seen[i];
         if dispatch != s.dispatch {
@@ -334,6 +415,7 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen]) -> Option<&'static Processor> {
         };
         match state {
             TaskState::Blocked if shared.take_over_unannounced => {
+                *quiet = false;
                 if take_unannounced(p, a, d)
                     && let Some(p) = claim(shared, p)
                 {
@@ -345,6 +427,7 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen]) -> Option<&'static Processor> {
                 let slice_over = shared.time_slice.is_some_and(|slice| held >= slice);
                 let leaving = p.membership.load(Relaxed) == STOPPING;
                 if slice_over || leaving {
+                    *quiet = false;
                     p.preempt_dispatch.store(dispatch, Relaxed);
                     preempt::signal(a);
                 }
@@ -356,6 +439,7 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen]) -> Option<&'static Processor> {
     // running their thread again on no processor. Push the thread off.
     shared.activations.for_each(|a| {
         if a.orphaned.load(Relaxed) && a.task_state() == TaskState::Running {
+            *quiet = false;
             preempt::signal(a);
         }
     });
@@ -427,4 +511,19 @@ pub(super) fn take_unannounced(p: &'static Processor, a: &Activation, d: usize) 
     p.driver
         .compare_exchange(probing, lent, SeqCst, Relaxed)
         .is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn naps_double_after_quiet_looks_up_to_the_longest() {
+        assert_eq!(nap_after(0), TICK);
+        assert_eq!(nap_after(QUIET_LOOKS_PER_DOUBLING - 1), TICK);
+        assert_eq!(nap_after(QUIET_LOOKS_PER_DOUBLING), TICK * 2);
+        assert_eq!(nap_after(3 * QUIET_LOOKS_PER_DOUBLING), TICK * 8);
+        assert_eq!(nap_after(u32::MAX), LONGEST_NAP);
+        assert!(LONGEST_NAP < Duration::from_secs(1), "a nap is a subsecond futex wait");
+    }
 }

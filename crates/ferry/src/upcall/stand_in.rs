@@ -283,6 +283,13 @@ pub(crate) fn attached(p: &Processor) -> bool {
     s != 0 && s != COMING
 }
 
+/// Whether a stand-in stands by for `p`, awake (the monitor may look
+/// less often: that stand-in notices its driver sleeping by itself).
+pub(crate) fn standing_by(p: &Processor) -> bool {
+    let s = p.stand_in.load(Relaxed);
+    s != 0 && s != COMING && s & ASLEEP == 0
+}
+
 /// Wakes `p`'s stand-in if it sleeps (the monitor, once `p` is busy again
 /// or leaves the set; shutdown).
 pub(crate) fn wake(p: &Processor) {
