@@ -524,6 +524,9 @@ mod tests {
         assert_eq!(nap_after(QUIET_LOOKS_PER_DOUBLING), TICK * 2);
         assert_eq!(nap_after(3 * QUIET_LOOKS_PER_DOUBLING), TICK * 8);
         assert_eq!(nap_after(u32::MAX), LONGEST_NAP);
-        assert!(LONGEST_NAP < Duration::from_secs(1), "a nap is a subsecond futex wait");
+        assert!(
+            LONGEST_NAP < Duration::from_secs(1),
+            "a nap is a subsecond futex wait"
+        );
     }
 }
