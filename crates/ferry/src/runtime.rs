@@ -977,30 +977,33 @@ fn allowed_cpus() -> &'static [usize] {
 /// on every CPU the process may use for [`NO_CORE`](crate::processor::NO_CORE);
 /// best effort.
 pub(crate) fn pin(tid: Option<i32>, cpu: usize) {
-    let mut set = rustix::thread::CpuSet::new();
     if cpu == crate::processor::NO_CORE {
-        for &c in allowed_cpus() {
-            set.set(c);
-        }
+        pin_to_set(tid, &[]);
     } else {
-        set.set(cpu);
+        pin_to_set(tid, &[cpu]);
     }
-    let tid = tid.and_then(rustix::process::Pid::from_raw);
-    let _ = rustix::thread::sched_setaffinity(tid, &set);
 }
 
 /// Pins the calling kernel thread to `cpus` (all the process may use if
 /// empty); best effort.
 pub(crate) fn pin_to_cpus(cpus: &[usize]) {
-    let mut set = rustix::thread::CpuSet::new();
-    for &c in if cpus.is_empty() {
+    pin_to_set(None, cpus);
+}
+
+/// Pins kernel thread `tid` (`None`: the caller) to `cpus`, or to every
+/// CPU the process may use if empty; best effort.
+fn pin_to_set(tid: Option<i32>, cpus: &[usize]) {
+    let cpus = if cpus.is_empty() {
         allowed_cpus()
     } else {
         cpus
-    } {
+    };
+    let mut set = rustix::thread::CpuSet::new();
+    for &c in cpus {
         set.set(c);
     }
-    let _ = rustix::thread::sched_setaffinity(None, &set);
+    let tid = tid.and_then(rustix::process::Pid::from_raw);
+    let _ = rustix::thread::sched_setaffinity(tid, &set);
 }
 
 /// The CPUs the process may use on which no processor of the set lives

@@ -204,36 +204,32 @@ impl Monitor {
     /// busy, or the set changed). An `unpark` just before the flag is up is
     /// missed: the look comes one nap late.
     fn nap(&self, d: Duration) {
-        self.wake.store(0, SeqCst);
-        self.parked.store(true, SeqCst);
-        let _ = rustix::thread::futex::wait(
-            &self.wake,
-            rustix::thread::futex::Flags::PRIVATE,
-            0,
-            Some(&rustix::thread::futex::Timespec {
-                tv_sec: 0,
-                tv_nsec: d.subsec_nanos().into(),
-            }),
-        );
-        self.parked.store(false, SeqCst);
+        self.sleep_unless_unparked(d, || true);
     }
 
+    /// Parks while every processor sleeps (looking again after 100 ms).
     fn park(&self, shared: &Shared) {
+        self.sleep_unless_unparked(Duration::from_millis(100), || {
+            shared.all_idle() && !shared.is_shut_down()
+        });
+    }
+
+    /// Raises `parked`, then sleeps on `wake` for at most `d` (under a
+    /// second) if `wanted` still holds, until `unpark`.
+    fn sleep_unless_unparked(&self, d: Duration, wanted: impl FnOnce() -> bool) {
         self.wake.store(0, SeqCst);
         self.parked.store(true, SeqCst);
-        if !shared.all_idle() || shared.is_shut_down() {
-            self.parked.store(false, SeqCst);
-            return;
+        if wanted() {
+            let _ = rustix::thread::futex::wait(
+                &self.wake,
+                rustix::thread::futex::Flags::PRIVATE,
+                0,
+                Some(&rustix::thread::futex::Timespec {
+                    tv_sec: 0,
+                    tv_nsec: d.subsec_nanos().into(),
+                }),
+            );
         }
-        let _ = rustix::thread::futex::wait(
-            &self.wake,
-            rustix::thread::futex::Flags::PRIVATE,
-            0,
-            Some(&rustix::thread::futex::Timespec {
-                tv_sec: 0,
-                tv_nsec: 100_000_000,
-            }),
-        );
         self.parked.store(false, SeqCst);
     }
 }
