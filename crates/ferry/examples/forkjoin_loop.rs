@@ -1,7 +1,8 @@
 //! A loop of 1-processor FORK;JOIN (spawn a null thread, join it), and of
 //! the other hot rows, for `perf record`/`perf stat` and quick A/B looks:
 //! `cargo run --release -p ferry --example forkjoin_loop -- [row] [seconds]`,
-//! row one of `forkjoin` (default), `fork`, `yield`; prints the kernel
+//! row one of `forkjoin` (default), `fork`, `yield`, `control` (map
+//! inserts and removes, no ferry call: the machine's own spread); prints the kernel
 //! thread's CPU time per operation (which leaves out the time other
 //! processes took the core) over rounds of 2,048 operations: the minimum,
 //! 10th percentile and median of the rounds.
@@ -22,6 +23,30 @@ fn fork(n: u64) {
             h.join().unwrap();
         }
     }
+}
+
+/// A control: ordinary branchy, allocating work (a map of boxes, one
+/// insert or remove per operation), no ferry call, so its spread is the
+/// machine's own. (On the development VM it slows by about a third in the
+/// host's slow phases, while fork+join slows by up to 1.8x.)
+fn control(n: u64) {
+    use std::cell::RefCell;
+    use std::collections::BTreeMap;
+    type Boxes = BTreeMap<u64, Box<[u8; 64]>>;
+    thread_local! {
+        static STATE: RefCell<(Boxes, u64)> = const { RefCell::new((BTreeMap::new(), 12345)) };
+    }
+    STATE.with_borrow_mut(|(map, x)| {
+        for _ in 0..n {
+            *x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let k = (*x >> 33) % 4096;
+            if map.remove(&k).is_none() {
+                map.insert(k, Box::new([k as u8; 64]));
+            }
+        }
+    });
 }
 
 fn yields(n: u64) {
@@ -50,6 +75,7 @@ fn main() {
         "forkjoin" => fork_join,
         "fork" => fork,
         "yield" => yields,
+        "control" => control,
         other => panic!("unknown row {other}"),
     };
     let rounds = (secs * 2000.0) as usize;

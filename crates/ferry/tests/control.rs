@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::time::Duration;
 
 use ferry::thread::Suspension;
 
@@ -197,6 +198,38 @@ fn cpu_time_is_accounted_only_when_asked() {
         })
         .unwrap();
     assert!(t >= std::time::Duration::from_millis(4), "{t:?}");
+}
+
+/// Two threads that hand the processor back and forth: each one's run time
+/// is its own spinning, not the other's (the switch's one clock read ends
+/// one thread's time and starts the next's).
+#[test]
+fn cpu_time_is_each_threads_own() {
+    fn spin_in_steps(total: Duration, steps: u32) {
+        for _ in 0..steps {
+            let start = std::time::Instant::now();
+            while start.elapsed() < total / steps {
+                std::hint::spin_loop();
+            }
+            ferry::yield_now();
+        }
+    }
+    let (long, short) = rt(1)
+        .thread_cpu_time(true)
+        .run(|| {
+            let a = ferry::spawn(|| spin_in_steps(Duration::from_millis(8), 200));
+            let b = ferry::spawn(|| spin_in_steps(Duration::from_millis(2), 200));
+            let (ta, tb) = (a.thread(), b.thread());
+            a.join().unwrap();
+            b.join().unwrap();
+            (ta.cpu_time().unwrap(), tb.cpu_time().unwrap())
+        })
+        .unwrap();
+    assert!(long >= Duration::from_millis(7), "{long:?}");
+    assert!(short >= Duration::from_micros(1800), "{short:?}");
+    // The short spinner's time would be about as long as the other's if
+    // either were charged for the other's turns.
+    assert!(short < long / 2, "long {long:?}, short {short:?}");
 }
 
 /// Runs in a child process (the flow it adopts may end on any kernel

@@ -70,8 +70,9 @@ pub(crate) struct Header {
     /// `thread`'s module docs.
     pub(crate) control: AtomicU32,
     /// Time stamp counter ticks the thread has run, when the runtime
-    /// accounts them (`Builder::thread_cpu_time`); written by the processor
-    /// switching it out.
+    /// accounts them (`Builder::thread_cpu_time`); written (a load and a
+    /// store, not a locked add) only by the processor switching it out,
+    /// read by anyone.
     pub(crate) cpu_ticks: AtomicU64,
     /// The embedder's word (`Thread::tag`); ferry never reads it.
     pub(crate) tag: AtomicUsize,
