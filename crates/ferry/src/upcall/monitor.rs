@@ -47,8 +47,8 @@
 //! A kernel thread asleep for a moment (a page fault served from the page
 //! cache, a contended libc lock) should be left alone; one asleep for
 //! [`BLOCKED_AFTER`] or more is taken over. The monitor tells them apart
-//! by the driver's own CPU clock, read at every look at a busy processor
-//! (one `clock_gettime` of that kernel thread's clock): the time between
+//! by the driver's own CPU clock, read at the looks at a busy processor
+//! (one `clock_gettime` of that kernel thread's clock; not all, see below): the time between
 //! two looks that the clock did *not* advance is time the kernel thread
 //! spent off its core, asleep or waiting for it. When that is
 //! `BLOCKED_AFTER` or more, the monitor asks the kernel what the thread
@@ -86,6 +86,19 @@
 //!
 //! It keeps off the cores the processors live on while a CPU without one
 //! exists ([`keep_off_processors`]).
+//!
+//! It leaves a driver's CPU clock unread when the driver switched threads
+//! since the last look and a stand-in stands by on its core. Reading the
+//! clock of a thread running on another core makes the kernel bring that
+//! thread's run time up to date from here, and with a second task queued
+//! on that core (the stand-in, in the idle class) it then asks the core to
+//! reschedule: one interprocessor interrupt and one pass through the
+//! kernel's scheduler on the driver's core per read, which the driver
+//! picks right up again. At a look every tick that took 12,000 interrupts
+//! a second from a fork+join loop's core and 10-15% of its speed. A driver
+//! that switched threads ran meanwhile, and a block since is for the
+//! stand-in to find; a driver that did not (one long-running thread, or
+//! asleep in the kernel) is read as before.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
@@ -346,7 +359,8 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen], quiet: &mut bool) -> Option<&'s
         }
         let dispatch = p.dispatch.load(Acquire);
         let s = &mut seen[i];
-        if dispatch != s.dispatch {
+        let switched = dispatch != s.dispatch;
+        if switched {
             s.dispatch = dispatch;
             s.since = now;
         }
@@ -377,6 +391,13 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen], quiet: &mut bool) -> Option<&'s
             continue;
         }
         if dispatch & 1 == 0 {
+            continue;
+        }
+        if switched && super::stand_in::standing_by(p) {
+            // It switched threads since the last look, so it ran; a block
+            // since is for the stand-in on its core to find. Its CPU clock
+            // is left unread (see the module docs: with the stand-in queued
+            // there, each read interrupts that core).
             continue;
         }
         // SAFETY: `d` is a driver word of this live runtime.
