@@ -356,7 +356,9 @@ pub struct ferry_thread_info {
     pub processor: c_int,
     /// Its name as `cthread_name` gives it (may be `NULL`).
     pub name: *const c_char,
-    /// Nanoseconds it has run on processors.
+    /// Nanoseconds it has run on processors: the time it held one, by the
+    /// CPU's time-stamp counter, which includes any time the kernel took
+    /// that processor's core away during its turns (other processes).
     pub cpu_time_ns: u64,
     /// The runtime's id of the thread (unique in the process).
     pub id: u64,

@@ -84,7 +84,9 @@ struct ferry_thread_info {
    */
   const char *name;
   /*
-   Nanoseconds it has run on processors.
+   Nanoseconds it has run on processors: the time it held one, by the
+   CPU's time-stamp counter, which includes any time the kernel took
+   that processor's core away during its turns (other processes).
    */
   uint64_t cpu_time_ns;
   /*

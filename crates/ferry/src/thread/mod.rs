@@ -401,7 +401,10 @@ impl Thread {
     }
 
     /// How long the thread has run on processors, if the runtime accounts
-    /// it ([`Builder::thread_cpu_time`](crate::Builder::thread_cpu_time)).
+    /// it ([`Builder::thread_cpu_time`](crate::Builder::thread_cpu_time)):
+    /// the time it held one, by the CPU's time-stamp counter, which
+    /// includes any time the kernel took that processor's core away during
+    /// its turns (other processes), unlike its kernel thread's CPU clock.
     pub fn cpu_time(&self) -> Option<std::time::Duration> {
         if !self.shared().account_cpu {
             return None;
