@@ -95,10 +95,17 @@
 //! reschedule: one interprocessor interrupt and one pass through the
 //! kernel's scheduler on the driver's core per read, which the driver
 //! picks right up again. At a look every tick that took 12,000 interrupts
-//! a second from a fork+join loop's core and 10-15% of its speed. A driver
-//! that switched threads ran meanwhile, and a block since is for the
-//! stand-in to find; a driver that did not (one long-running thread, or
-//! asleep in the kernel) is read as before.
+//! a second from a fork+join loop's core and 10-15% of its speed, and
+//! 8,000-10,000 and as much from one long computing thread's under a time
+//! slice. So with a stand-in standing by: a driver that switched threads
+//! since the last look ran meanwhile, and a block since is for the
+//! stand-in to find, so its clock is not read; one that did not (one
+//! thread runs on, or the driver sleeps) is read once
+//! [`COVERED_READ_EVERY`] has passed since its last read, or at once if
+//! its thread's time slice is over or its processor is leaving (which
+//! need the kernel's word that it runs). A sleeping driver whose stand-in
+//! other processes keep off the core is so found up to that much later
+//! than at the tick.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
@@ -134,6 +141,13 @@ const QUIET_LOOKS_PER_DOUBLING: u32 = 50;
 
 /// The longest sleep between two looks while processors are busy.
 const LONGEST_NAP: Duration = Duration::from_micros(640);
+
+/// How often the monitor reads the CPU clock of a driver that runs one
+/// thread on while a stand-in stands by on its core (each read interrupts
+/// that core; see the module docs): as often as its longest nap, so that
+/// looking at the tick (a time slice, a busy runtime's first looks) costs
+/// such a thread no more than napping does.
+const COVERED_READ_EVERY: Duration = LONGEST_NAP;
 
 /// The monitor's park word.
 ///
@@ -393,11 +407,29 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen], quiet: &mut bool) -> Option<&'s
         if dispatch & 1 == 0 {
             continue;
         }
-        if switched && super::stand_in::standing_by(p) {
+        // With a stand-in standing by on its core, each read of the
+        // driver's CPU clock interrupts that core (see the module docs):
+        // read it only when it matters.
+        let covered = super::stand_in::standing_by(p);
+        if covered && switched {
             // It switched threads since the last look, so it ran; a block
-            // since is for the stand-in on its core to find. Its CPU clock
-            // is left unread (see the module docs: with the stand-in queued
-            // there, each read interrupts that core).
+            // since is for the stand-in to find.
+            continue;
+        }
+        let held = now.saturating_duration_since(s.since);
+        let slice_over = shared.time_slice.is_some_and(|slice| held >= slice);
+        let leaving = p.membership.load(Relaxed) == STOPPING;
+        if covered
+            && !slice_over
+            && !leaving
+            && let Some((_, last_at, _)) = last_clock
+            && now.saturating_duration_since(last_at) < COVERED_READ_EVERY
+        {
+            // One thread runs on (or its driver sleeps, which the stand-in
+            // finds unless other processes keep it off the core): look at
+            // the clock again once `COVERED_READ_EVERY` has passed since
+            // the last read, against that read.
+            s.clock = last_clock;
             continue;
         }
         // SAFETY: `d` is a driver word of this live runtime.
@@ -424,7 +456,6 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen], quiet: &mut bool) -> Option<&'s
         let off_core = at
             .saturating_duration_since(last_at)
             .saturating_sub(on_core);
-        let held = now.saturating_duration_since(s.since);
         let state = if off_core >= BLOCKED_AFTER {
             a.task_state()
         } else {
@@ -441,8 +472,6 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen], quiet: &mut bool) -> Option<&'s
                 }
             }
             TaskState::Running => {
-                let slice_over = shared.time_slice.is_some_and(|slice| held >= slice);
-                let leaving = p.membership.load(Relaxed) == STOPPING;
                 if slice_over || leaving {
                     *quiet = false;
                     p.preempt_dispatch.store(dispatch, Relaxed);
