@@ -95,6 +95,16 @@ const LOCAL_STACKS: usize = 64;
 /// Thread ids a processor takes from the runtime's counter at a time.
 const ID_BLOCK: u64 = 1024;
 
+/// Where [`Processor::switch_to`] goes.
+enum To {
+    /// To this thread, which the caller took from the policy.
+    Thread(Thread),
+    /// To the thread the policy picks, else the scheduler loop.
+    Policy,
+    /// To the scheduler loop.
+    Loop,
+}
+
 /// What the next context to run must do for the one that just left.
 pub(crate) enum Pending {
     /// Nothing.
@@ -745,8 +755,12 @@ impl Processor {
         if shared.upcalls.pending() {
             self.deliver_upcalls(shared);
         }
-        if let Some(next) = self.with_policy(|policy, cx| policy.next_local(cx)) {
-            self.switch_to(Some(next), Pending::Requeue);
+        match self.with_policy(|policy, cx| policy.next_local(cx)) {
+            Some(next) => self.switch_to(To::Thread(next), Pending::Requeue),
+            // A thread that yields with nothing else to run would go on
+            // for ever after a shutdown: to the scheduler loop, which leaves.
+            None if shared.is_shut_down() => self.switch_to(To::Loop, Pending::Requeue),
+            None => {}
         }
     }
 
@@ -855,20 +869,30 @@ impl Processor {
     /// (handoff), else to the scheduler loop. Returns when the thread is
     /// resumed, possibly on another processor.
     pub(crate) fn switch_away(&self, make_pending: impl FnOnce(Thread) -> Pending) {
-        self.switch_to(None, make_pending);
+        self.switch_to(To::Policy, make_pending);
     }
 
-    /// As [`Processor::switch_away`], to `chosen` if the caller already has
-    /// the next thread.
+    /// As [`Processor::switch_away`], to `to`.
     #[inline]
-    fn switch_to(&self, chosen: Option<Thread>, make_pending: impl FnOnce(Thread) -> Pending) {
+    fn switch_to(&self, to: To, make_pending: impl FnOnce(Thread) -> Pending) {
         let owner = self.owner();
         // Threads handed off among themselves never pass through the
         // scheduler loop: look at the timers every so often here too, and
         // at events posted for any processor each time.
         owner.ticks = owner.ticks.wrapping_add(1);
+        let mut to = to;
         if owner.ticks.is_multiple_of(TIMER_CHECK_EVERY) {
             self.shared().timers.fire_due();
+            // Threads that only yield would hand the processor among
+            // themselves for ever after a shutdown: every so often, look,
+            // and go to the scheduler loop, which leaves (the chosen
+            // thread is abandoned with the others still queued).
+            if self.shared().is_shut_down() {
+                if let To::Thread(t) = to {
+                    self.make_ready(t, Ready::Yielded);
+                }
+                to = To::Loop;
+            }
         }
         if self.shared().upcalls.pending() {
             self.deliver_upcalls(self.shared());
@@ -879,9 +903,10 @@ impl Processor {
         let from = me.context_ptr();
         let my_header = me.as_ptr();
         owner.pending = make_pending(me);
-        let to = match chosen {
-            Some(t) => self.enter_context(Some(t)),
-            None => self.next_context(),
+        let to = match to {
+            To::Thread(t) => self.enter_context(Some(t)),
+            To::Policy => self.next_context(),
+            To::Loop => self.enter_context(None),
         };
         switch_out_to(from, to, my_header);
     }

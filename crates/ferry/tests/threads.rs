@@ -716,3 +716,64 @@ fn eventually_yielding(cond: impl Fn() -> bool) {
         ferry::yield_now();
     }
 }
+
+/// Runs `f` on its own kernel thread; fails if it takes more than 60 s.
+fn within(what: &str, f: impl FnOnce() + Send + 'static) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let k = std::thread::spawn(move || {
+        f();
+        let _ = tx.send(());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+        Ok(()) => k.join().unwrap(),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            if let Err(p) = k.join() {
+                std::panic::resume_unwind(p);
+            }
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("hung on {what}"),
+    }
+}
+
+/// `main` ending while other threads only yield (waiting for something
+/// `main` never does, as a failed assertion leaves them) ends the run: they
+/// are abandoned, as documented, on one processor and on two.
+#[test]
+fn run_returns_while_other_threads_yield_forever() {
+    for processors in [1, 2] {
+        within("a run whose other threads yield forever", move || {
+            let r = Runtime::builder()
+                .processors(processors)
+                .run(|| {
+                    for _ in 0..3 {
+                        ferry::spawn(|| {
+                            loop {
+                                ferry::yield_now();
+                            }
+                        });
+                    }
+                    ferry::yield_now();
+                    7
+                })
+                .unwrap();
+            assert_eq!(r, 7);
+        });
+        within(
+            "a panicking main whose other threads yield forever",
+            move || {
+                let r = std::panic::catch_unwind(|| {
+                    Runtime::builder().processors(processors).run(|| {
+                        ferry::spawn(|| {
+                            loop {
+                                ferry::yield_now();
+                            }
+                        });
+                        ferry::yield_now();
+                        panic!("main fails");
+                    })
+                });
+                assert!(r.is_err());
+            },
+        );
+    }
+}
