@@ -244,25 +244,40 @@ pub fn light_fence() {
 /// (microseconds): use it on the side that is about to sleep.
 #[cold]
 pub fn heavy_fence() {
-    let mut mode = FENCE_MODE.load(Ordering::Relaxed);
-    if mode == UNKNOWN {
-        let wanted = if cfg!(any(miri, ferry_loom)) || !crate::sys::membarrier_register() {
-            SYMMETRIC
-        } else {
-            ASYMMETRIC
-        };
-        mode = match FENCE_MODE.compare_exchange(
-            UNKNOWN,
-            wanted,
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        ) {
-            Ok(_) => wanted,
-            Err(now) => now,
-        };
-    }
+    let mode = fence_mode();
     fence(Ordering::SeqCst);
     if mode == ASYMMETRIC {
         crate::sys::membarrier();
+    }
+}
+
+/// Makes the process's one choice of fences now (registering for
+/// `membarrier` once) instead of at the first [`heavy_fence`]: until then
+/// every [`light_fence`] is a full fence. A program whose hot side runs
+/// long before any waiter sleeps (a runtime that never idles) calls this
+/// at its start. Cheap after the first call.
+///
+/// ```
+/// ferry_queue::wait::prepare_fences();
+/// ferry_queue::wait::light_fence(); // a compiler fence where membarrier works
+/// ```
+pub fn prepare_fences() {
+    fence_mode();
+}
+
+/// The process's fence mode, chosen now if it was not yet.
+fn fence_mode() -> u8 {
+    let mode = FENCE_MODE.load(Ordering::Relaxed);
+    if mode != UNKNOWN {
+        return mode;
+    }
+    let wanted = if cfg!(any(miri, ferry_loom)) || !crate::sys::membarrier_register() {
+        SYMMETRIC
+    } else {
+        ASYMMETRIC
+    };
+    match FENCE_MODE.compare_exchange(UNKNOWN, wanted, Ordering::Relaxed, Ordering::Relaxed) {
+        Ok(_) => wanted,
+        Err(now) => now,
     }
 }

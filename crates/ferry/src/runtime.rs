@@ -500,6 +500,12 @@ impl Builder {
         let (count, max) = self.processor_counts();
         upcall::install_preemption()?;
         install_fork_handlers();
+        // Every entry into the runtime makes a light fence (pairing with
+        // the monitor's heavy one); until the first heavy fence chose the
+        // mode it is a full fence, and a runtime that never idles or
+        // blocks may never make one (a fork+join loop paid a full fence at
+        // each entry).
+        ferry_queue::wait::prepare_fences();
         Ok((self.build_shared(count, max), count))
     }
 

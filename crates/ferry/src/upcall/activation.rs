@@ -766,8 +766,8 @@ pub(crate) fn critical_depth() -> u32 {
 /// The caller holds a level, so until the store `a` is this kernel
 /// thread's; once the count is zero the code may be moved, so nothing
 /// after the store touches `a`. (A preemption that arrives between the
-/// `swap` and the store stays chained until the next time the count
-/// reaches zero here, or the monitor asks again.)
+/// look at `chained` and the store stays chained until the next time the
+/// count reaches zero here, or the monitor asks again.)
 #[inline(never)]
 fn critical_exit() {
     let Some(a) = local() else {
@@ -775,7 +775,9 @@ fn critical_exit() {
     };
     compiler_fence(SeqCst);
     let c = a.critical.load(Relaxed) - 1;
-    let chained = c == 0 && a.chained.swap(false, Relaxed);
+    // Only this kernel thread and its own signal handler touch `chained`:
+    // look before the swap (a full barrier on x86), which it rarely needs.
+    let chained = c == 0 && a.chained.load(Relaxed) && a.chained.swap(false, Relaxed);
     a.critical.store(c, Release);
     compiler_fence(SeqCst);
     if chained {
