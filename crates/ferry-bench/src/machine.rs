@@ -1,5 +1,6 @@
 //! How busy the rest of the machine was while an experiment ran, read from
-//! `/proc/stat` (all CPUs) and `/proc/self/stat` (this process).
+//! `/proc/stat` (all CPUs) and `/proc/self/stat` (this process, and the
+//! children it ran and waited for).
 //!
 //! This module owns the noise check: a benchmark on a 2-core machine is only
 //! as good as the absence of other work on those cores, so every experiment
@@ -17,7 +18,8 @@ pub struct CpuSnapshot {
     busy: u64,
     /// Ticks the hypervisor gave to someone else.
     steal: u64,
-    /// User + system ticks of this process.
+    /// User + system ticks of this process and of the children it waited
+    /// for (the bench's own C and Go programs, which are not "others").
     own: u64,
 }
 
@@ -59,16 +61,17 @@ impl CpuSnapshot {
         let total = busy + idle + iowait + steal;
         // The command name may contain spaces: fields start after the last ')'.
         // Then: state ppid pgrp session tty tpgid flags minflt cminflt majflt
-        // cmajflt utime stime, i.e. utime and stime are the 12th and 13th.
+        // cmajflt utime stime cutime cstime, i.e. utime and stime are the
+        // 12th and 13th, the waited-for children's the 14th and 15th.
         let rest = &self_stat[self_stat.rfind(')')? + 1..];
         let fields: Vec<&str> = rest.split_whitespace().collect();
-        let utime: u64 = fields.get(11)?.parse().ok()?;
-        let stime: u64 = fields.get(12)?.parse().ok()?;
+        let ticks = |i: usize| -> Option<u64> { fields.get(i)?.parse().ok() };
+        let own = ticks(11)? + ticks(12)? + ticks(13)? + ticks(14)?;
         Some(CpuSnapshot {
             total,
             busy,
             steal,
-            own: utime + stime,
+            own,
         })
     }
 
@@ -130,7 +133,8 @@ pub fn report_interference(experiment: &str, before: Option<CpuSnapshot>) {
 mod tests {
     use super::*;
 
-    const SELF_STAT: &str = "4242 (ferry bench) R 1 2 3 0 -1 4194304 100 0 0 0 250 50 0 0 20 0 3 0";
+    const SELF_STAT: &str =
+        "4242 (ferry bench) R 1 2 3 0 -1 4194304 100 0 0 0 250 50 30 10 20 0 3 0";
 
     #[test]
     fn parses_proc_stat_and_self_stat() {
@@ -139,7 +143,8 @@ mod tests {
         assert_eq!(s.busy, 100 + 5 + 20 + 1 + 2);
         assert_eq!(s.total, 128 + 1000 + 7 + 3);
         assert_eq!(s.steal, 3);
-        assert_eq!(s.own, 300);
+        // utime + stime, and the waited-for children's cutime + cstime.
+        assert_eq!(s.own, 250 + 50 + 30 + 10);
     }
 
     #[test]
