@@ -151,8 +151,8 @@ impl Wait for SpinYield {
 /// | `FENCE_MODE` | set by | light fence | heavy fence |
 /// |--------------|--------|-------------|-------------|
 /// | `UNKNOWN`    | initial | SeqCst fence | try to register; then as the mode it set |
-/// | `ASYMMETRIC` | the first waiter, after registration succeeded | compiler fence | `membarrier` |
-/// | `SYMMETRIC`  | the first waiter, after registration failed | SeqCst fence | SeqCst fence |
+/// | `ASYMMETRIC` | the first waiter (or [`prepare_fences`]), after registration succeeded | compiler fence | `membarrier` |
+/// | `SYMMETRIC`  | the first waiter (or [`prepare_fences`]), after registration failed | SeqCst fence | SeqCst fence |
 ///
 /// A notifier that still reads `UNKNOWN` uses the full fence, which pairs with
 /// either heavy fence; the mode never leaves `ASYMMETRIC` once there.
@@ -226,8 +226,8 @@ static FENCE_MODE: AtomicU8 = AtomicU8::new(UNKNOWN);
 /// The notifier's half of an asymmetric Dekker handshake: orders the
 /// caller's earlier stores before its later loads, *provided* the other
 /// side uses [`heavy_fence`] between its own store and load. A compiler
-/// fence once [`heavy_fence`] has found `membarrier(PRIVATE_EXPEDITED)`
-/// usable, a SeqCst fence otherwise. [`SpinPark`] uses the pair; so may any
+/// fence once [`heavy_fence`] or [`prepare_fences`] has found
+/// `membarrier(PRIVATE_EXPEDITED)` usable, a SeqCst fence otherwise. [`SpinPark`] uses the pair; so may any
 /// protocol whose one side is hot and the other about to sleep anyway.
 #[inline(always)]
 pub fn light_fence() {

@@ -853,10 +853,13 @@ impl Processor {
 
     /// The next context: the thread the policy chooses (a handoff, straight
     /// from thread to thread), else the scheduler loop. A processor that is
-    /// leaving the set goes to its scheduler loop.
+    /// leaving the set, or whose runtime shut down, goes to its scheduler
+    /// loop.
     #[inline]
     fn next_context(&self) -> *const Context {
-        let next = if self.membership.load(Relaxed) == ACTIVE {
+        // After a shutdown, to the loop, which leaves: a thread that
+        // spawns its successor and exits would otherwise relay for ever.
+        let next = if self.membership.load(Relaxed) == ACTIVE && !self.shared().is_shut_down() {
             self.with_policy(|policy, cx| policy.next(cx))
         } else {
             None

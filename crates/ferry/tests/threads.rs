@@ -777,3 +777,26 @@ fn run_returns_while_other_threads_yield_forever() {
         );
     }
 }
+
+/// `main` ending while another thread relays on for ever (each spawns its
+/// successor and ends, so the processor hands off from exit to exit) ends
+/// the run too.
+#[test]
+fn run_returns_while_a_relay_of_threads_goes_on() {
+    fn relay() {
+        ferry::spawn(relay);
+    }
+    for processors in [1, 2] {
+        within("a run with a relay of threads", move || {
+            let r = Runtime::builder()
+                .processors(processors)
+                .run(|| {
+                    relay();
+                    ferry::yield_now();
+                    7
+                })
+                .unwrap();
+            assert_eq!(r, 7);
+        });
+    }
+}

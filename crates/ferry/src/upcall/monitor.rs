@@ -103,9 +103,10 @@
 //! thread runs on, or the driver sleeps) is read once
 //! [`COVERED_READ_EVERY`] has passed since its last read, or at once if
 //! its thread's time slice is over or its processor is leaving (which
-//! need the kernel's word that it runs). A sleeping driver whose stand-in
-//! other processes keep off the core is so found up to that much later
-//! than at the tick.
+//! need the kernel's word that it runs; a leaving processor is read at
+//! every look, switched or not). A sleeping driver whose stand-in other
+//! processes keep off the core is so found up to that much (and two
+//! looks) later than at the tick.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
@@ -411,14 +412,16 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen], quiet: &mut bool) -> Option<&'s
         // driver's CPU clock interrupts that core (see the module docs):
         // read it only when it matters.
         let covered = super::stand_in::standing_by(p);
-        if covered && switched {
+        let leaving = p.membership.load(Relaxed) == STOPPING;
+        if covered && switched && !leaving {
             // It switched threads since the last look, so it ran; a block
-            // since is for the stand-in to find.
+            // since is for the stand-in to find. (A leaving processor is
+            // pushed off at every look until it stops: threads that hand
+            // it among themselves never look at its membership.)
             continue;
         }
         let held = now.saturating_duration_since(s.since);
         let slice_over = shared.time_slice.is_some_and(|slice| held >= slice);
-        let leaving = p.membership.load(Relaxed) == STOPPING;
         if covered
             && !slice_over
             && !leaving
