@@ -1066,24 +1066,10 @@ impl Processor {
                 if wait.is_zero() {
                     break;
                 }
-                let timeout = rustix::thread::futex::Timespec {
-                    tv_sec: wait.as_secs().try_into().unwrap_or(i64::MAX),
-                    tv_nsec: wait.subsec_nanos().into(),
-                };
-                let _ = rustix::thread::futex::wait(
-                    &self.sleep,
-                    rustix::thread::futex::Flags::PRIVATE,
-                    0,
-                    Some(&timeout),
-                );
+                sys::futex_wait(&self.sleep, 0, Some(wait));
                 break;
             }
-            let _ = rustix::thread::futex::wait(
-                &self.sleep,
-                rustix::thread::futex::Flags::PRIVATE,
-                0,
-                None,
-            );
+            sys::futex_wait(&self.sleep, 0, None);
         }
         shared.sleeper_exit(self.index);
         self.willing_to_yield.store(false, Relaxed);
@@ -1152,7 +1138,7 @@ impl Processor {
     /// Wakes this processor if it sleeps in `idle`.
     pub(crate) fn wake(&self) {
         self.sleep.store(1, Release);
-        let _ = rustix::thread::futex::wake(&self.sleep, rustix::thread::futex::Flags::PRIVATE, 1);
+        sys::futex_wake_one(&self.sleep);
     }
 }
 

@@ -983,11 +983,13 @@ fn allowed_cpus() -> &'static [usize] {
 /// on every CPU the process may use for [`NO_CORE`](crate::processor::NO_CORE);
 /// best effort.
 pub(crate) fn pin(tid: Option<i32>, cpu: usize) {
-    if cpu == crate::processor::NO_CORE {
-        pin_to_set(tid, &[]);
+    let one = [cpu];
+    let cpus: &[usize] = if cpu == crate::processor::NO_CORE {
+        &[]
     } else {
-        pin_to_set(tid, &[cpu]);
-    }
+        &one
+    };
+    pin_to_set(tid, cpus);
 }
 
 /// Pins the calling kernel thread to `cpus` (all the process may use if

@@ -234,6 +234,31 @@ pub(crate) fn cycles_to_duration(cycles: u64) -> std::time::Duration {
     std::time::Duration::from_nanos((cycles as f64 * rate) as u64)
 }
 
+/// Sleeps on `word` while it holds `expected`: until [`futex_wake_one`] on
+/// it, for at most `timeout` (`None`: no limit). May return early for no
+/// reason; callers look at their condition again.
+pub(crate) fn futex_wait(
+    word: &std::sync::atomic::AtomicU32,
+    expected: u32,
+    timeout: Option<std::time::Duration>,
+) {
+    let timeout = timeout.map(|t| rustix::thread::futex::Timespec {
+        tv_sec: t.as_secs().try_into().unwrap_or(i64::MAX),
+        tv_nsec: t.subsec_nanos().into(),
+    });
+    let _ = rustix::thread::futex::wait(
+        word,
+        rustix::thread::futex::Flags::PRIVATE,
+        expected,
+        timeout.as_ref(),
+    );
+}
+
+/// Wakes one kernel thread sleeping in [`futex_wait`] on `word`.
+pub(crate) fn futex_wake_one(word: &std::sync::atomic::AtomicU32) {
+    let _ = rustix::thread::futex::wake(word, rustix::thread::futex::Flags::PRIVATE, 1);
+}
+
 /// CPU time consumed so far by kernel thread `tid` of this process, in
 /// nanoseconds (its per-thread CPU clock); `None` if it cannot be read.
 pub(crate) fn thread_cpu_ns(tid: i32) -> Option<u64> {

@@ -422,22 +422,14 @@ impl Activation {
     /// Sleeps until [`wake_up`](Self::wake_up) (since the last
     /// [`prepare_sleep`](Self::prepare_sleep)) or for `timeout`.
     pub(super) fn sleep(&self, timeout: std::time::Duration) {
-        let _ = rustix::thread::futex::wait(
-            &self.wake,
-            rustix::thread::futex::Flags::PRIVATE,
-            0,
-            Some(&rustix::thread::futex::Timespec {
-                tv_sec: timeout.as_secs().try_into().unwrap_or(i64::MAX),
-                tv_nsec: timeout.subsec_nanos().into(),
-            }),
-        );
+        crate::sys::futex_wait(&self.wake, 0, Some(timeout));
     }
 
     /// Wakes it from the pool wait (for an assignment, or shutdown), or
     /// from a stand-in's sleep.
     pub(crate) fn wake_up(&self) {
         self.wake.store(1, SeqCst);
-        let _ = rustix::thread::futex::wake(&self.wake, rustix::thread::futex::Flags::PRIVATE, 1);
+        crate::sys::futex_wake_one(&self.wake);
     }
 
     /// Makes this activation the driver of the assigned processor, if it

@@ -225,7 +225,7 @@ impl Monitor {
     fn unpark_slow(&self) {
         self.parked.store(false, SeqCst);
         self.wake.store(1, SeqCst);
-        let _ = rustix::thread::futex::wake(&self.wake, rustix::thread::futex::Flags::PRIVATE, 1);
+        sys::futex_wake_one(&self.wake);
     }
 
     /// Sleeps `d` between two looks, or until `unpark` (a processor became
@@ -242,21 +242,13 @@ impl Monitor {
         });
     }
 
-    /// Raises `parked`, then sleeps on `wake` for at most `d` (under a
-    /// second) if `wanted` still holds, until `unpark`.
+    /// Raises `parked`, then sleeps on `wake` for at most `d` if `wanted`
+    /// still holds, until `unpark`.
     fn sleep_unless_unparked(&self, d: Duration, wanted: impl FnOnce() -> bool) {
         self.wake.store(0, SeqCst);
         self.parked.store(true, SeqCst);
         if wanted() {
-            let _ = rustix::thread::futex::wait(
-                &self.wake,
-                rustix::thread::futex::Flags::PRIVATE,
-                0,
-                Some(&rustix::thread::futex::Timespec {
-                    tv_sec: 0,
-                    tv_nsec: d.subsec_nanos().into(),
-                }),
-            );
+            sys::futex_wait(&self.wake, 0, Some(d));
         }
         self.parked.store(false, SeqCst);
     }
@@ -365,10 +357,9 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen], quiet: &mut bool) -> Option<&'s
         }
         let d = p.driver.load(Acquire);
         let membership = p.membership.load(Relaxed);
+        let covered = super::stand_in::standing_by(p);
         if d != 0
-            && (membership != ACTIVE
-                || d & FLAGS != 0
-                || (!p.is_willing_to_yield() && !super::stand_in::standing_by(p)))
+            && (membership != ACTIVE || d & FLAGS != 0 || (!p.is_willing_to_yield() && !covered))
         {
             *quiet = false;
         }
@@ -411,8 +402,7 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen], quiet: &mut bool) -> Option<&'s
         // With a stand-in standing by on its core, each read of the
         // driver's CPU clock interrupts that core (see the module docs):
         // read it only when it matters.
-        let covered = super::stand_in::standing_by(p);
-        let leaving = p.membership.load(Relaxed) == STOPPING;
+        let leaving = membership == STOPPING;
         if covered && switched && !leaving {
             // It switched threads since the last look, so it ran; a block
             // since is for the stand-in to find. (A leaving processor is
