@@ -722,9 +722,11 @@ impl Processor {
                     .compare_exchange(PARKING, PARKED, AcqRel, Acquire)
                     .is_err()
                 {
-                    // Unparked while it was still switching out.
-                    debug_assert_eq!(t.state().load(Relaxed), NOTIFIED);
-                    t.state().store(EMPTY, Relaxed);
+                    // Unparked while it was still switching out: take the
+                    // token with a swap, which reads from the latest unpark
+                    // (see `thread::park`), and run the thread again.
+                    let _token = t.state().swap(EMPTY, Acquire);
+                    debug_assert_eq!(_token, NOTIFIED);
                     self.make_ready(t, Ready::Woken);
                 }
             }

@@ -800,3 +800,66 @@ fn run_returns_while_a_relay_of_threads_goes_on() {
         });
     }
 }
+
+/// Fails the test process if `progress` stays the same for 20 s: a lost
+/// wakeup would otherwise hang the test run for ever.
+fn watchdog(progress: Arc<AtomicU64>, what: &'static str) -> Arc<AtomicBool> {
+    let done = Arc::new(AtomicBool::new(false));
+    let d = Arc::clone(&done);
+    std::thread::spawn(move || {
+        let mut last = u64::MAX;
+        while !d.load(Ordering::Acquire) {
+            std::thread::sleep(std::time::Duration::from_secs(20));
+            let now = progress.load(Ordering::Acquire);
+            if now == last && !d.load(Ordering::Acquire) {
+                eprintln!("{what}: no progress for 20 s at {now}: a wakeup was lost");
+                std::process::exit(101);
+            }
+            last = now;
+        }
+    });
+    done
+}
+
+#[test]
+fn an_unpark_that_finds_a_token_is_not_lost() {
+    // The waker unparks twice a round, so the waiter's next park usually
+    // finds a token left over, takes it and looks again at its condition
+    // just as the waker posts the next round and unparks (finding the
+    // token still there). Taking the token with a load and a store let
+    // that look miss the post, and the waiter parked for ever: this test
+    // failed 3 of 3 release runs and 1 of 2 debug runs before the fix.
+    let rounds = scaled(2_000_000);
+    Runtime::builder()
+        .processors(2)
+        .run(move || {
+            let posted = Arc::new(AtomicU64::new(0));
+            let acked = Arc::new(AtomicU64::new(0));
+            let done = watchdog(
+                Arc::clone(&acked),
+                "an_unpark_that_finds_a_token_is_not_lost",
+            );
+            let (p, a) = (Arc::clone(&posted), Arc::clone(&acked));
+            let waiter = ferry::spawn(move || {
+                for i in 1..=rounds {
+                    while p.load(Ordering::Acquire) < i {
+                        ferry::park();
+                    }
+                    a.store(i, Ordering::Release);
+                }
+            });
+            let w = waiter.thread();
+            for i in 1..=rounds {
+                posted.store(i, Ordering::Release);
+                w.unpark();
+                w.unpark();
+                while acked.load(Ordering::Acquire) < i {
+                    std::hint::spin_loop();
+                    ferry::yield_now();
+                }
+            }
+            waiter.join().unwrap();
+            done.store(true, Ordering::Release);
+        })
+        .unwrap();
+}

@@ -13,8 +13,15 @@
 //!
 //! | value | meaning | set by |
 //! |-------|---------|--------|
-//! | `EMPTY` | running or runnable, no token | the thread (after it consumed a token), `unpark` (`PARKED -> EMPTY`, then it queues the thread), `finish_switch` (`NOTIFIED -> EMPTY` for a thread that was unparked while switching out) |
-//! | `NOTIFIED` | a token waits: the next `park` returns at once | `unpark` (`EMPTY -> NOTIFIED`, or `PARKING -> NOTIFIED`) |
+//! | `EMPTY` | running or runnable, no token | the thread (`NOTIFIED -> EMPTY`, a swap, as it takes a token), `unpark` (`PARKED -> EMPTY`, then it queues the thread), `finish_switch` (`NOTIFIED -> EMPTY`, a swap, for a thread that was unparked while switching out) |
+//! | `NOTIFIED` | a token waits: the next `park` returns at once | `unpark` (`EMPTY -> NOTIFIED`, `PARKING -> NOTIFIED`, or `NOTIFIED -> NOTIFIED`: a token already there is written again) |
+//!
+//! Every change of the word is a read-modify-write (Release on the
+//! `unpark` side, Acquire on the taking side), never a load then a store:
+//! a token taken by a plain store after a load let the thread's next look
+//! at its condition run before the store was visible, miss the
+//! condition an `unpark` that saw the old token had set, and park for
+//! ever (see `park`).
 //! | `PARKING` | the thread decided to block and is switching out | the thread (`EMPTY -> PARKING`) |
 //! | `PARKED` | switched out, in no queue; only `unpark` brings it back | `finish_switch` (`PARKING -> PARKED`) |
 //!
@@ -201,8 +208,10 @@ impl Thread {
         let mut s = state.load(Acquire);
         loop {
             let next = match s {
-                EMPTY | PARKING => NOTIFIED,
-                NOTIFIED => return,
+                // A token waits already: written again all the same, so
+                // that the park that takes it (a swap) reads from this
+                // write and sees what the caller did before (see `park`).
+                EMPTY | PARKING | NOTIFIED => NOTIFIED,
                 _ => EMPTY, // PARKED
             };
             match state.compare_exchange(s, next, AcqRel, Acquire) {
@@ -533,14 +542,22 @@ pub fn park() {
         return;
     };
     let state = &me.header().state;
-    // Only the thread itself takes a token, so a token seen stays ours.
-    if state.load(Acquire) == NOTIFIED {
-        state.store(EMPTY, Relaxed);
-        return;
-    }
-    if let Err(now) = state.compare_exchange(EMPTY, PARKING, Acquire, Acquire) {
-        debug_assert_eq!(now, NOTIFIED);
-        state.store(EMPTY, Relaxed);
+    if state
+        .compare_exchange(EMPTY, PARKING, Acquire, Acquire)
+        .is_err()
+    {
+        // A token waits (only the thread itself takes one, so it stays
+        // until we do). It is taken with a read-modify-write, not a load
+        // and a store: an `unpark` that finds the token present changes
+        // nothing, so the caller's look at its condition after this return
+        // must come after that unpark's look at the token. A plain store
+        // may wait in the store buffer while the caller's next load runs
+        // (x86 reorders a store with a later load), so that load could
+        // miss the condition the unpark's caller set, and the next park
+        // would sleep for ever: a join on two processors did, about once
+        // per million fork+join pairs. The swap orders both.
+        let _token = state.swap(EMPTY, Acquire);
+        debug_assert_eq!(_token, NOTIFIED);
         return;
     }
     p.switch_away(Pending::Park);
