@@ -801,24 +801,41 @@ fn run_returns_while_a_relay_of_threads_goes_on() {
     }
 }
 
-/// Fails the test process if `progress` stays the same for 20 s: a lost
-/// wakeup would otherwise hang the test run for ever.
-fn watchdog(progress: Arc<AtomicU64>, what: &'static str) -> Arc<AtomicBool> {
-    let done = Arc::new(AtomicBool::new(false));
-    let d = Arc::clone(&done);
-    std::thread::spawn(move || {
-        let mut last = u64::MAX;
-        while !d.load(Ordering::Acquire) {
-            std::thread::sleep(std::time::Duration::from_secs(20));
-            let now = progress.load(Ordering::Acquire);
-            if now == last && !d.load(Ordering::Acquire) {
-                eprintln!("{what}: no progress for 20 s at {now}: a wakeup was lost");
-                std::process::exit(101);
+/// Fails the test process if `progress` stays the same for 20 s while
+/// the guard lives (a lost wakeup would otherwise hang the test run for
+/// ever); dropping the guard, however the test ends, stops the watch.
+struct Watchdog(Arc<AtomicBool>);
+
+impl Watchdog {
+    fn start(progress: Arc<AtomicU64>, what: &'static str) -> Watchdog {
+        let done = Arc::new(AtomicBool::new(false));
+        let d = Arc::clone(&done);
+        std::thread::spawn(move || {
+            let mut last = u64::MAX;
+            while !d.load(Ordering::Acquire) {
+                std::thread::sleep(std::time::Duration::from_secs(20));
+                let now = progress.load(Ordering::Acquire);
+                if now == last && !d.load(Ordering::Acquire) {
+                    // Straight to stderr: the test harness captures
+                    // `eprintln!`, and the exit below would discard it.
+                    use std::io::Write;
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "{what}: no progress for 20 s at {now}: a wakeup was lost"
+                    );
+                    std::process::exit(101);
+                }
+                last = now;
             }
-            last = now;
-        }
-    });
-    done
+        });
+        Watchdog(done)
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
 }
 
 #[test]
@@ -830,15 +847,15 @@ fn an_unpark_that_finds_a_token_is_not_lost() {
     // that look miss the post, and the waiter parked for ever: this test
     // failed 3 of 3 release runs and 1 of 2 debug runs before the fix.
     let rounds = scaled(2_000_000);
+    let acked = Arc::new(AtomicU64::new(0));
+    let _watch = Watchdog::start(
+        Arc::clone(&acked),
+        "an_unpark_that_finds_a_token_is_not_lost",
+    );
     Runtime::builder()
         .processors(2)
         .run(move || {
             let posted = Arc::new(AtomicU64::new(0));
-            let acked = Arc::new(AtomicU64::new(0));
-            let done = watchdog(
-                Arc::clone(&acked),
-                "an_unpark_that_finds_a_token_is_not_lost",
-            );
             let (p, a) = (Arc::clone(&posted), Arc::clone(&acked));
             let waiter = ferry::spawn(move || {
                 for i in 1..=rounds {
@@ -859,7 +876,6 @@ fn an_unpark_that_finds_a_token_is_not_lost() {
                 }
             }
             waiter.join().unwrap();
-            done.store(true, Ordering::Release);
         })
         .unwrap();
 }

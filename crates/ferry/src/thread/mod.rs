@@ -15,15 +15,19 @@
 //! |-------|---------|--------|
 //! | `EMPTY` | running or runnable, no token | the thread (`NOTIFIED -> EMPTY`, a swap, as it takes a token), `unpark` (`PARKED -> EMPTY`, then it queues the thread), `finish_switch` (`NOTIFIED -> EMPTY`, a swap, for a thread that was unparked while switching out) |
 //! | `NOTIFIED` | a token waits: the next `park` returns at once | `unpark` (`EMPTY -> NOTIFIED`, `PARKING -> NOTIFIED`, or `NOTIFIED -> NOTIFIED`: a token already there is written again) |
-//!
-//! Every change of the word is a read-modify-write (Release on the
-//! `unpark` side, Acquire on the taking side), never a load then a store:
-//! a token taken by a plain store after a load let the thread's next look
-//! at its condition run before the store was visible, miss the
-//! condition an `unpark` that saw the old token had set, and park for
-//! ever (see `park`).
 //! | `PARKING` | the thread decided to block and is switching out | the thread (`EMPTY -> PARKING`) |
 //! | `PARKED` | switched out, in no queue; only `unpark` brings it back | `finish_switch` (`PARKING -> PARKED`) |
+//!
+//! Every change of the word is a read-modify-write (Release on the
+//! `unpark` side, Acquire on the taking side), never a load then a store,
+//! so all changes fall in one order. A waker sets its condition, then
+//! unparks; the thread takes the token, then looks at its condition. If
+//! the unpark's write comes first, the take reads from it (or from a later
+//! `NOTIFIED -> NOTIFIED`) and sees the condition; if the take comes
+//! first, the unpark finds no token and leaves one (or queues the thread),
+//! and the next `park` returns at once. A token taken by a load and a plain
+//! store, against an `unpark` that wrote nothing when it found one, lost
+//! wakeups: a join on two processors parked for ever (see `park`).
 //!
 //! # Suspension: the `control` word
 //!
@@ -547,15 +551,15 @@ pub fn park() {
         .is_err()
     {
         // A token waits (only the thread itself takes one, so it stays
-        // until we do). It is taken with a read-modify-write, not a load
-        // and a store: an `unpark` that finds the token present changes
-        // nothing, so the caller's look at its condition after this return
-        // must come after that unpark's look at the token. A plain store
-        // may wait in the store buffer while the caller's next load runs
-        // (x86 reorders a store with a later load), so that load could
-        // miss the condition the unpark's caller set, and the next park
-        // would sleep for ever: a join on two processors did, about once
-        // per million fork+join pairs. The swap orders both.
+        // until we do). It is taken with a read-modify-write: an `unpark`
+        // that finds it writes it again, and the swap then reads from that
+        // write, so the caller's look at its condition after this return
+        // sees what that unpark's caller set (see the module docs). With a
+        // load and a plain store (and an unpark that wrote nothing), the
+        // store could wait in the store buffer while the caller's look ran
+        // early (x86 reorders a store with a later load): the look missed
+        // the condition and the next park slept for ever, as a join on two
+        // processors did about once per million fork+join pairs.
         let _token = state.swap(EMPTY, Acquire);
         debug_assert_eq!(_token, NOTIFIED);
         return;
