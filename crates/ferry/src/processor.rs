@@ -79,10 +79,7 @@ use crate::runtime::Shared;
 use crate::sched::{self, Cx, NextSlot, Policy, Ready, RunQueue, WorkStealing};
 use crate::stack::{Stack, StackCache};
 use crate::sys;
-use crate::thread::{
-    DROPPED, EMPTY, HELD, Header, NOTIFIED, PARKED, PARKING, SUSPENDED, TERMINATED, Thread,
-    ThreadId,
-};
+use crate::thread::{DROPPED, HELD, Header, SUSPENDED, TERMINATED, Thread, ThreadId};
 use crate::upcall::{self, Activation, Critical, Event, Kind, Posted};
 
 /// A processor looks at the timers at least once per this many switches.
@@ -718,15 +715,8 @@ impl Processor {
                 self.make_ready(t, Ready::Yielded);
             }
             Pending::Park(t) => {
-                if t.state()
-                    .compare_exchange(PARKING, PARKED, AcqRel, Acquire)
-                    .is_err()
-                {
-                    // Unparked while it was still switching out: take the
-                    // token with a swap, which reads from the latest unpark
-                    // (see `thread::park`), and run the thread again.
-                    let _token = t.state().swap(EMPTY, Acquire);
-                    debug_assert_eq!(_token, NOTIFIED);
+                // An unpark that came while it switched out: run it again.
+                if !crate::thread::finish_parking(t.state()) {
                     self.make_ready(t, Ready::Woken);
                 }
             }

@@ -27,7 +27,10 @@
 //! first, the unpark finds no token and leaves one (or queues the thread),
 //! and the next `park` returns at once. A token taken by a load and a plain
 //! store, against an `unpark` that wrote nothing when it found one, lost
-//! wakeups: a join on two processors parked for ever (see `park`).
+//! wakeups: a join on two processors parked for ever. The transitions live
+//! in `park_word`, which `tests/loom_park.rs` compiles against loom's
+//! atomics (`--cfg ferry_loom`; it fails all three of its models with the
+//! old protocol).
 //!
 //! # Suspension: the `control` word
 //!
@@ -100,10 +103,17 @@ use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
 mod local;
+mod park_word;
 mod raw;
+
+/// The atomics `park_word` uses (its loom model swaps in loom's).
+mod atomic {
+    pub(crate) use std::sync::atomic::{AtomicU32, Ordering};
+}
 
 pub use local::LocalKey;
 use local::LocalTable;
+pub(crate) use park_word::finish_parking;
 pub(crate) use raw::Header;
 use raw::RawJoin;
 
@@ -116,10 +126,7 @@ use crate::runtime::Shared;
 use crate::sched::Ready;
 use crate::stack::Stack;
 
-pub(crate) const EMPTY: u32 = 0;
-pub(crate) const NOTIFIED: u32 = 1;
-pub(crate) const PARKING: u32 = 2;
-pub(crate) const PARKED: u32 = 3;
+pub(crate) use park_word::{EMPTY, PARKED};
 
 /// `Header::control`: see the module docs.
 pub(crate) const RUNNING: u32 = 0;
@@ -208,24 +215,8 @@ impl Thread {
     /// [`unpark`](Thread::unpark), telling the policy why (`Woken`, or
     /// `Expired` from a timer) if it was parked.
     pub(crate) fn unpark_as(&self, why: Ready) {
-        let state = &self.header().state;
-        let mut s = state.load(Acquire);
-        loop {
-            let next = match s {
-                // A token waits already: written again all the same, so
-                // that the park that takes it (a swap) reads from this
-                // write and sees what the caller did before (see `park`).
-                EMPTY | PARKING | NOTIFIED => NOTIFIED,
-                _ => EMPTY, // PARKED
-            };
-            match state.compare_exchange(s, next, AcqRel, Acquire) {
-                Ok(_) if s == PARKED => {
-                    self.header().shared.schedule(self.clone(), why);
-                    return;
-                }
-                Ok(_) => return,
-                Err(now) => s = now,
-            }
+        if park_word::unpark(&self.header().state) {
+            self.header().shared.schedule(self.clone(), why);
         }
     }
 
@@ -545,23 +536,8 @@ pub fn park() {
         std::thread::park();
         return;
     };
-    let state = &me.header().state;
-    if state
-        .compare_exchange(EMPTY, PARKING, Acquire, Acquire)
-        .is_err()
-    {
-        // A token waits (only the thread itself takes one, so it stays
-        // until we do). It is taken with a read-modify-write: an `unpark`
-        // that finds it writes it again, and the swap then reads from that
-        // write, so the caller's look at its condition after this return
-        // sees what that unpark's caller set (see the module docs). With a
-        // load and a plain store (and an unpark that wrote nothing), the
-        // store could wait in the store buffer while the caller's look ran
-        // early (x86 reorders a store with a later load): the look missed
-        // the condition and the next park slept for ever, as a join on two
-        // processors did about once per million fork+join pairs.
-        let _token = state.swap(EMPTY, Acquire);
-        debug_assert_eq!(_token, NOTIFIED);
+    // A token taken means return at once (see `park_word`).
+    if park_word::take_token_or_start_parking(&me.header().state) {
         return;
     }
     p.switch_away(Pending::Park);
