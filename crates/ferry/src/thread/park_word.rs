@@ -39,9 +39,7 @@ pub(crate) fn take_token_or_start_parking(state: &AtomicU32) -> bool {
     {
         return false;
     }
-    // Only the thread itself takes a token, so the one seen is still there.
-    let token = state.swap(EMPTY, Acquire);
-    debug_assert_eq!(token, NOTIFIED);
+    take_token(state);
     true
 }
 
@@ -58,9 +56,17 @@ pub(crate) fn finish_parking(state: &AtomicU32) -> bool {
     {
         return true;
     }
+    take_token(state);
+    false
+}
+
+/// Takes the token a failed compare-exchange saw (only the thread's own
+/// park and its finish take one, so it is still there), with a swap that
+/// reads from the last unpark's write.
+#[inline]
+fn take_token(state: &AtomicU32) {
     let token = state.swap(EMPTY, Acquire);
     debug_assert_eq!(token, NOTIFIED);
-    false
 }
 
 /// Leaves a token (`EMPTY`, `PARKING` or `NOTIFIED -> NOTIFIED`: a token
