@@ -227,8 +227,9 @@ static FENCE_MODE: AtomicU8 = AtomicU8::new(UNKNOWN);
 /// caller's earlier stores before its later loads, *provided* the other
 /// side uses [`heavy_fence`] between its own store and load. A compiler
 /// fence once [`heavy_fence`] or [`prepare_fences`] has found
-/// `membarrier(PRIVATE_EXPEDITED)` usable, a SeqCst fence otherwise. [`SpinPark`] uses the pair; so may any
-/// protocol whose one side is hot and the other about to sleep anyway.
+/// `membarrier(PRIVATE_EXPEDITED)` usable, a SeqCst fence otherwise.
+/// [`SpinPark`] uses the pair; so may any protocol whose one side is hot
+/// and the other about to sleep anyway.
 #[inline(always)]
 pub fn light_fence() {
     if FENCE_MODE.load(Ordering::Relaxed) == ASYMMETRIC {

@@ -869,13 +869,12 @@ impl Processor {
 
     /// As [`Processor::switch_away`], to `to`.
     #[inline]
-    fn switch_to(&self, to: To, make_pending: impl FnOnce(Thread) -> Pending) {
+    fn switch_to(&self, mut to: To, make_pending: impl FnOnce(Thread) -> Pending) {
         let owner = self.owner();
         // Threads handed off among themselves never pass through the
         // scheduler loop: look at the timers every so often here too, and
         // at events posted for any processor each time.
         owner.ticks = owner.ticks.wrapping_add(1);
-        let mut to = to;
         if owner.ticks.is_multiple_of(TIMER_CHECK_EVERY) {
             self.shared().timers.fire_due();
             // Threads that only yield would hand the processor among

@@ -8,7 +8,7 @@
 //! against loom's atomics and checks it under every interleaving.
 
 use super::atomic::AtomicU32;
-use super::atomic::Ordering::{AcqRel, Acquire};
+use super::atomic::Ordering::{self, AcqRel, Acquire};
 
 /// Running or runnable, no token.
 pub(crate) const EMPTY: u32 = 0;
@@ -33,14 +33,7 @@ pub(crate) const PARKED: u32 = 3;
 /// park slept for ever.)
 #[inline]
 pub(crate) fn take_token_or_start_parking(state: &AtomicU32) -> bool {
-    if state
-        .compare_exchange(EMPTY, PARKING, Acquire, Acquire)
-        .is_ok()
-    {
-        return false;
-    }
-    take_token(state);
-    true
+    !move_or_take_token(state, EMPTY, PARKING, Acquire)
 }
 
 /// The processor that switched away from a parking thread, once the
@@ -50,23 +43,21 @@ pub(crate) fn take_token_or_start_parking(state: &AtomicU32) -> bool {
 /// the caller queues the thread to run again.
 #[inline]
 pub(crate) fn finish_parking(state: &AtomicU32) -> bool {
-    if state
-        .compare_exchange(PARKING, PARKED, AcqRel, Acquire)
-        .is_ok()
-    {
-        return true;
-    }
-    take_token(state);
-    false
+    move_or_take_token(state, PARKING, PARKED, AcqRel)
 }
 
-/// Takes the token a failed compare-exchange saw (only the thread's own
-/// park and its finish take one, so it is still there), with a swap that
-/// reads from the last unpark's write.
+/// Moves the word `from -> to` (true), or, when an unpark left a token
+/// instead, takes it (false) with a swap that reads from the last
+/// unpark's write. Only the thread's own park and its finish take a
+/// token, so the one the failed compare-exchange saw is still there.
 #[inline]
-fn take_token(state: &AtomicU32) {
+fn move_or_take_token(state: &AtomicU32, from: u32, to: u32, success: Ordering) -> bool {
+    if state.compare_exchange(from, to, success, Acquire).is_ok() {
+        return true;
+    }
     let token = state.swap(EMPTY, Acquire);
     debug_assert_eq!(token, NOTIFIED);
+    false
 }
 
 /// Leaves a token (`EMPTY`, `PARKING` or `NOTIFIED -> NOTIFIED`: a token

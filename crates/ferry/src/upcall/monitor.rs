@@ -48,8 +48,8 @@
 //! cache, a contended libc lock) should be left alone; one asleep for
 //! [`BLOCKED_AFTER`] or more is taken over. The monitor tells them apart
 //! by the driver's own CPU clock, read at the looks at a busy processor
-//! (one `clock_gettime` of that kernel thread's clock; not all, see below): the time between
-//! two looks that the clock did *not* advance is time the kernel thread
+//! (one `clock_gettime` of that kernel thread's clock; not at every look,
+//! see below): the time between two looks that the clock did *not* advance is time the kernel thread
 //! spent off its core, asleep or waiting for it. When that is
 //! `BLOCKED_AFTER` or more, the monitor asks the kernel what the thread
 //! is doing now (its `/proc` state), and takes a processor whose driver
