@@ -838,6 +838,7 @@ impl Builder {
 
     /// Makes the thread's block (not yet queued): the runtime's reference
     /// and the join side's.
+    #[inline(always)]
     fn make<T: Send + 'static>(
         self,
         shared: Arc<Shared>,

@@ -275,6 +275,7 @@ pub(crate) struct Spec {
 
 /// Makes a thread's block with two references: the returned [`Thread`] (the
 /// runtime's) and [`RawJoin`] (the handle's).
+#[inline(always)]
 pub(crate) fn new<F, T>(spec: Spec, f: F) -> (Thread, RawJoin<T>)
 where
     F: FnOnce() -> T + Send + 'static,
@@ -299,7 +300,7 @@ where
             name: spec.name,
             context: UnsafeCell::new(spec.context),
             stack: UnsafeCell::new(spec.stack),
-            locals: UnsafeCell::new(Vec::new()),
+            locals: UnsafeCell::new(LocalTable::new()),
             joiner: UnsafeCell::new(None),
             shared: spec.shared,
             processor: AtomicPtr::new(std::ptr::null_mut()),
