@@ -42,30 +42,30 @@ pub unsafe extern "C" fn cthread_fork(func: cthread_fn_t, arg: any_t) -> cthread
         control::set_errno(libc::EAGAIN);
         return NO_CTHREAD;
     };
-    let Some(h) = handles::alloc_forked() else {
+    let Some(record) = handles::alloc_forked() else {
         control::set_errno(libc::EAGAIN);
         return NO_CTHREAD;
     };
-    let (arg, me) = (arg as usize, h as usize);
+    let h = record.handle();
+    let arg = arg as usize;
     let body = move || -> Outcome {
-        let me = me as cthread_t;
-        handles::begin(me);
+        record.begin();
         let r = call_c(func, arg as any_t, "a cthread's function") as usize;
-        if handles::end(me) {
+        if record.end() {
             // A fork child's copy of the thread that forked: nobody
             // joins it there, so its end frees its record.
-            handles::free(me);
+            handles::free(record.handle());
             return Outcome::new(r, NO_CTHREAD);
         }
-        Outcome::new(r, me)
+        Outcome::new(r, record.handle())
     };
     let spawned = ferry_rt::thread::Builder::new()
         .tag(h as usize)
         .spawn_here_or_on(rt, body);
     match spawned {
         Ok(join) => {
-            // SAFETY: `h` is this fork's, published once.
-            unsafe { handles::publish(h, join) };
+            // SAFETY: this fork's record, published once.
+            unsafe { record.publish(join) };
             h
         }
         Err(_) => {

@@ -31,8 +31,8 @@
 //!
 //! | field | written by | meaning |
 //! |-------|------------|---------|
-//! | `ready` | the allocation (`false`, or `true` for a thread already known); [`publish`] (`true`, Release, without the lock); the free (`false`, under the lock) | `join` (for a forked thread) is in place: lockers may read and take it |
-//! | `join` | [`publish`] (before `ready`, without the lock: only the forker touches it then); lockers once `ready` | the right to join, until a join or detach takes it out |
+//! | `ready` | the allocation (`false`, or `true` for a thread already known); [`Record::publish`] (`true`, Release, without the lock); the free (`false`, under the lock) | `join` (for a forked thread) is in place: lockers may read and take it |
+//! | `join` | [`Record::publish`] (before `ready`, without the lock: only the forker touches it then); lockers once `ready` | the right to join, until a join or detach takes it out |
 //! | `thread` | the allocation; lockers once `ready` | the thread, for a record the C API did not fork, or one whose join handle was taken out (detached, or a join waits on it); a forked thread is reached through `join` while it is in place |
 //! | `name`, `data` | lockers | `cthread_set_name` / `cthread_set_data` |
 //! | `progress` | the allocation (`NEW`); the thread itself as its function starts (`STARTED`) and returns (`ENDED`) | a hint, read without the lock by a join deciding whether to give way first |
@@ -498,13 +498,67 @@ unsafe fn make_live(
     encode(index, generation)
 }
 
-/// A record for a thread `cthread_fork` is about to spawn, and its handle;
-/// `None` when the table is full. Its join handle is [`publish`]ed once
-/// the thread is spawned.
-pub(crate) fn alloc_forked() -> Option<cthread_t> {
-    let (index, s) = take_index()?;
+/// A forked thread's record as its forker and the thread itself reach it:
+/// the slot, without decoding the handle and looking it up again.
+#[derive(Clone, Copy)]
+pub(crate) struct Record {
+    slot: &'static Slot,
+    handle: usize,
+}
+
+impl Record {
+    /// The record's handle.
+    pub(crate) fn handle(self) -> cthread_t {
+        self.handle as cthread_t
+    }
+
+    /// Stores the join handle of the freshly spawned thread (see the
+    /// module docs), without the lock.
+    ///
+    /// # Safety
+    /// This is the record's one publication, by its forker.
+    pub(crate) unsafe fn publish(self, join: Join) {
+        // SAFETY: until `ready` is set, only the forker (the caller, once)
+        // touches `join`, and the record cannot be freed (that takes the
+        // join right, which needs `ready`).
+        unsafe { *self.slot.join.get() = Some(join) };
+        self.slot.ready.store(true, Release);
+    }
+
+    /// Marks the start of the thread's function, called by that thread (a
+    /// hint for [`peek`]).
+    pub(crate) fn begin(self) {
+        // The record is live while its thread runs.
+        self.slot.progress.store(STARTED, Relaxed);
+    }
+
+    /// Marks the end of the thread's function, called by that thread as
+    /// the function returns (a hint for [`peek`]); true if the record is a
+    /// fork child's copy that nobody joins (see [`adopt_in_child`]), which
+    /// the caller must then free.
+    pub(crate) fn end(self) -> bool {
+        // The record is live until the thread's outcome is dropped, after
+        // this.
+        self.slot.progress.store(ENDED, Relaxed);
+        // Only the fork child's single thread clears `FORKED`, before this
+        // thread goes on: a relaxed load sees it in program order.
+        let now = self.slot.state.load(Relaxed);
+        let generation = (self.handle >> 32) as u32;
+        generation_of(now) == generation && now & LIVE != 0 && now & FORKED == 0
+    }
+}
+
+/// A record for a thread `cthread_fork` is about to spawn; `None` when the
+/// table is full. Its join handle is [`Record::publish`]ed once the thread
+/// is spawned.
+pub(crate) fn alloc_forked() -> Option<Record> {
+    let (index, slot) = take_index()?;
     // SAFETY: just taken off the free list.
-    Some(unsafe { make_live(index, s, FORKED, 0, None) })
+    let h = unsafe { make_live(index, slot, FORKED, 0, None) };
+    Some(Record {
+        slot,
+        handle: h as usize,
+    })
 }
 
 /// A record for `thread`, which the C API did not fork (the first thread,
@@ -514,21 +568,6 @@ pub(crate) fn alloc_known(thread: ferry_rt::Thread, name: usize) -> Option<cthre
     let (index, s) = take_index()?;
     // SAFETY: just taken off the free list.
     Some(unsafe { make_live(index, s, 0, name, Some(thread)) })
-}
-
-/// Stores the join handle of `h`'s freshly spawned thread (see the module
-/// docs), without the lock.
-///
-/// # Safety
-/// `h` came from [`alloc_forked`], and this is its one publication.
-pub(crate) unsafe fn publish(h: cthread_t, join: Join) {
-    let (index, _) = decode(h).expect("a handle from alloc_forked");
-    let s = slot(index).expect("a handle from alloc_forked");
-    // SAFETY: until `ready` is set, only the forker (the caller, once)
-    // touches `join`, and the record cannot be freed (that takes the join
-    // right, which needs `ready`).
-    unsafe { *s.join.get() = Some(join) };
-    s.ready.store(true, Release);
 }
 
 /// Undoes [`alloc_forked`] when the spawn failed.
@@ -638,32 +677,6 @@ pub(crate) fn untake_join(h: cthread_t, join: Join) {
     l.flags &= !CLAIMED;
 }
 
-/// Marks the start of `h`'s thread's function, called by that thread (a
-/// hint for [`peek`]).
-pub(crate) fn begin(h: cthread_t) {
-    if let Some(s) = decode(h).and_then(|(index, _)| slot(index)) {
-        // The record is live while its thread runs.
-        s.progress.store(STARTED, Relaxed);
-    }
-}
-
-/// Marks the end of `h`'s thread's function, called by that thread as the
-/// function returns (a hint for [`peek`]); true if its record is a fork
-/// child's copy that nobody joins (see [`adopt_in_child`]), which the
-/// caller must then free.
-pub(crate) fn end(h: cthread_t) -> bool {
-    let Some((index, generation)) = decode(h) else {
-        return false;
-    };
-    let Some(s) = slot(index) else { return false };
-    // The record is live until the thread's outcome is dropped, after this.
-    s.progress.store(ENDED, Relaxed);
-    // Only the fork child's single thread clears `FORKED`, before this
-    // thread goes on: a relaxed load sees it in program order.
-    let now = s.state.load(Relaxed);
-    generation_of(now) == generation && now & LIVE != 0 && now & FORKED == 0
-}
-
 /// What a join of a handle may expect, from [`peek`].
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Peek {
@@ -679,7 +692,7 @@ pub(crate) enum Peek {
 
 /// What a join of `h` may expect: a hint, without the lock, that may be
 /// stale at once ([`take_join`] decides) — but for `New`, which the
-/// caller's own handle never gives (a thread sees its own [`begin`]).
+/// caller's own handle never gives (a thread sees its own [`Record::begin`]).
 pub(crate) fn peek(h: cthread_t) -> Peek {
     let Some(s) = decode(h).and_then(|(index, generation)| {
         slot(index).filter(|s| {
@@ -773,7 +786,7 @@ pub(crate) fn forget_all_but(keep: cthread_t) {
 /// kept by [`forget_all_but`]) the record of `me`, that thread in the
 /// child's runtime. Its joiner, if any, is in the parent: its join handle
 /// is forgotten, and a forked thread's record is freed by its own end
-/// ([`end`] tells it so).
+/// ([`Record::end`] tells it so).
 pub(crate) fn adopt_in_child(keep: cthread_t, me: ferry_rt::Thread) {
     let Some(mut l) = lock(keep) else { return };
     // SAFETY: a fork child has one thread, this one; the slot is locked,
@@ -794,7 +807,7 @@ mod tests {
 
     #[test]
     fn handles_round_trip_and_go_stale_when_freed() {
-        let h = alloc_forked().unwrap();
+        let h = alloc_forked().unwrap().handle();
         assert!(!h.is_null());
         assert_eq!(with_words(h, |_, d| *d), Some(0));
         with_words(h, |_, d| *d = 5);
@@ -803,7 +816,7 @@ mod tests {
         assert!(!free(h), "a free of a freed handle");
         assert_eq!(with_words(h, |_, d| *d), None);
         // The slot is reused under a new generation; the old handle stays dead.
-        let h2 = alloc_forked().unwrap();
+        let h2 = alloc_forked().unwrap().handle();
         assert_ne!(h, h2);
         assert_eq!(with_words(h, |_, d| *d), None);
         assert_eq!(with_words(h2, |_, d| *d), Some(0));
