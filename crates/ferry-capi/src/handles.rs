@@ -503,6 +503,7 @@ unsafe fn make_live(
 #[derive(Clone, Copy)]
 pub(crate) struct Record {
     slot: &'static Slot,
+    /// The handle, as a number so that the thread's closure is `Send`.
     handle: usize,
 }
 

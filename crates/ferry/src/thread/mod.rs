@@ -838,6 +838,9 @@ impl Builder {
 
     /// Makes the thread's block (not yet queued): the runtime's reference
     /// and the join side's.
+    // Always inlined: with two callers it was not, and the C fork then paid
+    // a call and stored settings that fold away inline (capi.md, eighth
+    // session: 64 of a fork+join's instructions).
     #[inline(always)]
     fn make<T: Send + 'static>(
         self,

@@ -275,6 +275,8 @@ pub(crate) struct Spec {
 
 /// Makes a thread's block with two references: the returned [`Thread`] (the
 /// runtime's) and [`RawJoin`] (the handle's).
+// Always inlined into `Builder::make`, so the header is written in place
+// with the spawn's constants folded.
 #[inline(always)]
 pub(crate) fn new<F, T>(spec: Spec, f: F) -> (Thread, RawJoin<T>)
 where
