@@ -15,7 +15,7 @@
 
 use std::fmt;
 
-use super::waiter::{SpinLock, WaitList, Waiter};
+use super::waiter::{Entry, SpinLock, WaitList};
 
 struct State {
     arrived: usize,
@@ -80,9 +80,10 @@ impl Barrier {
     /// threads have called `wait` in this generation, then starts the next
     /// generation.
     pub fn wait(&self) -> BarrierWaitResult {
-        let me = Waiter::new();
+        let entry = Entry::enter();
+        let me = entry.waiter();
         {
-            let mut st = self.state.lock();
+            let mut st = self.state.lock_entered(&entry);
             st.arrived += 1;
             if st.arrived >= self.n {
                 st.arrived = 0;
@@ -90,14 +91,14 @@ impl Barrier {
                 drop(st);
                 // SAFETY: barrier waiters never remove themselves; the batch
                 // is ours.
-                unsafe { batch.wake_all() };
+                unsafe { batch.wake_all(&entry) };
                 return BarrierWaitResult(true);
             }
             // SAFETY: `me` is in no list and stays on this frame until
-            // `me.wait()` returns, which is after the leader took it out.
+            // `entry.wait` returns, which is after the leader took it out.
             unsafe { st.waiters.push_back(&me) };
         }
-        me.wait();
+        entry.wait(&me);
         BarrierWaitResult(false)
     }
 }

@@ -24,7 +24,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::mutex::{Mutex, MutexGuard};
-use super::waiter::{SpinLock, WaitList, Waiter};
+use super::waiter::{Entry, SpinLock, WaitList};
 
 /// A condition variable for [`Mutex`], for ferry threads and plain kernel
 /// threads alike.
@@ -76,17 +76,18 @@ impl Condvar {
     /// have changed it first), so callers re-check it.
     pub fn wait<'a, T: ?Sized>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
         let mutex: &'a Mutex<T> = MutexGuard::mutex(&guard);
-        let me = Waiter::new();
+        let entry = Entry::enter();
+        let me = entry.waiter();
         {
-            let mut list = self.waiters.lock();
+            let mut list = self.waiters.lock_entered(&entry);
             // SAFETY: `me` is in no list and stays on this frame until
-            // `me.wait()` returns, which is after a notifier took it out (a
-            // condvar waiter never removes itself).
+            // `entry.wait` returns, which is after a notifier took it out
+            // (a condvar waiter never removes itself).
             unsafe { list.push_back(&me) };
             self.queued.store(list.len(), Relaxed);
         }
         drop(guard);
-        me.wait();
+        entry.wait(&me);
         mutex.lock()
     }
 
@@ -111,14 +112,15 @@ impl Condvar {
         if self.queued.load(Relaxed) == 0 {
             return;
         }
+        let entry = Entry::enter();
         let wake = {
-            let mut list = self.waiters.lock();
+            let mut list = self.waiters.lock_entered(&entry);
             let wake = list.pop_front();
             self.queued.store(list.len(), Relaxed);
             wake
         };
         if let Some(w) = wake {
-            w.unpark();
+            entry.unpark(w);
         }
     }
 
@@ -127,13 +129,14 @@ impl Condvar {
         if self.queued.load(Relaxed) == 0 {
             return;
         }
+        let entry = Entry::enter();
         let batch = {
-            let mut list = self.waiters.lock();
+            let mut list = self.waiters.lock_entered(&entry);
             self.queued.store(0, Relaxed);
             list.take()
         };
         // SAFETY: condvar waiters never remove themselves; the batch is ours.
-        unsafe { batch.wake_all() };
+        unsafe { batch.wake_all(&entry) };
     }
 }
 

@@ -43,7 +43,7 @@ use std::ops::{Deref, DerefMut};
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
-use super::waiter::{SpinLock, WaitList, Waiter};
+use super::waiter::{Entry, SpinLock, WaitList};
 
 const LOCKED: u32 = 1;
 const QUEUED: u32 = 2;
@@ -238,9 +238,10 @@ impl<T: ?Sized> Mutex<T> {
                 std::hint::spin_loop();
                 continue;
             }
-            let me = Waiter::new();
+            let entry = Entry::enter();
+            let me = entry.waiter();
             {
-                let mut list = self.waiters.lock();
+                let mut list = self.waiters.lock_entered(&entry);
                 let s = self.state.load(Relaxed);
                 if s & LOCKED == 0 {
                     continue;
@@ -254,7 +255,7 @@ impl<T: ?Sized> Mutex<T> {
                     continue;
                 }
                 // SAFETY: `me` is in no list and stays on this stack frame
-                // until `me.wait()` below returns, which is after a waker
+                // until `entry.wait` below returns, which is after a waker
                 // took it out of the list (no one else removes it).
                 unsafe {
                     if woken_before {
@@ -264,7 +265,7 @@ impl<T: ?Sized> Mutex<T> {
                     }
                 }
             }
-            me.wait();
+            entry.wait(&me);
             woken_before = true;
             spins = 0;
         }
@@ -284,8 +285,9 @@ impl<T: ?Sized> Mutex<T> {
 
     #[cold]
     fn unlock_contended(&self) {
+        let entry = Entry::enter();
         let wake = {
-            let mut list = self.waiters.lock();
+            let mut list = self.waiters.lock_entered(&entry);
             let wake = list.pop_front();
             // Nobody else changes `state` now: `LOCKED` is ours and `QUEUED`
             // only changes under the spinlock we hold.
@@ -294,7 +296,7 @@ impl<T: ?Sized> Mutex<T> {
             wake
         };
         if let Some(w) = wake {
-            w.unpark();
+            entry.unpark(w);
         }
     }
 }

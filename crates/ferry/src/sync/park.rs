@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicUsize, fence};
 
 use ferry_queue::wait::Wait;
 
-use super::waiter::{SpinLock, WaitList, Waiter};
+use super::waiter::{Entry, SpinLock, WaitList};
 
 /// Tries of `ready` (with the spin hint between them) before a waiter queues
 /// itself and parks.
@@ -62,14 +62,15 @@ impl ParkWait {
     /// Wakes the first queued waiter, if there still is one.
     #[cold]
     fn wake_one(&self) {
+        let entry = Entry::enter();
         let wake = {
-            let mut list = self.list.lock();
+            let mut list = self.list.lock_entered(&entry);
             let wake = list.pop_front();
             self.queued.store(list.len(), SeqCst);
             wake
         };
         if let Some(w) = wake {
-            w.unpark();
+            entry.unpark(w);
         }
     }
 }
@@ -86,11 +87,12 @@ impl Wait for ParkWait {
             if let Some(r) = ready() {
                 return r;
             }
-            let me = Waiter::new();
+            let entry = Entry::enter();
+            let me = entry.waiter();
             {
-                let mut list = self.list.lock();
+                let mut list = self.list.lock_entered(&entry);
                 // SAFETY: `me` is in no list and stays on this frame until it
-                // is out again: either a notifier popped it (then `me.wait()`
+                // is out again: either a notifier popped it (then `entry.wait`
                 // returns) or we remove it ourselves below, under the lock.
                 unsafe { list.push_back(&me) };
                 self.queued.store(list.len(), SeqCst);
@@ -98,7 +100,7 @@ impl Wait for ParkWait {
             fence(SeqCst);
             if let Some(r) = ready() {
                 let popped = {
-                    let mut list = self.list.lock();
+                    let mut list = self.list.lock_entered(&entry);
                     let popped = me.is_woken();
                     if !popped {
                         // SAFETY: not woken, so still in this list.
@@ -113,7 +115,7 @@ impl Wait for ParkWait {
                 }
                 return r;
             }
-            me.wait();
+            entry.wait(&me);
         }
     }
 

@@ -36,7 +36,7 @@ use std::ops::{Deref, DerefMut};
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
-use super::waiter::{SpinLock, WaitList, Waiter};
+use super::waiter::{Entry, SpinLock, WaitList};
 
 const WRITER: usize = 1;
 const QUEUED: usize = 2;
@@ -200,9 +200,10 @@ impl<T: ?Sized> RwLock<T> {
                 return;
             }
         }
-        let me = Waiter::new();
+        let entry = Entry::enter();
+        let me = entry.waiter();
         {
-            let mut q = self.queues.lock();
+            let mut q = self.queues.lock_entered(&entry);
             let mut s = self.state.load(Relaxed);
             loop {
                 if s & WRITER == 0 && q.writers.is_empty() {
@@ -220,12 +221,12 @@ impl<T: ?Sized> RwLock<T> {
                 }
             }
             // SAFETY: `me` is in no list and stays on this frame until
-            // `me.wait()` returns, which is after a granting unlocker took it
+            // `entry.wait` returns, which is after a granting unlocker took it
             // out (a waiter never removes itself).
             unsafe { q.readers.push_back(&me) };
         }
         // Woken = granted: the state already counts us as a reader.
-        me.wait();
+        entry.wait(&me);
     }
 
     #[cold]
@@ -240,9 +241,10 @@ impl<T: ?Sized> RwLock<T> {
                 return;
             }
         }
-        let me = Waiter::new();
+        let entry = Entry::enter();
+        let me = entry.waiter();
         {
-            let mut q = self.queues.lock();
+            let mut q = self.queues.lock_entered(&entry);
             let mut s = self.state.load(Relaxed);
             loop {
                 if s & !QUEUED == 0 {
@@ -263,7 +265,7 @@ impl<T: ?Sized> RwLock<T> {
             unsafe { q.writers.push_back(&me) };
         }
         // Woken = granted: the state already says `WRITER` for us.
-        me.wait();
+        entry.wait(&me);
     }
 
     fn read_unlock(&self) {
@@ -288,7 +290,8 @@ impl<T: ?Sized> RwLock<T> {
     /// whose fast unlock failed (`WRITER | QUEUED`, which it still holds).
     #[cold]
     fn unlock_contended(&self, writer: bool) {
-        let mut q = self.queues.lock();
+        let entry = Entry::enter();
+        let mut q = self.queues.lock_entered(&entry);
         let s = self.state.load(Acquire);
         if writer {
             debug_assert_eq!(s, WRITER | QUEUED);
@@ -304,7 +307,7 @@ impl<T: ?Sized> RwLock<T> {
             self.state.store((n * READER) | queued, Release);
             drop(q);
             // SAFETY: waiters never remove themselves; the batch is ours.
-            unsafe { batch.wake_all() };
+            unsafe { batch.wake_all(&entry) };
         } else {
             let wake = q.writers.pop_front();
             let queued = if q.writers.is_empty() && q.readers.is_empty() {
@@ -315,7 +318,7 @@ impl<T: ?Sized> RwLock<T> {
             self.state.store(WRITER | queued, Release);
             drop(q);
             if let Some(w) = wake {
-                w.unpark();
+                entry.unpark(w);
             }
         }
     }

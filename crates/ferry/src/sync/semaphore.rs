@@ -24,7 +24,7 @@ use std::fmt;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
-use super::waiter::{SpinLock, WaitList, Waiter};
+use super::waiter::{Entry, SpinLock, WaitList};
 
 const QUEUED: usize = 1;
 const PERMIT: usize = 2;
@@ -135,9 +135,10 @@ impl Semaphore {
                 return;
             }
         }
-        let me = Waiter::new();
+        let entry = Entry::enter();
+        let me = entry.waiter();
         {
-            let mut list = self.waiters.lock();
+            let mut list = self.waiters.lock_entered(&entry);
             let mut s = self.state.load(Relaxed);
             loop {
                 if s >= PERMIT {
@@ -155,12 +156,12 @@ impl Semaphore {
                 }
             }
             // SAFETY: `me` is in no list and stays on this frame until
-            // `me.wait()` returns, which is after a releaser took it out (a
+            // `entry.wait` returns, which is after a releaser took it out (a
             // semaphore waiter never removes itself).
             unsafe { list.push_back(&me) };
         }
         // Woken = handed a permit.
-        me.wait();
+        entry.wait(&me);
     }
 
     /// Gives a permit back: to the longest waiting thread if one waits,
@@ -198,8 +199,9 @@ impl Semaphore {
     /// since the caller saw `QUEUED`.
     #[cold]
     fn release_contended(&self) -> bool {
+        let entry = Entry::enter();
         let wake = {
-            let mut list = self.waiters.lock();
+            let mut list = self.waiters.lock_entered(&entry);
             // `QUEUED` only changes under the spinlock, and while it is set
             // the count is zero and stays zero: the word is `QUEUED` or `0`.
             if self.state.load(Relaxed) & QUEUED == 0 {
@@ -212,7 +214,7 @@ impl Semaphore {
             wake
         };
         if let Some(w) = wake {
-            w.unpark();
+            entry.unpark(w);
         }
         true
     }

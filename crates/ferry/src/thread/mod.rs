@@ -527,12 +527,20 @@ pub fn yield_now() {
 /// [`Thread::unpark`]); may also return spuriously. On a plain kernel thread
 /// this is `std::thread::park`.
 pub fn park() {
-    let Some(e) = processor::enter() else {
-        std::thread::park();
-        return;
-    };
+    match processor::enter() {
+        Some(e) => park_entered(e),
+        None => std::thread::park(),
+    }
+}
+
+/// [`park`], inside an entry into the runtime the caller already made (a
+/// blocking primitive that took its waiter spinlock in the same critical
+/// section): the entry is left after the park returns, on whichever
+/// processor resumed the thread.
+pub(crate) fn park_entered(e: processor::Entered) {
     let p = e.p;
     let Some(me) = p.current_ref() else {
+        drop(e);
         std::thread::park();
         return;
     };
@@ -568,6 +576,35 @@ impl Unparker {
         match self {
             Unparker::Ferry(t) => t.unpark_as(why),
             Unparker::Kernel(t) => t.unpark(),
+        }
+    }
+
+    /// [`unpark`](Unparker::unpark), consuming the reference, from inside
+    /// an entry into the runtime the caller already made: a woken ferry
+    /// thread of the entered processor's runtime goes to its policy without
+    /// entering again (and without another reference to it).
+    pub(crate) fn unpark_entered(self, e: &processor::Entered) {
+        match self {
+            Unparker::Ferry(t) => {
+                if park_word::unpark(&t.header().state) {
+                    let shared = &*t.header().shared;
+                    if std::ptr::eq(e.p.shared(), shared) {
+                        e.p.make_ready(t, Ready::Woken);
+                    } else {
+                        shared.schedule(t.clone(), Ready::Woken);
+                    }
+                }
+            }
+            Unparker::Kernel(t) => t.unpark(),
+        }
+    }
+
+    /// The thread `e` runs, or (on no ferry thread) the calling kernel
+    /// thread: [`Unparker::current`] without entering the runtime again.
+    pub(crate) fn current_entered(e: Option<&processor::Entered>) -> Unparker {
+        match e.and_then(|e| e.p.current_ref()) {
+            Some(t) => Unparker::Ferry(t.clone()),
+            None => Unparker::current(),
         }
     }
 }

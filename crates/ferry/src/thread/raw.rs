@@ -370,6 +370,15 @@ impl Thread {
     }
 }
 
+#[cfg(test)]
+impl Thread {
+    /// How many references to the block exist (for tests that check a
+    /// reference is neither lost nor leaked).
+    pub(crate) fn ref_count(&self) -> usize {
+        self.header().refs.load(Relaxed)
+    }
+}
+
 impl Clone for Thread {
     fn clone(&self) -> Thread {
         // Relaxed as in `Arc`: a new reference is made from an existing one,
