@@ -669,13 +669,19 @@ fn restore_thread_name() {
 #[inline(never)]
 pub(crate) fn critical_enter() -> Option<(Critical, &'static Activation)> {
     // Entering from a count of zero, this code may be preempted and moved
-    // to another kernel thread until the count is raised, so `a` may name
-    // the kernel thread it ran on a moment ago; `raise` checks, and then
-    // we ask again. Nested, the count holds it here.
+    // to another kernel thread until the count is raised, so the activation
+    // `raise` read may name the kernel thread it ran on a moment ago;
+    // `raise` checks, and then we ask again. Nested, the count holds it
+    // here.
     let (a, c) = loop {
-        let a = local()?;
-        if let Some(c) = raise(a) {
-            break (a, c);
+        let (a, c) = raise();
+        if a.is_null() {
+            return None;
+        }
+        if c != MOVED {
+            // SAFETY: a non-null `LOCAL` is an activation kept alive by the
+            // runtime's list while its kernel thread runs (see `local`).
+            break (unsafe { &*a }, c);
         }
     };
     // Pairs with the monitor's `heavy_fence` (see the module docs).
@@ -696,15 +702,28 @@ pub(crate) fn critical_enter() -> Option<(Critical, &'static Activation)> {
     Some((critical, a))
 }
 
-/// Raises `a`'s count by one and returns the count before, if the calling
-/// code still runs on `a`'s kernel thread; `None` if it does not (it was
-/// moved since it read `a`, and `a`'s count belongs to whatever runs there
-/// now). The check and the store are one `asm!` block in a function of its
-/// own, whose code the preemption handler leaves alone
+/// What [`raise`] returns for a count it could not raise: the calling code
+/// was moved off the kernel thread whose activation it read.
+const MOVED: u32 = u32::MAX;
+
+/// Reads the calling kernel thread's activation (null if it is none) and
+/// raises its count by one, returning it with the count before; or the
+/// count [`MOVED`] if the code no longer runs on the activation's kernel
+/// thread (it was moved after the read, and that count belongs to whatever
+/// runs there now). The check and the store are one `asm!` block in a
+/// function of its own, whose code the preemption handler leaves alone
 /// (`preempt::in_count_update`): no move can come between them, whatever
-/// the compiler makes of the code around it.
+/// the compiler makes of the code around it. The read of `LOCAL` is in the
+/// same function (one call per entry instead of two); where the compiler
+/// keeps it out of line (a debug build), a move after it is what the check
+/// catches.
 #[inline(never)]
-fn raise(a: &Activation) -> Option<u32> {
+fn raise() -> (*const Activation, u32) {
+    let a = LOCAL.with(Cell::get);
+    // SAFETY: as in `local`: a non-null `LOCAL` is a live activation.
+    let Some(act) = (unsafe { a.as_ref() }) else {
+        return (a, 0);
+    };
     let before: u32;
     // SAFETY: both pointers are to fields of a live activation (activations
     // outlive their runtime's threads); the block reads the thread pointer
@@ -723,14 +742,14 @@ fn raise(a: &Activation) -> Option<u32> {
             "2:",
             "mov {before:e}, -1",
             "3:",
-            home = in(reg) a.home.as_ptr(),
-            count = in(reg) a.critical.as_ptr(),
+            home = in(reg) act.home.as_ptr(),
+            count = in(reg) act.critical.as_ptr(),
             tp = out(reg) _,
             before = out(reg) before,
             options(nostack),
         );
     }
-    (before != u32::MAX).then_some(before)
+    (a, before)
 }
 
 /// Where `raise` starts (for the preemption handler).
@@ -762,7 +781,11 @@ pub(crate) fn critical_depth() -> u32 {
 /// count reaches zero here, or the monitor asks again.)
 #[inline(never)]
 fn critical_exit() {
-    let Some(a) = local() else {
+    // `LOCAL` read here rather than through `local`, saving a call: this
+    // function is never inlined and does not switch, so the address cannot
+    // outlive the kernel thread it was read on.
+    // SAFETY: as in `local`.
+    let Some(a) = (unsafe { LOCAL.with(Cell::get).as_ref() }) else {
         return;
     };
     compiler_fence(SeqCst);

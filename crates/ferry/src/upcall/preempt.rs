@@ -59,10 +59,11 @@ const COUNT_UPDATE_BYTES: usize = 512;
 
 /// Whether `pc` lies where the critical count is being checked and raised
 /// from zero (a thread moved to another kernel thread there would write the
-/// old one's count). Everywhere else a count of zero may be moved: before
-/// `raise`, `critical_enter` may hold a stale activation, which `raise`
-/// notices; `critical_exit` touches its activation only before it stores
-/// zero.
+/// old one's count). Everywhere else a count of zero may be moved: code
+/// that `raise` calls out of line before its check (a debug build's
+/// thread-local access) may leave it holding a stale activation, which the
+/// check notices; `critical_exit` touches its activation only before it
+/// stores zero.
 fn in_count_update(pc: usize) -> bool {
     let raise = activation::raise_address();
     (raise..raise + COUNT_UPDATE_BYTES).contains(&pc)
