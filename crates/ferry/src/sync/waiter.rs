@@ -136,7 +136,23 @@ impl<T> SpinLock<T> {
     /// held.
     #[inline]
     pub fn lock(&self) -> SpinGuard<'_, T> {
-        let critical = critical_enter().map(|(c, _)| c);
+        self.acquire(critical_enter().map(|(c, _)| c))
+    }
+
+    /// Takes the lock inside the critical level `entry` holds, without
+    /// entering one of its own.
+    #[inline]
+    pub(crate) fn lock_entered<'a>(&'a self, entry: &'a Entry) -> SpinGuard<'a, T> {
+        match entry.0 {
+            Some(_) => self.acquire(None),
+            None => self.lock(),
+        }
+    }
+
+    /// Takes the lock for a holder whose critical level is `critical` (or
+    /// a caller's entry, when `None` on a ferry thread).
+    #[inline]
+    fn acquire(&self, critical: Option<Critical>) -> SpinGuard<'_, T> {
         if self
             .locked
             .compare_exchange_weak(false, true, Acquire, Relaxed)
@@ -147,26 +163,6 @@ impl<T> SpinLock<T> {
         SpinGuard {
             lock: self,
             _critical: critical,
-        }
-    }
-
-    /// Takes the lock inside the critical level `entry` holds, without
-    /// entering one of its own.
-    #[inline]
-    pub(crate) fn lock_entered<'a>(&'a self, entry: &'a Entry) -> SpinGuard<'a, T> {
-        if entry.0.is_none() {
-            return self.lock();
-        }
-        if self
-            .locked
-            .compare_exchange_weak(false, true, Acquire, Relaxed)
-            .is_err()
-        {
-            self.lock_contended();
-        }
-        SpinGuard {
-            lock: self,
-            _critical: None,
         }
     }
 
