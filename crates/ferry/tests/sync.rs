@@ -905,3 +905,39 @@ fn channel_capacity_rounds_up_and_blocks_when_full() {
         assert_eq!(rx.try_iter().collect::<Vec<_>>(), [1, 2, 3, 4]);
     });
 }
+
+// ---------------------------------------------------------------- ParkWait
+
+/// `ParkWait::wait_until` calls its `ready` closure, which is the caller's
+/// code, outside the runtime's critical level: a closure that switches
+/// (here, yields to threads that are spawned meanwhile and start on the
+/// processor it gives up) switches as any thread does. (When the closure
+/// ran inside the waiter's entry, a debug build failed the new threads'
+/// start check, and a release build left preemption off.)
+#[test]
+fn park_wait_ready_closures_may_switch() {
+    use ferry_queue::wait::Wait;
+    on_one_and_two(|_| {
+        let wait = Arc::new(ferry::sync::ParkWait::default());
+        let done = Arc::new(AtomicBool::new(false));
+        let looks = Arc::new(AtomicUsize::new(0));
+        let (w, d, l) = (Arc::clone(&wait), Arc::clone(&done), Arc::clone(&looks));
+        let waiter = ferry::spawn(move || {
+            w.wait_until(|| {
+                l.fetch_add(1, Ordering::Relaxed);
+                ferry::yield_now();
+                d.load(Ordering::Acquire).then_some(())
+            });
+        });
+        // Let the waiter get past its spinning looks into the queued ones,
+        // spawning threads all the while (each starts on a processor the
+        // waiter's closure gave up).
+        for _ in 0..scaled(2000) {
+            ferry::spawn(|| {}).join().unwrap();
+        }
+        assert!(looks.load(Ordering::Relaxed) > 0);
+        done.store(true, Ordering::Release);
+        wait.notify_one();
+        waiter.join().unwrap();
+    });
+}

@@ -89,9 +89,12 @@ impl Barrier {
                 st.arrived = 0;
                 let batch = st.waiters.take();
                 drop(st);
+                // Each wake enters on its own: a batch of them is no place
+                // to keep preemption off.
+                drop(entry);
                 // SAFETY: barrier waiters never remove themselves; the batch
                 // is ours.
-                unsafe { batch.wake_all(&entry) };
+                unsafe { batch.wake_all() };
                 return BarrierWaitResult(true);
             }
             // SAFETY: `me` is in no list and stays on this frame until

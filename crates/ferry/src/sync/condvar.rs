@@ -129,14 +129,13 @@ impl Condvar {
         if self.queued.load(Relaxed) == 0 {
             return;
         }
-        let entry = Entry::enter();
         let batch = {
-            let mut list = self.waiters.lock_entered(&entry);
+            let mut list = self.waiters.lock();
             self.queued.store(0, Relaxed);
             list.take()
         };
         // SAFETY: condvar waiters never remove themselves; the batch is ours.
-        unsafe { batch.wake_all(&entry) };
+        unsafe { batch.wake_all() };
     }
 }
 

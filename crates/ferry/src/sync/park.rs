@@ -87,20 +87,24 @@ impl Wait for ParkWait {
             if let Some(r) = ready() {
                 return r;
             }
-            let entry = Entry::enter();
-            let me = entry.waiter();
+            let me;
             {
+                // Left before `ready` runs again: it is the caller's code,
+                // which may switch or block.
+                let entry = Entry::enter();
+                me = entry.waiter();
                 let mut list = self.list.lock_entered(&entry);
                 // SAFETY: `me` is in no list and stays on this frame until it
-                // is out again: either a notifier popped it (then `entry.wait`
-                // returns) or we remove it ourselves below, under the lock.
+                // is out again: either a notifier popped it (then the wait
+                // below returns) or we remove it ourselves below, under the
+                // lock.
                 unsafe { list.push_back(&me) };
                 self.queued.store(list.len(), SeqCst);
             }
             fence(SeqCst);
             if let Some(r) = ready() {
                 let popped = {
-                    let mut list = self.list.lock_entered(&entry);
+                    let mut list = self.list.lock();
                     let popped = me.is_woken();
                     if !popped {
                         // SAFETY: not woken, so still in this list.
@@ -115,7 +119,7 @@ impl Wait for ParkWait {
                 }
                 return r;
             }
-            entry.wait(&me);
+            Entry::enter().wait(&me);
         }
     }
 

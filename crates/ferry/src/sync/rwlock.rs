@@ -306,8 +306,11 @@ impl<T: ?Sized> RwLock<T> {
             let queued = if q.writers.is_empty() { 0 } else { QUEUED };
             self.state.store((n * READER) | queued, Release);
             drop(q);
+            // Each wake enters on its own: a batch of them is no place to
+            // keep preemption off.
+            drop(entry);
             // SAFETY: waiters never remove themselves; the batch is ours.
-            unsafe { batch.wake_all(&entry) };
+            unsafe { batch.wake_all() };
         } else {
             let wake = q.writers.pop_front();
             let queued = if q.writers.is_empty() && q.readers.is_empty() {

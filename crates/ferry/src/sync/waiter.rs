@@ -33,7 +33,11 @@
 //! woken thread each need the kernel thread's critical level (see
 //! [`SpinLock`]). A primitive enters once with an [`Entry`] and runs all of
 //! its steps inside that level: a condition variable's wait enters once
-//! instead of three times, its signal once instead of twice.
+//! instead of three times, its signal once instead of twice. The level is
+//! never held across the program's code (`ParkWait`'s `ready` closure runs
+//! outside it, and a woken thread's reference is dropped after it), nor
+//! across a batch of wakes (`notify_all`, a barrier's or a lock's batch:
+//! each wake enters on its own).
 //!
 //! | `SpinLock::locked` | written by | meaning |
 //! |--------------------|------------|---------|
@@ -227,7 +231,8 @@ impl<T> SpinLock<T> {
 pub struct SpinGuard<'a, T> {
     lock: &'a SpinLock<T>,
     /// Dropped after the unlock in `drop`: the kernel thread's critical
-    /// level, if it is one of a runtime's.
+    /// level, if it is one of a runtime's; `None` too when an [`Entry`]
+    /// holds the level for the guard ([`SpinLock::lock_entered`]).
     _critical: Option<Critical>,
 }
 
@@ -265,6 +270,7 @@ impl<T> Drop for SpinGuard<'_, T> {
 /// on its own as it would without it.
 ///
 /// Held only for the few instructions of one step sequence: never across
+/// the program's code, and never across
 /// anything that may block in the kernel.
 pub(crate) struct Entry(Option<Entered>);
 
@@ -295,12 +301,13 @@ impl Entry {
         w.wait();
     }
 
-    /// Wakes the thread a waker took out of its list. Call it after dropping
-    /// the spinlock.
+    /// Wakes the thread a waker took out of its list, leaving the entry
+    /// (see `Unparker::unpark_leaving`). Call it after dropping the
+    /// spinlock.
     #[inline]
-    pub(crate) fn unpark(&self, w: Wake) {
-        match &self.0 {
-            Some(e) => w.0.unpark_entered(e),
+    pub(crate) fn unpark(self, w: Wake) {
+        match self.0 {
+            Some(e) => w.0.unpark_leaving(e),
             None => w.unpark(),
         }
     }
@@ -401,7 +408,7 @@ impl WaitList {
     ///
     /// # Safety
     /// `w` is in no list, and stays where it is, alive, until a waker takes it
-    /// out (`pop_front`, after which `w.wait()` returns) or its owner removes
+    /// out (`pop_front`, after which its wait returns) or its owner removes
     /// it with [`WaitList::remove`].
     pub(crate) unsafe fn push_back(&mut self, w: &Waiter) {
         w.next.set(ptr::null());
@@ -494,9 +501,9 @@ impl WaitList {
     /// The waiters of this batch never [`remove`](WaitList::remove)
     /// themselves (they only leave when woken), so no one but the caller
     /// touches them.
-    pub(crate) unsafe fn wake_all(mut self, entry: &Entry) {
+    pub(crate) unsafe fn wake_all(mut self) {
         while let Some(w) = self.pop_front() {
-            entry.unpark(w);
+            w.unpark();
         }
     }
 }

@@ -579,23 +579,31 @@ impl Unparker {
         }
     }
 
-    /// [`unpark`](Unparker::unpark), consuming the reference, from inside
-    /// an entry into the runtime the caller already made: a woken ferry
-    /// thread of the entered processor's runtime goes to its policy without
-    /// entering again (and without another reference to it).
-    pub(crate) fn unpark_entered(self, e: &processor::Entered) {
+    /// [`unpark`](Unparker::unpark) from inside the entry `e` into the
+    /// runtime (see `sync::waiter::Entry`), leaving it. A parked ferry
+    /// thread of the entered processor's runtime is queued there inside the
+    /// level, without entering again and without another reference to it.
+    /// Any other wake (another runtime's thread, a kernel thread) is made
+    /// after the level is left, as `unpark` makes it. Either way the
+    /// reference is dropped after `e`'s level is left, as `unpark`'s caller
+    /// dropped it (the last reference to another runtime's thread may hold
+    /// that runtime's last `Arc`).
+    pub(crate) fn unpark_leaving(self, e: processor::Entered) {
         match self {
-            Unparker::Ferry(t) => {
-                if park_word::unpark(&t.header().state) {
-                    let shared = &*t.header().shared;
-                    if std::ptr::eq(e.p.shared(), shared) {
-                        e.p.make_ready(t, Ready::Woken);
-                    } else {
-                        shared.schedule(t.clone(), Ready::Woken);
-                    }
-                }
+            Unparker::Ferry(t) if std::ptr::eq(e.p.shared(), &*t.header().shared) => {
+                let unqueued = if park_word::unpark(&t.header().state) {
+                    e.p.make_ready(t, Ready::Woken);
+                    None
+                } else {
+                    Some(t)
+                };
+                drop(e);
+                drop(unqueued);
             }
-            Unparker::Kernel(t) => t.unpark(),
+            other => {
+                drop(e);
+                other.unpark();
+            }
         }
     }
 
