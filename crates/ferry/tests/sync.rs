@@ -941,3 +941,48 @@ fn park_wait_ready_closures_may_switch() {
         waiter.join().unwrap();
     });
 }
+
+// ---------------------------------------------------------------- fairness
+
+/// Two threads that wake each other through a condition variable and block
+/// hand one processor between them through its next-to-run slot; with no
+/// time slice, a third runnable thread must still get its turn (it used to
+/// wait for ever).
+#[test]
+fn a_pair_that_wakes_each_other_does_not_starve_a_third_thread() {
+    within(WATCHDOG, "1 processor, no time slice", || {
+        Runtime::builder()
+            .processors(1)
+            .time_slice(None)
+            .run(|| {
+                let stop = Arc::new(AtomicBool::new(false));
+                let pair = Arc::new((Mutex::new(0u32), Condvar::new()));
+                let side = |me: u32| {
+                    let (stop, pair) = (Arc::clone(&stop), Arc::clone(&pair));
+                    ferry::spawn(move || {
+                        let mut turns = 0u64;
+                        while !stop.load(Ordering::Acquire) {
+                            let mut turn = pair.0.lock();
+                            while *turn != me && !stop.load(Ordering::Acquire) {
+                                turn = pair.1.wait(turn);
+                            }
+                            *turn = 1 - me;
+                            turns += 1;
+                            pair.1.notify_one();
+                        }
+                        turns
+                    })
+                };
+                let (a, b) = (side(0), side(1));
+                // Let the pair get going, then queue a third thread behind it.
+                ferry::yield_now();
+                let s = Arc::clone(&stop);
+                let third = ferry::spawn(move || s.store(true, Ordering::Release));
+                third.join().unwrap();
+                pair.1.notify_all();
+                let turns = a.join().unwrap() + b.join().unwrap();
+                assert!(turns > 0, "the pair never ran");
+            })
+            .unwrap();
+    });
+}

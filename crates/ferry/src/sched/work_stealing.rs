@@ -13,6 +13,15 @@ use crate::upcall::Event;
 /// outside are not starved by local threads that keep each other busy.
 const INJECTOR_FIRST_EVERY: u32 = 61;
 
+/// Picks in a row the next-to-run slot may win over the `Normal` ring and
+/// the injector. A pair of threads that wake each other and block would
+/// otherwise hand the processor between them through the slot for ever,
+/// and without a time slice (the default) a thread waiting in the ring
+/// would never run. After this many, the ring and then the injector are
+/// looked at first, once (Tokio bounds its LIFO slot the same way; Go makes
+/// its `runnext` inherit the time slice).
+const NEXT_STREAK_MAX: u32 = 8;
+
 /// The default [`Policy`]:
 ///
 /// - a woken `Normal` thread goes to the next-to-run slot, so a thread that
@@ -30,10 +39,16 @@ const INJECTOR_FIRST_EVERY: u32 = 61;
 /// - the next thread is, in order: the `High` ring, the next-to-run slot,
 ///   the `Normal` ring, the injector, the `Low` ring, then one stolen from
 ///   another processor's rings (highest level first); every
-///   [`INJECTOR_FIRST_EVERY`]th pick looks at the injector first.
+///   [`INJECTOR_FIRST_EVERY`]th pick looks at the injector first, and
+///   after [`NEXT_STREAK_MAX`] picks of the slot in a row the `Normal` ring
+///   and the injector go before it once.
 #[derive(Debug, Default)]
 pub(crate) struct WorkStealing {
     picks: u32,
+    /// `picks` when the `Normal` ring or the injector last gave a thread
+    /// (or were found empty behind the slot): the slot's picks since then
+    /// are its streak.
+    fair_at: u32,
     next_victim: usize,
 }
 
@@ -82,13 +97,21 @@ impl Policy for WorkStealing {
         if let Some(t) = cx.shared.injector.pop_at_least(high) {
             return Some(t);
         }
-        if let Some(t) = cx.next.take() {
+        if self.picks.wrapping_sub(self.fair_at) <= NEXT_STREAK_MAX
+            && let Some(t) = cx.next.take()
+        {
             return Some(t);
         }
+        // The slot's streak ends here whatever this finds: a waiting thread
+        // gets its turn, or nobody was waiting behind the slot.
+        self.fair_at = self.picks;
         if let Some(t) = cx.queue.pop(normal) {
             return Some(t);
         }
         if let Some(t) = cx.shared.injector.pop() {
+            return Some(t);
+        }
+        if let Some(t) = cx.next.take() {
             return Some(t);
         }
         cx.queue.pop(low)
