@@ -13,13 +13,14 @@ use crate::upcall::Event;
 /// outside are not starved by local threads that keep each other busy.
 const INJECTOR_FIRST_EVERY: u32 = 61;
 
-/// Picks in a row the next-to-run slot may win over the `Normal` ring and
-/// the injector. A pair of threads that wake each other and block would
-/// otherwise hand the processor between them through the slot for ever,
-/// and without a time slice (the default) a thread waiting in the ring
-/// would never run. After this many, the ring and then the injector are
-/// looked at first, once (Tokio bounds its LIFO slot the same way; Go makes
-/// its `runnext` inherit the time slice).
+/// Picks the next-to-run slot may win over the `Normal` ring and the
+/// injector before they go first once. A pair of threads that wake each
+/// other and block would otherwise hand the processor between them through
+/// the slot for ever, and without a time slice (the default) a thread
+/// waiting in the ring would never run. Once this many picks have passed
+/// since the ring and the injector last went first, the next pick that
+/// finds the slot full looks at them before it (Tokio bounds its LIFO slot
+/// the same way; Go makes its `runnext` inherit the time slice).
 const NEXT_STREAK_MAX: u32 = 8;
 
 /// The default [`Policy`]:
@@ -40,14 +41,13 @@ const NEXT_STREAK_MAX: u32 = 8;
 ///   the `Normal` ring, the injector, the `Low` ring, then one stolen from
 ///   another processor's rings (highest level first); every
 ///   [`INJECTOR_FIRST_EVERY`]th pick looks at the injector first, and
-///   after [`NEXT_STREAK_MAX`] picks of the slot in a row the `Normal` ring
-///   and the injector go before it once.
+///   the `Normal` ring and the injector go before a full slot once every
+///   [`NEXT_STREAK_MAX`] picks or more.
 #[derive(Debug, Default)]
 pub(crate) struct WorkStealing {
     picks: u32,
-    /// `picks` when the `Normal` ring or the injector last gave a thread
-    /// (or were found empty behind the slot): the slot's picks since then
-    /// are its streak.
+    /// `picks` when the `Normal` ring and the injector last went before a
+    /// full next-to-run slot.
     fair_at: u32,
     next_victim: usize,
 }
@@ -97,21 +97,24 @@ impl Policy for WorkStealing {
         if let Some(t) = cx.shared.injector.pop_at_least(high) {
             return Some(t);
         }
-        if self.picks.wrapping_sub(self.fair_at) <= NEXT_STREAK_MAX
-            && let Some(t) = cx.next.take()
-        {
-            return Some(t);
+        if !cx.next.is_empty() {
+            if self.picks.wrapping_sub(self.fair_at) > NEXT_STREAK_MAX {
+                self.fair_at = self.picks;
+                if let Some(t) = cx.queue.pop(normal) {
+                    return Some(t);
+                }
+                if let Some(t) = cx.shared.injector.pop() {
+                    return Some(t);
+                }
+            }
+            if let Some(t) = cx.next.take() {
+                return Some(t);
+            }
         }
-        // The slot's streak ends here whatever this finds: a waiting thread
-        // gets its turn, or nobody was waiting behind the slot.
-        self.fair_at = self.picks;
         if let Some(t) = cx.queue.pop(normal) {
             return Some(t);
         }
         if let Some(t) = cx.shared.injector.pop() {
-            return Some(t);
-        }
-        if let Some(t) = cx.next.take() {
             return Some(t);
         }
         cx.queue.pop(low)
