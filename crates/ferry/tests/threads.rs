@@ -661,6 +661,45 @@ fn higher_priority_threads_run_first_on_one_processor() {
         .unwrap();
 }
 
+/// A spawned thread may wait in the next-to-run slot (when nothing else
+/// waits at its level); a thread woken meanwhile must not push it behind a
+/// later spawn, so spawned threads still run in spawn order.
+#[test]
+fn a_woken_thread_does_not_reorder_spawned_ones() {
+    Runtime::builder()
+        .processors(1)
+        .time_slice(None)
+        .run(|| {
+            let log = Arc::new(ferry::sync::Mutex::new(Vec::new()));
+            let go = Arc::new(AtomicBool::new(false));
+            let (l, g) = (Arc::clone(&log), Arc::clone(&go));
+            let woken = ferry::spawn(move || {
+                while !g.load(Ordering::Acquire) {
+                    ferry::park();
+                }
+                l.lock().push("woken");
+            });
+            // Let it run and park.
+            ferry::yield_now();
+            let spawn = |name: &'static str| {
+                let l = Arc::clone(&log);
+                ferry::spawn(move || l.lock().push(name))
+            };
+            let first = spawn("first");
+            let second = spawn("second");
+            go.store(true, Ordering::Release);
+            woken.thread().unpark();
+            first.join().unwrap();
+            second.join().unwrap();
+            woken.join().unwrap();
+            let log = log.lock().clone();
+            let at = |name| log.iter().position(|&n| n == name).unwrap();
+            assert_eq!(log.len(), 3, "{log:?}");
+            assert!(at("first") < at("second"), "spawn order lost: {log:?}");
+        })
+        .unwrap();
+}
+
 #[test]
 fn an_idle_processor_marks_itself_willing_to_yield_and_wakes_for_work() {
     Runtime::builder()

@@ -28,11 +28,19 @@ const NEXT_STREAK_MAX: u32 = 8;
 /// - a woken `Normal` thread goes to the next-to-run slot, so a thread that
 ///   wakes another and then blocks hands its processor straight over (a
 ///   ping-pong pair runs back to back); whatever sat in the slot moves to
-///   the back of its ring;
-/// - spawned, yielding, `High` and `Low` threads, and threads a timer woke
-///   (no thread hands over to them, and several due at once keep their
-///   deadlines' order), go to the back of their priority's ring (the
-///   injector when the ring is full);
+///   the back of its ring, unless it is a spawned thread that has not run
+///   yet, which keeps the slot (the woken one goes to the ring);
+/// - a spawned `Normal` thread goes to the slot if the slot and the
+///   `Normal` ring are empty: it is next in FIFO order anyway, and a fork
+///   followed by its join then runs the child from the slot, where an idle
+///   processor does not steal it for [`super::NEXT_STEAL_AFTER`] (Go puts a
+///   new goroutine in `runnext` for the same reason); later spawns queue
+///   behind it in the ring, so spawned threads of one level keep their
+///   order;
+/// - other spawned threads, yielding, `High` and `Low` threads, and threads
+///   a timer woke (no thread hands over to them, and several due at once
+///   keep their deadlines' order), go to the back of their priority's ring
+///   (the injector when the ring is full);
 /// - scheduler-activation events (004 §4.2): an `Unblocked` thread is
 ///   queued as a woken one, a `Preempted` one goes to the back of its ring
 ///   (it had its turn); `Blocked` and processor changes need no queue work
@@ -42,13 +50,19 @@ const NEXT_STREAK_MAX: u32 = 8;
 ///   another processor's rings (highest level first); every
 ///   [`INJECTOR_FIRST_EVERY`]th pick looks at the injector first, and
 ///   the `Normal` ring and the injector go before a full slot once every
-///   [`NEXT_STREAK_MAX`] picks or more.
+///   [`NEXT_STREAK_MAX`] picks or more (not before a spawned thread's,
+///   which would break their order; it holds the slot only while nothing
+///   else waited at its level, and for one run).
 #[derive(Debug, Default)]
 pub(crate) struct WorkStealing {
     picks: u32,
     /// `picks` when the `Normal` ring and the injector last went before a
     /// full next-to-run slot.
     fair_at: u32,
+    /// Whether the thread this processor last put in its next-to-run slot
+    /// was spawned there (it has not run; a thief may have taken it since,
+    /// so this is only meaningful while the slot is full).
+    next_is_spawned: bool,
     next_victim: usize,
 }
 
@@ -63,13 +77,31 @@ impl WorkStealing {
 
 impl Policy for WorkStealing {
     fn ready(&mut self, cx: &Cx<'_>, t: Thread, why: Ready) {
-        if why == Ready::Woken && t.priority() == Priority::Normal {
-            if let Some(displaced) = cx.next.replace(t) {
-                Self::push_back(cx, displaced);
+        if t.priority() == Priority::Normal {
+            let normal = Priority::Normal.level();
+            match why {
+                // To the slot, unless a spawned thread waits there: it
+                // keeps the slot, and this one goes to the ring below.
+                Ready::Woken if !self.next_is_spawned || cx.next.is_empty() => {
+                    self.next_is_spawned = false;
+                    if let Some(displaced) = cx.next.replace(t) {
+                        Self::push_back(cx, displaced);
+                    }
+                    return;
+                }
+                // Only the owner fills the slot (thieves only empty it), so
+                // an empty slot and ring stay so until this `replace`.
+                Ready::Spawned if cx.next.is_empty() && cx.queue.is_empty(normal) => {
+                    self.next_is_spawned = true;
+                    if let Some(displaced) = cx.next.replace(t) {
+                        Self::push_back(cx, displaced);
+                    }
+                    return;
+                }
+                _ => {}
             }
-        } else {
-            Self::push_back(cx, t);
         }
+        Self::push_back(cx, t);
     }
 
     fn next(&mut self, cx: &Cx<'_>) -> Option<Thread> {
@@ -98,7 +130,7 @@ impl Policy for WorkStealing {
             return Some(t);
         }
         if !cx.next.is_empty() {
-            if self.picks.wrapping_sub(self.fair_at) > NEXT_STREAK_MAX {
+            if !self.next_is_spawned && self.picks.wrapping_sub(self.fair_at) > NEXT_STREAK_MAX {
                 self.fair_at = self.picks;
                 if let Some(t) = cx.queue.pop(normal) {
                     return Some(t);
