@@ -48,7 +48,9 @@ use crate::upcall::Event;
 /// interrupted for a higher one (a time slice, if set, preempts it only
 /// when the slice ends), and a thread
 /// woken by another runs next only at `Normal` priority (the next-to-run
-/// slot); `Low` threads can starve while higher ones keep running.
+/// slot, unless a just-spawned thread waits there: then it queues at the
+/// back of the ring); `Low` threads can starve while higher ones keep
+/// running.
 ///
 /// ```
 /// use ferry::thread::{Builder, Priority};

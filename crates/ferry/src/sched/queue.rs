@@ -16,9 +16,9 @@
 //!
 //! Every change is a swap, so exactly one side gets each thread. Thieves
 //! take from the slot only after the same thread has sat there for
-//! [`NEXT_STEAL_AFTER`]: in a wake-then-block handoff the owner runs it
-//! within nanoseconds, and stealing it would only split the pair across
-//! cores.
+//! [`NEXT_STEAL_AFTER`]: in a wake-then-block handoff, or a fork followed by
+//! its join, the owner runs it within nanoseconds, and stealing it would
+//! only split the pair across cores.
 
 use std::cell::Cell;
 use std::collections::VecDeque;

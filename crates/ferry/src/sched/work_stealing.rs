@@ -1,5 +1,5 @@
 //! The default policy: per-processor FIFO rings by priority, a next-to-run
-//! slot for woken threads, a global injector and work stealing (the design
+//! slot for woken and just-spawned threads, a global injector and work stealing (the design
 //! of FastThreads' per-processor ready lists, Go's and Tokio's schedulers).
 //!
 //! This room owns the decisions only; the queues are [`super::queue`]'s.
@@ -18,7 +18,8 @@ const INJECTOR_FIRST_EVERY: u32 = 61;
 /// other and block would otherwise hand the processor between them through
 /// the slot for ever, and without a time slice (the default) a thread
 /// waiting in the ring would never run. Once this many picks have passed
-/// since the ring and the injector last went first, the next pick that
+/// since the bound last let the ring and the injector go first, the next
+/// pick that
 /// finds the slot full looks at them before it (Tokio bounds its LIFO slot
 /// the same way; Go makes its `runnext` inherit the time slice).
 const NEXT_STREAK_MAX: u32 = 8;
@@ -36,7 +37,8 @@ const NEXT_STREAK_MAX: u32 = 8;
 ///   processor does not steal it for [`super::NEXT_STEAL_AFTER`] (Go puts a
 ///   new goroutine in `runnext` for the same reason); later spawns queue
 ///   behind it in the ring, so spawned threads of one level keep their
-///   order;
+///   order on one processor (across processors a thief may start a later
+///   one first, as before);
 /// - other spawned threads, yielding, `High` and `Low` threads, and threads
 ///   a timer woke (no thread hands over to them, and several due at once
 ///   keep their deadlines' order), go to the back of their priority's ring
@@ -51,8 +53,9 @@ const NEXT_STREAK_MAX: u32 = 8;
 ///   [`INJECTOR_FIRST_EVERY`]th pick looks at the injector first, and
 ///   the `Normal` ring and the injector go before a full slot once every
 ///   [`NEXT_STREAK_MAX`] picks or more (not before a spawned thread's,
-///   which would break their order; it holds the slot only while nothing
-///   else waited at its level, and for one run).
+///   which would break their order; it was put there only when the slot and
+///   its level's ring were empty, and holds it for one run); the injector
+///   gives a `Normal` or `High` thread there, never a `Low` one.
 #[derive(Debug, Default)]
 pub(crate) struct WorkStealing {
     picks: u32,
@@ -135,7 +138,8 @@ impl Policy for WorkStealing {
                 if let Some(t) = cx.queue.pop(normal) {
                     return Some(t);
                 }
-                if let Some(t) = cx.shared.injector.pop() {
+                // Not a `Low` one: the slot's `Normal` thread goes first.
+                if let Some(t) = cx.shared.injector.pop_at_least(normal) {
                     return Some(t);
                 }
             }
