@@ -661,6 +661,61 @@ fn higher_priority_threads_run_first_on_one_processor() {
         .unwrap();
 }
 
+/// A `Low` thread made runnable from outside (it waits in the injector)
+/// runs only when no `Normal` thread is runnable, even while two `Normal`
+/// threads keep each other busy on the processor (the injector's turn every
+/// 61st pick is for `Normal` and `High` threads only).
+#[test]
+fn a_low_thread_from_outside_waits_for_busy_normal_ones() {
+    use ferry::thread::{Builder, Priority};
+    const TURNS: u64 = 2_000;
+    Runtime::builder()
+        .processors(1)
+        .time_slice(None)
+        .run(|| {
+            let turns = Arc::new(AtomicU64::new(0));
+            let pair = Arc::new((ferry::sync::Mutex::new(0u64), ferry::sync::Condvar::new()));
+            let side = |me: u64| {
+                let (turns, pair) = (Arc::clone(&turns), Arc::clone(&pair));
+                ferry::spawn(move || {
+                    for _ in 0..TURNS {
+                        let mut turn = pair.0.lock();
+                        while *turn % 2 != me {
+                            turn = pair.1.wait(turn);
+                        }
+                        *turn += 1;
+                        turns.fetch_add(1, Ordering::Relaxed);
+                        pair.1.notify_one();
+                    }
+                })
+            };
+            let (a, b) = (side(0), side(1));
+            // Queue the Low thread from a plain kernel thread: it goes to
+            // the injector.
+            let handle = ferry::Handle::current();
+            let t = Arc::clone(&turns);
+            let low = ferry::blocking(move || {
+                std::thread::spawn(move || {
+                    Builder::new()
+                        .priority(Priority::Low)
+                        .spawn_on(&handle, move || t.load(Ordering::Relaxed))
+                        .unwrap()
+                })
+                .join()
+                .unwrap()
+            });
+            a.join().unwrap();
+            b.join().unwrap();
+            let seen = low.join().unwrap();
+            assert_eq!(
+                seen,
+                2 * TURNS,
+                "the Low thread ran while Normal ones could"
+            );
+        })
+        .unwrap();
+}
+
 /// A spawned thread may wait in the next-to-run slot (when nothing else
 /// waits at its level); a thread woken meanwhile must not push it behind a
 /// later spawn, so spawned threads still run in spawn order.

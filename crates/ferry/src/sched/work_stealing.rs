@@ -8,9 +8,11 @@ use super::{Cx, LEVELS, Policy, Priority, Ready};
 use crate::thread::Thread;
 use crate::upcall::Event;
 
-/// A processor looks at the injector before its own queues once per this
-/// many picks (Go uses 61 for its global queue), so that threads woken from
-/// outside are not starved by local threads that keep each other busy.
+/// A processor looks at the injector before its own `Normal` threads once
+/// per this many picks (Go uses 61 for its global queue), so that threads
+/// woken from outside are not starved by local threads that keep each
+/// other busy. Not before its own `High` ones, and it takes no `Low` one
+/// there: the order between levels stays strict.
 const INJECTOR_FIRST_EVERY: u32 = 61;
 
 /// Picks the next-to-run slot may win over the `Normal` ring and the
@@ -19,9 +21,8 @@ const INJECTOR_FIRST_EVERY: u32 = 61;
 /// the slot for ever, and without a time slice (the default) a thread
 /// waiting in the ring would never run. Once this many picks have passed
 /// since the bound last let the ring and the injector go first, the next
-/// pick that
-/// finds the slot full looks at them before it (Tokio bounds its LIFO slot
-/// the same way; Go makes its `runnext` inherit the time slice).
+/// pick that finds the slot full looks at them before it (Tokio bounds its
+/// LIFO slot the same way; Go makes its `runnext` inherit the time slice).
 const NEXT_STREAK_MAX: u32 = 8;
 
 /// The default [`Policy`]:
@@ -50,7 +51,8 @@ const NEXT_STREAK_MAX: u32 = 8;
 /// - the next thread is, in order: the `High` ring, the next-to-run slot,
 ///   the `Normal` ring, the injector, the `Low` ring, then one stolen from
 ///   another processor's rings (highest level first); every
-///   [`INJECTOR_FIRST_EVERY`]th pick looks at the injector first, and
+///   [`INJECTOR_FIRST_EVERY`]th pick looks at the injector's `High` and
+///   `Normal` threads right after the `High` ring, and
 ///   the `Normal` ring and the injector go before a full slot once every
 ///   [`NEXT_STREAK_MAX`] picks or more (not before a spawned thread's,
 ///   which would break their order; it was put there only when the slot and
@@ -118,15 +120,15 @@ impl Policy for WorkStealing {
 
     fn next_local(&mut self, cx: &Cx<'_>) -> Option<Thread> {
         self.picks = self.picks.wrapping_add(1);
-        if self.picks.is_multiple_of(INJECTOR_FIRST_EVERY)
-            && let Some(t) = cx.shared.injector.pop()
-        {
-            return Some(t);
-        }
         let high = Priority::High.level();
         let normal = Priority::Normal.level();
         let low = Priority::Low.level();
         if let Some(t) = cx.queue.pop(high) {
+            return Some(t);
+        }
+        if self.picks.is_multiple_of(INJECTOR_FIRST_EVERY)
+            && let Some(t) = cx.shared.injector.pop_at_least(normal)
+        {
             return Some(t);
         }
         if let Some(t) = cx.shared.injector.pop_at_least(high) {
