@@ -1822,15 +1822,13 @@ mod tests {
     }
 
     fn result(row: Row, sys: SysId, label: &str, ns: Option<f64>) -> Result1 {
-        Result1 {
-            row,
-            sys,
-            label: label.to_owned(),
-            stats: ns
-                .map(|x| Stats::from_samples(&[x; 5]).unwrap())
-                .ok_or_else(|| "not built".to_owned()),
-            samples: ns.map(|x| vec![x; 5]).unwrap_or_default(),
-            items: 10,
+        match ns {
+            Some(x) => sampled(row, sys, label, &[x; 5]),
+            None => Result1 {
+                stats: Err("not built".to_owned()),
+                samples: Vec::new(),
+                ..sampled(row, sys, label, &[1.0])
+            },
         }
     }
 

@@ -1,6 +1,7 @@
 //! The default policy: per-processor FIFO rings by priority, a next-to-run
-//! slot for woken and just-spawned threads, a global injector and work stealing (the design
-//! of FastThreads' per-processor ready lists, Go's and Tokio's schedulers).
+//! slot for woken and just-spawned threads, a global injector and work
+//! stealing (the design of FastThreads' per-processor ready lists, Go's and
+//! Tokio's schedulers).
 //!
 //! This room owns the decisions only; the queues are [`super::queue`]'s.
 
@@ -72,6 +73,15 @@ pub(crate) struct WorkStealing {
 }
 
 impl WorkStealing {
+    /// Puts `t` in the next-to-run slot (`spawned`: it was just spawned);
+    /// whatever sat there goes to the back of its ring.
+    fn put_next(&mut self, cx: &Cx<'_>, t: Thread, spawned: bool) {
+        self.next_is_spawned = spawned;
+        if let Some(displaced) = cx.next.replace(t) {
+            Self::push_back(cx, displaced);
+        }
+    }
+
     fn push_back(cx: &Cx<'_>, t: Thread) {
         let level = t.priority().level();
         if let Err(t) = cx.queue.push_back(level, t) {
@@ -88,20 +98,12 @@ impl Policy for WorkStealing {
                 // To the slot, unless a spawned thread waits there: it
                 // keeps the slot, and this one goes to the ring below.
                 Ready::Woken if !self.next_is_spawned || cx.next.is_empty() => {
-                    self.next_is_spawned = false;
-                    if let Some(displaced) = cx.next.replace(t) {
-                        Self::push_back(cx, displaced);
-                    }
-                    return;
+                    return self.put_next(cx, t, false);
                 }
                 // Only the owner fills the slot (thieves only empty it), so
                 // an empty slot and ring stay so until this `replace`.
                 Ready::Spawned if cx.next.is_empty() && cx.queue.is_empty(normal) => {
-                    self.next_is_spawned = true;
-                    if let Some(displaced) = cx.next.replace(t) {
-                        Self::push_back(cx, displaced);
-                    }
-                    return;
+                    return self.put_next(cx, t, true);
                 }
                 _ => {}
             }
@@ -134,22 +136,25 @@ impl Policy for WorkStealing {
         if let Some(t) = cx.shared.injector.pop_at_least(high) {
             return Some(t);
         }
-        if !cx.next.is_empty() {
-            if !self.next_is_spawned && self.picks.wrapping_sub(self.fair_at) > NEXT_STREAK_MAX {
-                self.fair_at = self.picks;
-                if let Some(t) = cx.queue.pop(normal) {
-                    return Some(t);
-                }
-                // Not a `Low` one: the slot's `Normal` thread goes first.
-                if let Some(t) = cx.shared.injector.pop_at_least(normal) {
-                    return Some(t);
-                }
-            }
-            if let Some(t) = cx.next.take() {
-                return Some(t);
-            }
+        // The slot goes before the `Normal` ring and the injector, unless
+        // its streak bound lets them go first this once.
+        let full = !cx.next.is_empty();
+        let defer = full
+            && !self.next_is_spawned
+            && self.picks.wrapping_sub(self.fair_at) > NEXT_STREAK_MAX;
+        if defer {
+            self.fair_at = self.picks;
+        } else if full && let Some(t) = cx.next.take() {
+            return Some(t);
         }
         if let Some(t) = cx.queue.pop(normal) {
+            return Some(t);
+        }
+        if let Some(t) = cx.shared.injector.pop_at_least(normal) {
+            return Some(t);
+        }
+        // Deferred, the slot's `Normal` thread still goes before any `Low`.
+        if let Some(t) = cx.next.take() {
             return Some(t);
         }
         if let Some(t) = cx.shared.injector.pop() {

@@ -270,8 +270,8 @@ impl<T> Drop for SpinGuard<'_, T> {
 /// on its own as it would without it.
 ///
 /// Held only for the few instructions of one step sequence: never across
-/// the program's code, and never across
-/// anything that may block in the kernel.
+/// the program's code, and never across anything that may block in the
+/// kernel.
 pub(crate) struct Entry(Option<Entered>);
 
 impl Entry {

@@ -561,10 +561,7 @@ pub(crate) enum Unparker {
 impl Unparker {
     /// The caller, as something to wake later.
     pub(crate) fn current() -> Unparker {
-        match processor::enter().and_then(|e| e.p.current_ref().cloned()) {
-            Some(t) => Unparker::Ferry(t),
-            None => Unparker::Kernel(std::thread::current()),
-        }
+        Unparker::current_entered(processor::enter().as_ref())
     }
 
     pub(crate) fn unpark(&self) {
@@ -607,12 +604,12 @@ impl Unparker {
         }
     }
 
-    /// The thread `e` runs, or (on no ferry thread) the calling kernel
-    /// thread: [`Unparker::current`] without entering the runtime again.
+    /// The thread `e` runs, or (with no entry, or none running) the calling
+    /// kernel thread: [`Unparker::current`] inside an entry already made.
     pub(crate) fn current_entered(e: Option<&processor::Entered>) -> Unparker {
         match e.and_then(|e| e.p.current_ref()) {
             Some(t) => Unparker::Ferry(t.clone()),
-            None => Unparker::current(),
+            None => Unparker::Kernel(std::thread::current()),
         }
     }
 }

@@ -783,8 +783,8 @@ pub(crate) fn critical_depth() -> u32 {
 fn critical_exit() {
     // `LOCAL` read here rather than through `local`, saving a call: this
     // function is never inlined and does not switch before its last use of
-    // `a` (only `preempt::chained` may, after the store), so the address cannot
-    // outlive the kernel thread it was read on.
+    // `a` (only `preempt::chained` may, after the store), so the address
+    // cannot outlive the kernel thread it was read on.
     // SAFETY: as in `local`.
     let Some(a) = (unsafe { LOCAL.with(Cell::get).as_ref() }) else {
         return;
