@@ -79,7 +79,7 @@ use crate::runtime::Shared;
 use crate::sched::{self, Cx, NextSlot, Policy, Ready, RunQueue, WorkStealing};
 use crate::stack::{Stack, StackCache};
 use crate::sys;
-use crate::thread::{DROPPED, HELD, Header, SUSPENDED, TERMINATED, Thread, ThreadId};
+use crate::thread::{DROPPED, HELD, Header, SUSPENDED, SmallBlock, TERMINATED, Thread, ThreadId};
 use crate::upcall::{self, Activation, Critical, Event, Kind, Posted};
 
 /// A processor looks at the timers at least once per this many switches.
@@ -88,6 +88,10 @@ const TIMER_CHECK_EVERY: u32 = 64;
 /// Stacks of the runtime's default size each processor keeps for its next
 /// spawns, without a lock; beyond that they go to the process-wide cache.
 const LOCAL_STACKS: usize = 64;
+
+/// Freed small thread blocks each processor keeps for its next spawns,
+/// without a lock (16 KiB); beyond that they go back to the allocator.
+pub(crate) const LOCAL_BLOCKS: usize = 64;
 
 /// Thread ids a processor takes from the runtime's counter at a time.
 const ID_BLOCK: u64 = 1024;
@@ -184,6 +188,13 @@ pub(crate) struct Owner {
 pub(crate) struct Processor {
     pub(crate) index: usize,
     owner: UnsafeCell<Owner>,
+    /// Freed small thread blocks for this processor's next spawns (see
+    /// `thread::raw`): touched, like `owner`, only by the kernel thread
+    /// driving the processor (or by `drain`), but apart from it, because a
+    /// block comes back from a thread's last drop, which may run while code
+    /// up the stack holds the `Owner` (`finish_switch` dropping a thread).
+    /// Each use is one push or pop, which frees no thread.
+    blocks: UnsafeCell<Vec<SmallBlock>>,
     /// The next-to-run slot (the policy's; thieves may take from it).
     next: NextSlot,
     /// The futex word while it sleeps in `idle`; see the module docs.
@@ -309,6 +320,7 @@ impl Processor {
                     account_cpu: false,
                     shared: ptr::null(),
                 }),
+                blocks: UnsafeCell::new(Vec::with_capacity(LOCAL_BLOCKS)),
                 next: NextSlot::new(),
                 sleep: AtomicU32::new(0),
                 willing_to_yield: AtomicBool::new(false),
@@ -689,6 +701,23 @@ impl Processor {
             None => StackCache::global().get(size)?,
         };
         Ok((id, stack))
+    }
+
+    /// A freed small thread block from this processor's cache, for a spawn
+    /// here; the caller has entered the processor.
+    pub(crate) fn take_block(&self) -> Option<SmallBlock> {
+        // SAFETY: only the kernel thread driving the processor gets here
+        // (the caller entered it), and the borrow ends with the pop, which
+        // frees nothing.
+        unsafe { (*self.blocks.get()).pop() }
+    }
+
+    /// How many freed small thread blocks this processor keeps (for tests);
+    /// the caller has entered it.
+    #[cfg(test)]
+    pub(crate) fn cached_blocks(&self) -> usize {
+        // SAFETY: as in `take_block`.
+        unsafe { (*self.blocks.get()).len() }
     }
 
     /// Takes back an exited thread's stack: into this processor's cache if
@@ -1125,12 +1154,29 @@ impl Processor {
         for stack in owner.stacks.drain(..) {
             StackCache::global().put(stack);
         }
+        // SAFETY: as for `owner` (the contract): nobody drives it.
+        unsafe { (*self.blocks.get()).clear() };
     }
 
     /// Wakes this processor if it sleeps in `idle`.
     pub(crate) fn wake(&self) {
         self.sleep.store(1, Release);
         sys::futex_wake_one(&self.sleep);
+    }
+}
+
+/// Keeps a freed small thread block in the cache of the processor the
+/// calling kernel thread drives, for its next spawns; frees it if there is
+/// none, or no room.
+pub(crate) fn keep_block(block: SmallBlock) {
+    if let Some(e) = enter() {
+        // SAFETY: we drive `e.p` (entered); the borrow ends with the push,
+        // which frees nothing (the vector has its full capacity from the
+        // start).
+        let blocks = unsafe { &mut *e.p.blocks.get() };
+        if blocks.len() < LOCAL_BLOCKS {
+            blocks.push(block);
+        }
     }
 }
 

@@ -613,6 +613,7 @@ impl Builder {
                 tag: 0,
             },
             || {},
+            None,
         );
         drop(join);
         let driver_stack = crate::stack::StackCache::global().get(shared.stack_size)?;

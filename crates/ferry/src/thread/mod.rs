@@ -118,10 +118,10 @@ pub(crate) use raw::Header;
 use raw::RawJoin;
 
 pub use crate::sched::Priority;
-pub(crate) use raw::{Spec, new as raw_new};
+pub(crate) use raw::{SmallBlock, Spec, new as raw_new};
 
 use crate::arch::{self, Context};
-use crate::processor::{self, Pending};
+use crate::processor::{self, Pending, Processor};
 use crate::runtime::Shared;
 use crate::sched::Ready;
 use crate::stack::Stack;
@@ -818,7 +818,7 @@ impl Builder {
             Ok(parts) => parts,
             Err(err) => return Ok(Err(err)),
         };
-        let (thread, raw) = self.make(shared, id, stack, f);
+        let (thread, raw) = self.make(shared, id, stack, f, Some(e.p));
         e.p.make_ready(thread, Ready::Spawned);
         Ok(Ok(JoinHandle { raw }))
     }
@@ -872,14 +872,15 @@ impl Builder {
         stack: Stack,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> JoinHandle<T> {
-        let (thread, raw) = self.make(shared, id, stack, f);
+        let (thread, raw) = self.make(shared, id, stack, f, None);
         let shared = Arc::clone(thread.shared());
         shared.schedule(thread, Ready::Spawned);
         JoinHandle { raw }
     }
 
     /// Makes the thread's block (not yet queued): the runtime's reference
-    /// and the join side's.
+    /// and the join side's; a small block from `cache`'s, the processor the
+    /// caller has entered, if it has one.
     // Always inlined: with two callers it was not, and the C fork then paid
     // a call and stored settings that fold away inline (capi.md, eighth
     // session: 64 of a fork+join's instructions).
@@ -890,6 +891,7 @@ impl Builder {
         id: ThreadId,
         mut stack: Stack,
         f: impl FnOnce() -> T + Send + 'static,
+        cache: Option<&Processor>,
     ) -> (Thread, RawJoin<T>) {
         stack.set_owner(id.0, self.name.as_deref());
         // SAFETY: the stack is fresh or reused (nothing runs on it), and it
@@ -907,6 +909,7 @@ impl Builder {
                 tag: self.tag,
             },
             f,
+            cache,
         )
     }
 }

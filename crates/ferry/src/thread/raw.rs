@@ -34,7 +34,21 @@
 //! The stage is touched by the thread alone until `COMPLETE`, by the join
 //! side alone after it; `DETACHED` set before `COMPLETE` keeps the join side
 //! away for good, so the thread drops the result right after storing it.
+//!
+//! # Small blocks
+//!
+//! A block whose `Cell<F, T>` fits [`SMALL_BLOCK`] (most do: the header is
+//! 176 bytes, a closure that captures a few words and a small result fit
+//! beside it) is always allocated with that layout, so that a freed one
+//! can serve any other such thread: a spawn on a processor takes one from
+//! the processor's cache ([`Processor::take_block`]), and the last
+//! reference's drop gives it back to the cache of the processor it runs on
+//! ([`crate::processor::keep_block`]); off a processor, or with the cache
+//! full, they come from and go to the global allocator. C-Threads kept
+//! exited threads' records for the next fork the same way. A larger cell
+//! is a `Box` of its own.
 
+use std::alloc::Layout;
 use std::any::TypeId;
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
@@ -206,12 +220,79 @@ impl<F: FnOnce() -> T + Send + 'static, T: Send + 'static> Cell<F, T> {
         }
     }
 
+    /// Whether this cell is allocated as a [`SmallBlock`] (see the module
+    /// docs).
+    const SMALL: bool = size_of::<Cell<F, T>>() <= SMALL_BLOCK.size()
+        && align_of::<Cell<F, T>>() <= SMALL_BLOCK.align();
+
     /// # Safety
-    /// `ptr` came from `Box::<Cell<F, T>>::into_raw` and nothing refers to
-    /// the block any more.
+    /// `ptr` came from [`new`] for this `(F, T)` and nothing refers to the
+    /// block any more.
     unsafe fn dealloc(ptr: NonNull<Header>) {
-        // SAFETY: by the contract, the box is ours to drop.
-        drop(unsafe { Box::from_raw(ptr.cast::<Cell<F, T>>().as_ptr()) });
+        let cell = ptr.cast::<Cell<F, T>>().as_ptr();
+        if Self::SMALL {
+            // Owned first, so that a panicking drop of the result still
+            // frees the memory.
+            // SAFETY: `new` allocated a small cell's memory with the small
+            // layout, and nothing refers to it any more (the contract).
+            let block = unsafe { SmallBlock::from_raw(ptr.cast()) };
+            // SAFETY: the cell is live and ours; it is not used again.
+            unsafe { ptr::drop_in_place(cell) };
+            crate::processor::keep_block(block);
+        } else {
+            // SAFETY: `new` made a large cell with `Box::new_uninit`, and
+            // the box is ours to drop (the contract).
+            drop(unsafe { Box::from_raw(cell) });
+        }
+    }
+}
+
+/// The layout of the thread blocks processors keep for reuse (see the
+/// module docs): 256 bytes at `malloc`'s own alignment.
+const SMALL_BLOCK: Layout = match Layout::from_size_align(256, 16) {
+    Ok(layout) => layout,
+    Err(_) => panic!("a valid layout"),
+};
+
+/// Memory for one small thread block that holds no live cell: freed to the
+/// global allocator when dropped, unless a processor's cache keeps it.
+pub(crate) struct SmallBlock(NonNull<u8>);
+
+// SAFETY: the block is plain memory that nobody else points at.
+unsafe impl Send for SmallBlock {}
+
+impl SmallBlock {
+    /// A fresh block from the global allocator.
+    fn alloc() -> SmallBlock {
+        // SAFETY: the layout's size is not zero.
+        let p = unsafe { std::alloc::alloc(SMALL_BLOCK) };
+        match NonNull::new(p) {
+            Some(p) => SmallBlock(p),
+            None => std::alloc::handle_alloc_error(SMALL_BLOCK),
+        }
+    }
+
+    /// Takes back the memory of a dropped small cell.
+    ///
+    /// # Safety
+    /// `p` was allocated with [`SMALL_BLOCK`] and nothing else owns it.
+    unsafe fn from_raw(p: NonNull<u8>) -> SmallBlock {
+        SmallBlock(p)
+    }
+
+    /// The memory, to build a cell in; the caller owns it from now on.
+    fn into_raw(self) -> NonNull<u8> {
+        let p = self.0;
+        std::mem::forget(self);
+        p
+    }
+}
+
+impl Drop for SmallBlock {
+    fn drop(&mut self) {
+        // SAFETY: allocated with this layout (`alloc`, or the contract of
+        // `from_raw`), owned by us alone.
+        unsafe { std::alloc::dealloc(self.0.as_ptr(), SMALL_BLOCK) };
     }
 }
 
@@ -274,22 +355,30 @@ pub(crate) struct Spec {
 }
 
 /// Makes a thread's block with two references: the returned [`Thread`] (the
-/// runtime's) and [`RawJoin`] (the handle's).
+/// runtime's) and [`RawJoin`] (the handle's). A small block comes from
+/// `cache`'s, the processor the caller has entered, if it has one.
 // Always inlined into `Builder::make`, so the header is written in place
 // with the spawn's constants folded.
 #[inline(always)]
-pub(crate) fn new<F, T>(spec: Spec, f: F) -> (Thread, RawJoin<T>)
+pub(crate) fn new<F, T>(spec: Spec, f: F, cache: Option<&Processor>) -> (Thread, RawJoin<T>)
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
     // Allocated first and filled in place: the block is not built on the
     // stack and copied.
-    let mut cell = Box::<Cell<F, T>>::new_uninit();
-    let p = cell.as_mut_ptr();
-    // SAFETY: `p` points at the box's uninitialised `Cell`; both of its
-    // fields are written here, once, before the box is assumed initialised.
-    let cell = unsafe {
+    let p: *mut Cell<F, T> = if Cell::<F, T>::SMALL {
+        let block = cache
+            .and_then(Processor::take_block)
+            .unwrap_or_else(SmallBlock::alloc);
+        block.into_raw().as_ptr().cast()
+    } else {
+        Box::into_raw(Box::<Cell<F, T>>::new_uninit()).cast()
+    };
+    // SAFETY: `p` points at memory for an uninitialised `Cell` (a small
+    // block's layout holds it: `SMALL`); both of its fields are written
+    // here, once.
+    unsafe {
         (&raw mut (*p).header).write(Header {
             refs: AtomicUsize::new(2),
             state: AtomicU32::new(super::EMPTY),
@@ -309,11 +398,10 @@ where
             vtable: &Cell::<F, T>::VTABLE,
         });
         (&raw mut (*p).stage).write(UnsafeCell::new(Stage::<F, T>::Ready(f)));
-        cell.assume_init()
-    };
-    // SAFETY: `Box::into_raw` is never null; `Cell` is `repr(C)` with the
+    }
+    // SAFETY: both allocations are never null; `Cell` is `repr(C)` with the
     // header first, so the cast points at the header.
-    let ptr = unsafe { NonNull::new_unchecked(Box::into_raw(cell)).cast::<Header>() };
+    let ptr = unsafe { NonNull::new_unchecked(p).cast::<Header>() };
     (
         Thread { ptr },
         RawJoin {
@@ -509,5 +597,81 @@ impl<T> Drop for RawJoin<T> {
             unsafe { (self.header().vtable.take_output)(self.ptr, (&raw mut out).cast()) };
         }
         release(self.ptr);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::processor;
+    use crate::thread;
+
+    /// Small blocks this processor keeps now.
+    fn cached() -> usize {
+        processor::enter()
+            .expect("on a processor")
+            .p
+            .cached_blocks()
+    }
+
+    /// A joined thread's block goes to its processor's cache, and the next
+    /// spawn there takes it back: the same memory, with the new thread's
+    /// own header and closure.
+    #[test]
+    fn a_joined_threads_block_serves_the_next_spawn() {
+        crate::Runtime::builder()
+            .processors(1)
+            .run(|| {
+                let before = cached();
+                let first = thread::spawn(|| 1u32);
+                let block = first.thread().as_ptr();
+                assert_eq!(first.join().unwrap(), 1);
+                assert_eq!(cached(), before + 1, "the joined block is kept");
+                let second = thread::Builder::new()
+                    .name("second")
+                    .spawn(|| (thread::current().name().map(str::to_owned), 2u32))
+                    .unwrap();
+                assert_eq!(second.thread().as_ptr(), block, "the kept block is reused");
+                assert_eq!(cached(), before);
+                assert_eq!(second.join().unwrap(), (Some("second".to_owned()), 2));
+            })
+            .unwrap();
+    }
+
+    /// The cache keeps at most `LOCAL_BLOCKS` blocks; the rest go back to
+    /// the allocator.
+    #[test]
+    fn a_processors_block_cache_is_bounded() {
+        crate::Runtime::builder()
+            .processors(1)
+            .run(|| {
+                let many = 2 * processor::LOCAL_BLOCKS;
+                let handles: Vec<_> = (0..many).map(|i| thread::spawn(move || i)).collect();
+                for (i, h) in handles.into_iter().enumerate() {
+                    assert_eq!(h.join().unwrap(), i);
+                }
+                assert_eq!(cached(), processor::LOCAL_BLOCKS);
+            })
+            .unwrap();
+    }
+
+    /// A thread whose closure or result does not fit a small block gets a
+    /// block of its own, which the cache does not take.
+    #[test]
+    fn a_large_thread_gets_a_block_of_its_own() {
+        crate::Runtime::builder()
+            .processors(1)
+            .run(|| {
+                let before = cached();
+                let big = [7u8; 1024];
+                let h = thread::spawn(move || {
+                    let mut out = big;
+                    out[1023] = 9;
+                    out
+                });
+                let out = h.join().unwrap();
+                assert!(out[..1023].iter().all(|&b| b == 7) && out[1023] == 9);
+                assert_eq!(cached(), before, "a large block is not cached");
+            })
+            .unwrap();
     }
 }
