@@ -273,6 +273,22 @@ impl Entered {
     pub(crate) fn hand_over(self) {
         self.critical.hand_over();
     }
+
+    /// How many freed small thread blocks the entered processor keeps (for
+    /// tests).
+    #[cfg(test)]
+    pub(crate) fn cached_blocks(&self) -> usize {
+        // SAFETY: as in `take_block`.
+        unsafe { (*self.p.blocks.get()).len() }
+    }
+
+    /// A freed small thread block from the entered processor's cache, for a
+    /// spawn there.
+    pub(crate) fn take_block(&self) -> Option<SmallBlock> {
+        // SAFETY: we drive `p` (entered), and the borrow ends with the pop,
+        // which frees nothing.
+        unsafe { (*self.p.blocks.get()).pop() }
+    }
 }
 
 /// Enters the runtime from the calling kernel thread: `None` if it drives no
@@ -701,23 +717,6 @@ impl Processor {
             None => StackCache::global().get(size)?,
         };
         Ok((id, stack))
-    }
-
-    /// A freed small thread block from this processor's cache, for a spawn
-    /// here; the caller has entered the processor.
-    pub(crate) fn take_block(&self) -> Option<SmallBlock> {
-        // SAFETY: only the kernel thread driving the processor gets here
-        // (the caller entered it), and the borrow ends with the pop, which
-        // frees nothing.
-        unsafe { (*self.blocks.get()).pop() }
-    }
-
-    /// How many freed small thread blocks this processor keeps (for tests);
-    /// the caller has entered it.
-    #[cfg(test)]
-    pub(crate) fn cached_blocks(&self) -> usize {
-        // SAFETY: as in `take_block`.
-        unsafe { (*self.blocks.get()).len() }
     }
 
     /// Takes back an exited thread's stack: into this processor's cache if

@@ -121,7 +121,7 @@ pub use crate::sched::Priority;
 pub(crate) use raw::{SmallBlock, Spec, new as raw_new};
 
 use crate::arch::{self, Context};
-use crate::processor::{self, Pending, Processor};
+use crate::processor::{self, Pending};
 use crate::runtime::Shared;
 use crate::sched::Ready;
 use crate::stack::Stack;
@@ -818,7 +818,7 @@ impl Builder {
             Ok(parts) => parts,
             Err(err) => return Ok(Err(err)),
         };
-        let (thread, raw) = self.make(shared, id, stack, f, Some(e.p));
+        let (thread, raw) = self.make(shared, id, stack, f, Some(&e));
         e.p.make_ready(thread, Ready::Spawned);
         Ok(Ok(JoinHandle { raw }))
     }
@@ -879,8 +879,8 @@ impl Builder {
     }
 
     /// Makes the thread's block (not yet queued): the runtime's reference
-    /// and the join side's; a small block from `cache`'s, the processor the
-    /// caller has entered, if it has one.
+    /// and the join side's; a small block from the cache of the processor
+    /// the caller has entered, if given.
     // Always inlined: with two callers it was not, and the C fork then paid
     // a call and stored settings that fold away inline (capi.md, eighth
     // session: 64 of a fork+join's instructions).
@@ -891,7 +891,7 @@ impl Builder {
         id: ThreadId,
         mut stack: Stack,
         f: impl FnOnce() -> T + Send + 'static,
-        cache: Option<&Processor>,
+        cache: Option<&processor::Entered>,
     ) -> (Thread, RawJoin<T>) {
         stack.set_owner(id.0, self.name.as_deref());
         // SAFETY: the stack is fresh or reused (nothing runs on it), and it

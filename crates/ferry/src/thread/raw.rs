@@ -40,13 +40,14 @@
 //! A block whose `Cell<F, T>` fits [`SMALL_BLOCK`] (most do: the header is
 //! 176 bytes, a closure that captures a few words and a small result fit
 //! beside it) is always allocated with that layout, so that a freed one
-//! can serve any other such thread: a spawn on a processor takes one from
-//! the processor's cache ([`Processor::take_block`]), and the last
-//! reference's drop gives it back to the cache of the processor it runs on
-//! ([`crate::processor::keep_block`]); off a processor, or with the cache
-//! full, they come from and go to the global allocator. C-Threads kept
-//! exited threads' records for the next fork the same way. A larger cell
-//! is a `Box` of its own.
+//! can serve any other such thread: a spawn by a thread on a processor
+//! (`spawn`, `Builder::spawn`) takes one from that processor's cache
+//! ([`Entered::take_block`]), and the last reference's drop gives it back to
+//! the cache of the processor it runs on ([`crate::processor::keep_block`]).
+//! Other spawns (from outside the runtime, its first thread) take a fresh
+//! one, and a drop off a processor, or with the cache full, frees it to the
+//! global allocator. C-Threads kept exited threads' records for the next
+//! fork the same way. A larger cell is a `Box` of its own.
 
 use std::alloc::Layout;
 use std::any::TypeId;
@@ -63,7 +64,7 @@ use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, fence};
 use super::local::LocalTable;
 use super::{Panic, Thread, ThreadId, Unparker};
 use crate::arch::Context;
-use crate::processor::Processor;
+use crate::processor::{Entered, Processor};
 use crate::runtime::Shared;
 use crate::sched::Priority;
 use crate::stack::Stack;
@@ -356,11 +357,11 @@ pub(crate) struct Spec {
 
 /// Makes a thread's block with two references: the returned [`Thread`] (the
 /// runtime's) and [`RawJoin`] (the handle's). A small block comes from
-/// `cache`'s, the processor the caller has entered, if it has one.
+/// the cache of the processor the caller has entered, if given.
 // Always inlined into `Builder::make`, so the header is written in place
 // with the spawn's constants folded.
 #[inline(always)]
-pub(crate) fn new<F, T>(spec: Spec, f: F, cache: Option<&Processor>) -> (Thread, RawJoin<T>)
+pub(crate) fn new<F, T>(spec: Spec, f: F, cache: Option<&Entered>) -> (Thread, RawJoin<T>)
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
@@ -369,7 +370,7 @@ where
     // stack and copied.
     let p: *mut Cell<F, T> = if Cell::<F, T>::SMALL {
         let block = cache
-            .and_then(Processor::take_block)
+            .and_then(Entered::take_block)
             .unwrap_or_else(SmallBlock::alloc);
         block.into_raw().as_ptr().cast()
     } else {
@@ -607,10 +608,7 @@ mod tests {
 
     /// Small blocks this processor keeps now.
     fn cached() -> usize {
-        processor::enter()
-            .expect("on a processor")
-            .p
-            .cached_blocks()
+        processor::enter().expect("on a processor").cached_blocks()
     }
 
     /// A joined thread's block goes to its processor's cache, and the next
@@ -621,17 +619,20 @@ mod tests {
         crate::Runtime::builder()
             .processors(1)
             .run(|| {
+                // The cache starts empty: one spawn and join leave a block.
+                thread::spawn(|| ()).join().unwrap();
                 let before = cached();
+                assert!(before >= 1, "a joined thread's block is kept");
                 let first = thread::spawn(|| 1u32);
+                assert_eq!(cached(), before - 1, "a spawn takes a kept block");
                 let block = first.thread().as_ptr();
                 assert_eq!(first.join().unwrap(), 1);
-                assert_eq!(cached(), before + 1, "the joined block is kept");
+                assert_eq!(cached(), before, "the joined block is kept");
                 let second = thread::Builder::new()
                     .name("second")
                     .spawn(|| (thread::current().name().map(str::to_owned), 2u32))
                     .unwrap();
                 assert_eq!(second.thread().as_ptr(), block, "the kept block is reused");
-                assert_eq!(cached(), before);
                 assert_eq!(second.join().unwrap(), (Some("second".to_owned()), 2));
             })
             .unwrap();
@@ -655,19 +656,22 @@ mod tests {
     }
 
     /// A thread whose closure or result does not fit a small block gets a
-    /// block of its own, which the cache does not take.
+    /// block of its own: it takes none from the cache, and gives none back.
     #[test]
     fn a_large_thread_gets_a_block_of_its_own() {
         crate::Runtime::builder()
             .processors(1)
             .run(|| {
+                thread::spawn(|| ()).join().unwrap();
                 let before = cached();
+                assert!(before >= 1);
                 let big = [7u8; 1024];
                 let h = thread::spawn(move || {
                     let mut out = big;
                     out[1023] = 9;
                     out
                 });
+                assert_eq!(cached(), before, "a large spawn takes no small block");
                 let out = h.join().unwrap();
                 assert!(out[..1023].iter().all(|&b| b == 7) && out[1023] == 9);
                 assert_eq!(cached(), before, "a large block is not cached");

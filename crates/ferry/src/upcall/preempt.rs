@@ -106,6 +106,13 @@ extern "C" fn on_signal(_signal: i32, _info: *mut libc::siginfo_t, ucontext: *mu
 /// did (the thread released its last spinlock or left the runtime). The
 /// activation is read afresh: the code may have been moved since.
 pub(crate) fn chained() {
+    // As for a signal: a panicking thread stays on its kernel thread (the
+    // monitor asks again at its next look). A drop while unwinding may
+    // enter the runtime (a thread block's last reference does), and its
+    // exit ends here.
+    if std::thread::panicking() {
+        return;
+    }
     if let Some(a) = activation::local() {
         interrupt(a, true);
     }
