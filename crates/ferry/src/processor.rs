@@ -16,9 +16,9 @@
 //!
 //! A processor's [`Owner`] part (its rings' producer side, its policy, its
 //! driver's scheduler context, the running thread, the pending action, its
-//! caches of stacks and thread ids) is touched only by the kernel thread
-//! whose activation holds the processor's driver word (see
-//! `upcall::activation`). The rest (`next`, `sleep`, `willing_to_yield`, the
+//! caches of stacks and thread ids), and its cache of freed thread blocks
+//! beside it, are touched only by the kernel thread whose activation holds
+//! the processor's driver word (see `upcall::activation`). The rest (`next`, `sleep`, `willing_to_yield`, the
 //! driver, dispatch and membership words) is atomic and touched by anyone.
 //!
 //! # The pending action
@@ -288,6 +288,18 @@ impl Entered {
         // SAFETY: we drive `p` (entered), and the borrow ends with the pop,
         // which frees nothing.
         unsafe { (*self.p.blocks.get()).pop() }
+    }
+
+    /// Keeps a freed small thread block in the entered processor's cache if
+    /// there is room; frees it otherwise.
+    fn keep_block(&self, block: SmallBlock) {
+        // SAFETY: we drive `p` (entered); the borrow ends with the push,
+        // which frees nothing (the vector has its full capacity from the
+        // start).
+        let blocks = unsafe { &mut *self.p.blocks.get() };
+        if blocks.len() < LOCAL_BLOCKS {
+            blocks.push(block);
+        }
     }
 }
 
@@ -1169,13 +1181,7 @@ impl Processor {
 /// none, or no room.
 pub(crate) fn keep_block(block: SmallBlock) {
     if let Some(e) = enter() {
-        // SAFETY: we drive `e.p` (entered); the borrow ends with the push,
-        // which frees nothing (the vector has its full capacity from the
-        // start).
-        let blocks = unsafe { &mut *e.p.blocks.get() };
-        if blocks.len() < LOCAL_BLOCKS {
-            blocks.push(block);
-        }
+        e.keep_block(block);
     }
 }
 
