@@ -18,8 +18,9 @@
 //! driver's scheduler context, the running thread, the pending action, its
 //! caches of stacks and thread ids), and its cache of freed thread blocks
 //! beside it, are touched only by the kernel thread whose activation holds
-//! the processor's driver word (see `upcall::activation`). The rest (`next`, `sleep`, `willing_to_yield`, the
-//! driver, dispatch and membership words) is atomic and touched by anyone.
+//! the processor's driver word (see `upcall::activation`). The rest
+//! (`next`, `sleep`, `willing_to_yield`, the driver, dispatch and
+//! membership words) is atomic and touched by anyone.
 //!
 //! # The pending action
 //!
