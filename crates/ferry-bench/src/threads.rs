@@ -6,9 +6,10 @@
 //! goroutines.
 //!
 //! This module owns the rows, the systems under test, the run schedule and
-//! the targets of issue 3; summarising and printing go through
-//! [`crate::measure`] and [`crate::report`]. The Go side is a small
-//! standard-library program in `crates/ferry-bench/go/` (see [`go`]).
+//! the targets against Go, Tokio and kernel threads; summarising and
+//! printing go through [`crate::measure`] and [`crate::report`]. The Go side
+//! is a small standard-library program in `crates/ferry-bench/go/` (see
+//! [`go`]).
 //!
 //! # Rows
 //!
@@ -65,7 +66,7 @@
 //! meaningful loop. Runtimes (ferry's, Tokio's) are built outside the timed
 //! part of each run.
 //!
-//! Issue 5's targets (`--lang c`) are ratios between two systems of one
+//! The C API's targets (`--lang c`) are ratios between two systems of one
 //! row, and are judged on the median of the per-round ratios: a round runs
 //! the row's systems back to back, so each ratio is taken within tens of
 //! milliseconds, while the host's slow and fast phases last seconds. The
@@ -1128,7 +1129,7 @@ fn size_run(kind: Kind, estimate_ns: f64, target: Duration) -> u64 {
 }
 
 /// Runs the experiment and prints its results to stdout (table or JSON
-/// lines), and the targets of issue 3.
+/// lines), and the targets against Go, Tokio and kernel threads.
 pub fn run(args: &Args) -> Result<(), RunError> {
     let runs = args.runs();
     let target = args.target();
@@ -1391,9 +1392,12 @@ fn fmt_ns(ns: f64) -> String {
     }
 }
 
-/// The targets of issue 3, each a ratio of medians from this run.
+/// The targets against Go, Tokio and kernel threads, each a ratio of
+/// medians from this run.
 fn targets(results: &[Result1]) -> String {
-    let mut out = String::from("targets (issue 3), ratios of the medians above:\n");
+    let mut out = String::from(
+        "targets (against Go, Tokio and kernel threads), ratios of the medians above:\n",
+    );
     let ferry = |row| ferry_ns(results, row);
     let other = |row, sys| system_ns(results, row, sys);
     // (description, ferry's row, other system, the factor ferry must beat it by)
@@ -1487,12 +1491,12 @@ fn paired_ratio(results: &[Result1], row: Row, num: SysId, den: SysId) -> Option
     Stats::from_samples(&ratios).map(|s| s.median)
 }
 
-/// Issue 5's targets, from a `--lang c` run: each judged on the median of
+/// The C API's targets, from a `--lang c` run: each judged on the median of
 /// the per-round ratios ([`paired_ratio`]), with the ratio of the medians
 /// above printed beside it.
 fn c_targets(results: &[Result1]) -> String {
     let mut out = String::from(
-        "targets (issue 5), judged on the median of per-round ratios (each round runs C and Rust, or C-Threads and pthreads, back to back); the ratio of the medians above beside it:\n",
+        "targets (C API against Rust and pthreads), judged on the median of per-round ratios (each round runs C and Rust, or C-Threads and pthreads, back to back); the ratio of the medians above beside it:\n",
     );
     for row in [
         Row::Fork,

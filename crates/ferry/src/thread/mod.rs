@@ -882,8 +882,8 @@ impl Builder {
     /// and the join side's; a small block from the cache of the processor
     /// the caller has entered, if given.
     // Always inlined: with two callers it was not, and the C fork then paid
-    // a call and stored settings that fold away inline (capi.md, eighth
-    // session: 64 of a fork+join's instructions).
+    // a call and stored settings that fold away inline (64 of a C
+    // fork+join's instructions, counted with callgrind).
     #[inline(always)]
     fn make<T: Send + 'static>(
         self,
