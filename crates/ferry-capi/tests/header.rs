@@ -62,16 +62,37 @@ fn generate(sources: &[&str], config: cbindgen::Config) -> String {
 
 fn cthreads_h() -> String {
     generate(
-        &["handles.rs", "cthreads.rs"],
+        &["handles.rs", "cthreads.rs", "kernel.rs"],
         config(
             "FERRY_CTHREADS_H",
             &[],
-            "/* Static initialisers: all-zero storage is an unlocked mutex and a\n * \
-             condition nobody waits on. */\n\
-             #define MUTEX_INITIALIZER { { 0 } }\n\
-             #define CONDITION_INITIALIZER { { 0 } }\n\
-             /* The \"no thread\" handle. */\n\
-             #define NO_CTHREAD ((cthread_t)0)\n",
+            concat!(
+                "/* Static initialisers: all-zero storage is an unlocked mutex and a\n * ",
+                "condition nobody waits on. */\n",
+                "#define MUTEX_INITIALIZER { { 0 } }\n",
+                "#define CONDITION_INITIALIZER { { 0 } }\n",
+                "/* The \"no thread\" handle. */\n",
+                "#define NO_CTHREAD ((cthread_t)0)\n",
+                "\n",
+                "/* errno is per cthread. glibc declares __errno_location const, so a\n",
+                " * compiler may keep errno's address across cthread_yield() or\n",
+                " * mutex_lock(), after which the cthread may run on another kernel\n",
+                " * thread. Here errno goes through ferry_errno_location(), which is not\n",
+                " * const: its address is asked for again at each use after a call.\n",
+                " * <errno.h> is included first, so this definition stands whichever\n",
+                " * order a program includes <errno.h> and this header in. */\n",
+                "#include <errno.h>\n",
+                "#undef errno\n",
+                "#define errno (*ferry_errno_location())\n",
+                "\n",
+                "/* __thread / _Thread_local data, and the C library's other per-thread\n",
+                " * state, belong to the kernel thread, not to the cthread: a cthread may\n",
+                " * resume on another kernel thread after any call that blocks or\n",
+                " * yields, and the compiler may keep such a variable's address across\n",
+                " * that call. Keep per-cthread data with cthread_set_data() and\n",
+                " * cthread_data(); see crates/ferry-capi/src/lib.rs, \"Thread-local\n",
+                " * data\". */\n",
+            ),
         ),
     )
 }
