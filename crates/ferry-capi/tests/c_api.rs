@@ -333,6 +333,32 @@ fn errno_is_per_cthread_across_yields_and_moves() {
     );
 }
 
+/// The replacement for `__thread` in a cthread: `cthread_set_data` /
+/// `cthread_data` follow the cthread across yields and processors.
+#[test]
+fn per_cthread_data_follows_the_thread_across_processors() {
+    run("thread_data.c", &[("FERRY_PROCESSORS", "2")]);
+}
+
+/// A pthread whose call is the program's first ferry call: the runtime
+/// starts without adopting it, so it returns on its own kernel thread and
+/// `pthread_join` in `main` returns. Twenty runs of each link: a hang in
+/// any is killed and fails the test.
+#[test]
+fn a_first_call_from_a_pthread_never_hangs_its_join() {
+    let source = crate_dir().join("tests/c/pthread_first.c");
+    for link in [Link::Shared, Link::Static] {
+        let exe = compile(&source, link);
+        for i in 0..20 {
+            check_run(
+                &exe,
+                &[("FERRY_PROCESSORS", "2")],
+                &format!("pthread_first.c ({link:?}, run {i})"),
+            );
+        }
+    }
+}
+
 #[test]
 fn fork_keeps_only_the_calling_thread_and_ferry_works_in_the_child() {
     run("fork_child.c", &[("FERRY_PROCESSORS", "2")]);

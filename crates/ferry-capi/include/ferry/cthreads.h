@@ -115,8 +115,10 @@ void cthread_detach(cthread_t t);
 void cthread_yield(void);
 
 /*
- The calling thread's handle; `NO_CTHREAD` on a kernel thread that runs
- no ferry thread (any kernel thread but the first to call ferry).
+ The calling thread's handle; `NO_CTHREAD` on a kernel thread outside
+ the runtime (a pthread, or `main` if the runtime was started from a
+ pthread), which may still call the other functions as the C API's
+ module docs say.
  */
 cthread_t cthread_self(void);
 
