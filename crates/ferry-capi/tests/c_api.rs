@@ -242,6 +242,23 @@ fn run(name: &str, env: &[(&str, &str)]) {
     }
 }
 
+/// Runs C test `name` built at -O2 with every compiler at hand.
+fn run_with_each_compiler(name: &str, env: &[(&str, &str)]) {
+    let source = crate_dir().join("tests/c").join(name);
+    for compiler in compilers() {
+        let tag = format!("-{compiler}");
+        let cc = Cc {
+            compiler,
+            flags: &["-O2"],
+            tag: &tag,
+        };
+        for link in [Link::Shared, Link::Static] {
+            let exe = compile_with(&source, link, &cc);
+            check_run(&exe, env, &format!("{name} ({link:?}, {compiler})"));
+        }
+    }
+}
+
 /// Runs C test `name` built with every compiler at hand, at -O2 and -O3,
 /// with and without -flto, each with `variants` (extra flags; `&[""]` for
 /// none), shared and static.
@@ -331,6 +348,13 @@ fn errno_is_per_cthread_across_yields_and_moves() {
         &["", "-DERRNO_FIRST"],
         &[("FERRY_PROCESSORS", "2")],
     );
+}
+
+/// Every name in the headers, in one program built with `-Wall -Wextra
+/// -Werror` by gcc and clang.
+#[test]
+fn a_program_using_every_name_in_the_headers_builds_cleanly_and_runs() {
+    run_with_each_compiler("every_name.c", &[]);
 }
 
 /// The replacement for `__thread` in a cthread: `cthread_set_data` /
