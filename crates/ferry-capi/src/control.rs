@@ -233,9 +233,8 @@ extern "C" fn after_fork_in_child() {
     CURRENT.store(Box::into_raw(Box::new(Started { handle, first })), Release);
 }
 
-/// The runtime, started with defaults if nothing started it yet (the
-/// calling kernel thread's flow becoming its first thread); `None` if it
-/// could not start.
+/// The runtime, started with defaults if nothing started it yet (as
+/// [`start`] says); `None` if it could not start.
 #[inline]
 pub(crate) fn ensure() -> Option<&'static ferry_rt::Handle> {
     // Once started, one load (every C call comes through here).
@@ -259,10 +258,16 @@ pub(crate) fn is_first_thread(h: cthread_t) -> bool {
     !h.is_null() && current().is_some_and(|s| s.first == h)
 }
 
-/// Starts the runtime with `config` (`NULL`: defaults), making the calling
-/// kernel thread's flow its first thread. Call it first, before any other
-/// ferry call; afterwards it returns `FERRY_FAILURE` and changes nothing.
-/// `FERRY_RESOURCE_SHORTAGE` if the runtime could not start.
+/// Starts the runtime with `config` (`NULL`: defaults). Called from the
+/// process's main thread, it makes the caller's flow the first cthread
+/// (`"main"`); from any other kernel thread (a pthread), the runtime starts
+/// in the background and the caller stays a kernel thread outside it, as
+/// it must to return from its start routine; from a ferry thread of a
+/// Rust program, the C API uses that thread's runtime and `config` is not
+/// used. The first ferry call of any kind does the same with defaults.
+/// Call it first, before any other ferry call; afterwards it returns
+/// `FERRY_FAILURE` and changes nothing. `FERRY_RESOURCE_SHORTAGE` if the
+/// runtime could not start.
 ///
 /// # Safety
 /// `config` is `NULL` or points at a `struct ferry_config`.

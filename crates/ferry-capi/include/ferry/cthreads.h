@@ -298,10 +298,12 @@ void cthread_unwire(void);
 #undef errno
 #define errno (*ferry_errno_location())
 
-/* __thread / _Thread_local data, and the C library's other per-thread
- * state, belong to the kernel thread, not to the cthread: a cthread may
- * resume on another kernel thread after any call that blocks or
- * yields, and the compiler may keep such a variable's address across
- * that call. Keep per-cthread data with cthread_set_data() and
- * cthread_data(); see crates/ferry-capi/src/lib.rs, "Thread-local
- * data". */
+/* __thread and _Thread_local data, and the C library's own per-thread
+ * state, belong to the kernel thread running the cthread at the
+ * moment, not to the cthread: after any call that may block or yield
+ * (with a time slice, anywhere) the cthread may run on another kernel
+ * thread, and the compiler may go on using the variable of the kernel
+ * thread it left. Keep per-cthread state with
+ * cthread_set_data(cthread_self(), p) and cthread_data(cthread_self()).
+ * ferry gives no cthread an FS base (TLS) of its own: glibc keeps its
+ * thread control block at fs:0, and each cthread would need a copy. */
