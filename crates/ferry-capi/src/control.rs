@@ -68,7 +68,9 @@ pub struct ferry_config {
 
 struct Started {
     handle: ferry_rt::Handle,
-    /// The first thread's handle.
+    /// The first thread's handle: the adopted flow's (`main`'s), or
+    /// `NO_FIRST` if the runtime was started from a kernel thread that was
+    /// not adopted.
     first: cthread_t,
 }
 
@@ -112,16 +114,41 @@ fn builder(config: Option<&ferry_config>) -> ferry_rt::Builder {
     b
 }
 
+/// Whether the calling kernel thread is the process's main thread (the one
+/// whose id is the process id): the only one whose flow ferry adopts.
+fn on_main_kernel_thread() -> bool {
+    // SAFETY: plain system calls without arguments.
+    unsafe { libc::gettid() == libc::getpid() }
+}
+
+/// Starts the runtime for the C API, on the first call:
+///
+/// - on a ferry thread (a Rust program's): the C API uses that runtime;
+/// - on the process's main kernel thread: a new runtime adopts the
+///   caller's flow, which becomes the first thread (`main`);
+/// - on any other kernel thread (a pthread): a new runtime starts in the
+///   background and the caller stays a kernel thread outside it, so its
+///   flow returns from its start routine on the kernel thread it began on.
 fn start(config: Option<&ferry_config>) -> bool {
     let b = builder(config);
-    let Ok(handle) = b.adopt() else {
-        return false;
+    let (handle, first) = if ferry_rt::thread::try_current().is_some() {
+        (ferry_rt::Handle::current(), NO_FIRST)
+    } else if on_main_kernel_thread() {
+        let Ok(handle) = b.adopt() else {
+            return false;
+        };
+        let me = ferry_rt::current();
+        let Some(first) = handles::alloc_known(me.clone(), c"main".as_ptr() as usize) else {
+            return false;
+        };
+        me.set_tag(first as usize);
+        (handle, first)
+    } else {
+        let Ok(handle) = b.start() else {
+            return false;
+        };
+        (handle, NO_FIRST)
     };
-    let me = ferry_rt::current();
-    let Some(first) = handles::alloc_known(me.clone(), c"main".as_ptr() as usize) else {
-        return false;
-    };
-    me.set_tag(first as usize);
     *BUILDER
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(b);
@@ -136,6 +163,9 @@ fn start(config: Option<&ferry_config>) -> bool {
     };
     true
 }
+
+/// `Started::first` when no flow was adopted.
+const NO_FIRST: cthread_t = ptr::null_mut();
 
 /// The runtime now, if it started.
 fn current() -> Option<&'static Started> {
@@ -157,20 +187,35 @@ extern "C" fn after_fork_in_parent() {
 
 /// In a fork child: the calling flow is the only thread left. Its record
 /// stays (now the child's first thread's), every other record goes, and
-/// the flow is adopted into a fresh runtime with the parent's settings.
+/// the flow is adopted into a fresh runtime with the parent's settings. A
+/// flow that was no ferry thread (a kernel thread outside the runtime)
+/// stays one: the fresh runtime starts in the background.
 extern "C" fn after_fork_in_child() {
     if current().is_none() {
         return;
     }
     // The parent's runtime state was copied into the child whole; reading
     // the calling thread's tag through it is still sound.
-    let keep = ferry_rt::thread::try_current().map_or(0, |t| t.tag()) as cthread_t;
+    let was_ferry_thread = ferry_rt::thread::try_current();
+    let keep = was_ferry_thread.as_ref().map_or(0, |t| t.tag()) as cthread_t;
     handles::forget_all_but(keep);
     let b = BUILDER
         .try_lock()
         .ok()
         .and_then(|g| g.clone())
         .unwrap_or_else(|| builder(None));
+    if was_ferry_thread.is_none() {
+        let Ok(handle) = b.start() else {
+            eprintln!("ferry: cannot start a runtime in the fork child — aborting");
+            std::process::abort();
+        };
+        let started = Started {
+            handle,
+            first: NO_FIRST,
+        };
+        CURRENT.store(Box::into_raw(Box::new(started)), Release);
+        return;
+    }
     // SAFETY: a fork child, on the flow that forked, before anything else.
     let Ok(handle) = (unsafe { b.adopt_after_fork() }) else {
         eprintln!("ferry: cannot start a runtime in the fork child — aborting");
@@ -188,9 +233,8 @@ extern "C" fn after_fork_in_child() {
     CURRENT.store(Box::into_raw(Box::new(Started { handle, first })), Release);
 }
 
-/// The runtime, started with defaults if nothing started it yet (the
-/// calling kernel thread's flow becoming its first thread); `None` if it
-/// could not start.
+/// The runtime, started with defaults if nothing started it yet (as
+/// [`start`] says); `None` if it could not start.
 #[inline]
 pub(crate) fn ensure() -> Option<&'static ferry_rt::Handle> {
     // Once started, one load (every C call comes through here).
@@ -211,13 +255,19 @@ fn ensure_slow() -> Option<&'static ferry_rt::Handle> {
 /// Whether `h` is the program's first thread (in a fork child: the thread
 /// that forked).
 pub(crate) fn is_first_thread(h: cthread_t) -> bool {
-    current().is_some_and(|s| s.first == h)
+    !h.is_null() && current().is_some_and(|s| s.first == h)
 }
 
-/// Starts the runtime with `config` (`NULL`: defaults), making the calling
-/// kernel thread's flow its first thread. Call it first, before any other
-/// ferry call; afterwards it returns `FERRY_FAILURE` and changes nothing.
-/// `FERRY_RESOURCE_SHORTAGE` if the runtime could not start.
+/// Starts the runtime with `config` (`NULL`: defaults). Called from the
+/// process's main thread, it makes the caller's flow the first cthread
+/// (`"main"`); from any other kernel thread (a pthread), the runtime starts
+/// in the background and the caller stays a kernel thread outside it, as
+/// it must to return from its start routine; from a ferry thread of a
+/// Rust program, the C API uses that thread's runtime and `config` is not
+/// used. The first ferry call of any kind does the same with defaults.
+/// Call it first, before any other ferry call; afterwards it returns
+/// `FERRY_FAILURE` and changes nothing. `FERRY_RESOURCE_SHORTAGE` if the
+/// runtime could not start.
 ///
 /// # Safety
 /// `config` is `NULL` or points at a `struct ferry_config`.

@@ -201,8 +201,10 @@ pub extern "C" fn cthread_yield() {
     ferry_rt::yield_now();
 }
 
-/// The calling thread's handle; `NO_CTHREAD` on a kernel thread that runs
-/// no ferry thread (any kernel thread but the first to call ferry).
+/// The calling thread's handle; `NO_CTHREAD` on a kernel thread outside
+/// the runtime (a pthread, or `main` if the runtime was started from a
+/// pthread), which may still call the other functions as the C API's
+/// module docs say.
 #[unsafe(no_mangle)]
 pub extern "C" fn cthread_self() -> cthread_t {
     control::ensure();

@@ -1,15 +1,20 @@
 //! The C tests: every program under `tests/c/` is compiled with the system
-//! `cc` (`c++` for `.cpp`) against `libferry.so` and against `libferry.a`,
-//! run, and must print `ok` (or, for `unwind.cpp`, abort with ferry's
-//! message).
+//! `cc` (`c++` for `.cpp`) at -O2 against `libferry.so` and against
+//! `libferry.a`, run, and must print `ok` (or, for `unwind.cpp`, abort with
+//! ferry's message). The tests of what the compiler may do with the headers
+//! (errno, every name at `-Wall -Werror`) build with gcc and, when it is
+//! installed, clang; errno's also at -O3 and with -flto. A run that has not
+//! ended after two minutes is killed and fails its test.
 //!
 //! `cargo test` does not build a crate's `cdylib`/`staticlib` for its
 //! integration tests, so the harness runs `cargo build -p ferry-capi` (same
 //! profile, same target directory) once first; the libraries land beside
 //! the test binary's `deps/` directory.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// The libraries a Rust static library needs from the system.
 const STATIC_DEPS: &[&str] = &[
@@ -67,18 +72,55 @@ enum Link {
     Static,
 }
 
+/// How to compile one C test: the compiler, its flags beyond the common
+/// ones, and a tag that keeps the executables of different builds apart.
+struct Cc<'a> {
+    compiler: &'a str,
+    flags: &'a [&'a str],
+    tag: &'a str,
+}
+
+/// The default build: the system `cc` (`c++` for `.cpp`) at -O2.
+const DEFAULT: Cc<'static> = Cc {
+    compiler: "",
+    flags: &["-O2"],
+    tag: "",
+};
+
+/// The C compilers to build with: `gcc`, and `clang` when it is installed.
+fn compilers() -> Vec<&'static str> {
+    let mut v = vec!["gcc"];
+    let clang = Command::new("clang").arg("--version").output();
+    if clang.is_ok_and(|o| o.status.success()) {
+        v.push("clang");
+    } else {
+        eprintln!("clang is not installed: the C tests build with gcc only");
+    }
+    v
+}
+
 fn compile(source: &Path, link: Link) -> PathBuf {
+    compile_with(source, link, &DEFAULT)
+}
+
+fn compile_with(source: &Path, link: Link, cc: &Cc<'_>) -> PathBuf {
     let libs = lib_dir();
     let out_dir = libs.join("ferry-capi-ctests");
     std::fs::create_dir_all(&out_dir).unwrap();
     let stem = source.file_stem().unwrap().to_string_lossy();
-    let exe = out_dir.join(format!("{stem}-{link:?}").to_lowercase());
+    let exe = out_dir.join(format!("{stem}{}-{link:?}", cc.tag).to_lowercase());
     let cpp = source.extension().is_some_and(|e| e == "cpp");
-    let mut cmd = Command::new(if cpp { "c++" } else { "cc" });
+    let compiler = match cc.compiler {
+        "" if cpp => "c++",
+        "" => "cc",
+        c => c,
+    };
+    let mut cmd = Command::new(compiler);
     if !cpp {
         cmd.arg("-std=c11").arg("-D_GNU_SOURCE");
     }
-    cmd.args(["-O2", "-g", "-Wall", "-Wextra", "-Werror", "-pthread"])
+    cmd.args(cc.flags)
+        .args(["-g", "-Wall", "-Wextra", "-Werror", "-pthread"])
         .arg("-I")
         .arg(crate_dir().join("include"))
         .arg(source)
@@ -89,35 +131,171 @@ fn compile(source: &Path, link: Link) -> PathBuf {
             cmd.arg("-L").arg(&libs).arg("-lferry");
             cmd.arg(format!("-Wl,-rpath,{}", libs.display()));
         }
+        Link::Static if compiler == "clang" && cc.flags.contains(&"-flto") => {
+            cmd.arg(static_lib_without_bitcode()).args(STATIC_DEPS);
+        }
         Link::Static => {
             cmd.arg(libs.join("libferry.a")).args(STATIC_DEPS);
         }
     }
-    let out = cmd.output().expect("the system C compiler (cc) runs");
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("the C compiler {compiler} does not run: {e}"));
     assert!(
         out.status.success(),
-        "compiling {} ({link:?}) failed:\n{}",
+        "compiling {} ({link:?}, {compiler} {:?}) failed:\n{}",
         source.display(),
+        cc.flags,
         String::from_utf8_lossy(&out.stderr)
     );
     exe
+}
+
+/// `libferry.a` without the LLVM bitcode rustc embeds in its objects
+/// (made once per test process). clang's LTO reads that bitcode, and a
+/// clang whose LLVM is older than rustc's refuses it ("Opaque pointers are
+/// only supported..."); the README tells clang -flto users to strip it so.
+fn static_lib_without_bitcode() -> PathBuf {
+    static STRIPPED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    STRIPPED
+        .get_or_init(|| {
+            let libs = lib_dir();
+            let out = libs.join("ferry-capi-ctests").join("libferry-nobitcode.a");
+            std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+            let status = Command::new("objcopy")
+                .args(["--remove-section=.llvmbc", "--remove-section=.llvmcmd"])
+                .arg(libs.join("libferry.a"))
+                .arg(&out)
+                .status()
+                .expect("objcopy runs");
+            assert!(status.success(), "objcopy could not strip libferry.a");
+            out
+        })
+        .clone()
+}
+
+/// How long one run of a C test may take before it counts as hung.
+const RUN_LIMIT: Duration = Duration::from_secs(120);
+
+/// Runs `exe` with `env`, killing it if it has not ended within
+/// [`RUN_LIMIT`]: a hang fails the test (`None`) instead of stalling it.
+fn run_exe(exe: &Path, env: &[(&str, &str)]) -> Option<Output> {
+    let mut child = Command::new(exe)
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{} does not start: {e}", exe.display()));
+    // Drain the pipes while waiting, so a chatty program cannot block.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = stdout.read_to_end(&mut b);
+        b
+    });
+    let err = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = stderr.read_to_end(&mut b);
+        b
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if start.elapsed() > RUN_LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = out.join().unwrap();
+    let stderr = err.join().unwrap();
+    status.map(|status| Output {
+        status,
+        stdout,
+        stderr,
+    })
+}
+
+/// Runs `exe` and checks that it ended well and printed `ok`.
+fn check_run(exe: &Path, env: &[(&str, &str)], what: &str) {
+    let Some(out) = run_exe(exe, env) else {
+        panic!("{what} hung: killed after {RUN_LIMIT:?}");
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.lines().any(|l| l == "ok"),
+        "{what} failed: {:?}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn run(name: &str, env: &[(&str, &str)]) {
     let source = crate_dir().join("tests/c").join(name);
     for link in [Link::Shared, Link::Static] {
         let exe = compile(&source, link);
-        let out = Command::new(&exe)
-            .envs(env.iter().copied())
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && stdout.lines().any(|l| l == "ok"),
-            "{name} ({link:?}) failed: {:?}\nstdout:\n{stdout}\nstderr:\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
+        check_run(&exe, env, &format!("{name} ({link:?})"));
+    }
+}
+
+/// Runs C test `name` built at -O2 with every compiler at hand.
+fn run_with_each_compiler(name: &str, env: &[(&str, &str)]) {
+    let source = crate_dir().join("tests/c").join(name);
+    for compiler in compilers() {
+        let tag = format!("-{compiler}");
+        let cc = Cc {
+            compiler,
+            flags: &["-O2"],
+            tag: &tag,
+        };
+        for link in [Link::Shared, Link::Static] {
+            let exe = compile_with(&source, link, &cc);
+            check_run(&exe, env, &format!("{name} ({link:?}, {compiler})"));
+        }
+    }
+}
+
+/// Runs C test `name` built with every compiler at hand, at -O2 and -O3,
+/// with and without -flto, each with `variants` (extra flags; `&[""]` for
+/// none), shared and static.
+fn run_everywhere(name: &str, variants: &[&str], env: &[(&str, &str)]) {
+    let source = crate_dir().join("tests/c").join(name);
+    for compiler in compilers() {
+        for opt in ["-O2", "-O3"] {
+            for lto in [false, true] {
+                for variant in variants {
+                    let mut flags = vec![opt];
+                    if lto {
+                        flags.push("-flto");
+                    }
+                    if !variant.is_empty() {
+                        flags.push(variant);
+                    }
+                    let tag = format!(
+                        "-{compiler}{opt}{}{}",
+                        if lto { "-lto" } else { "" },
+                        variant.trim_start_matches("-D").to_lowercase()
+                    );
+                    let cc = Cc {
+                        compiler,
+                        flags: &flags,
+                        tag: &tag,
+                    };
+                    for link in [Link::Shared, Link::Static] {
+                        let exe = compile_with(&source, link, &cc);
+                        check_run(
+                            &exe,
+                            env,
+                            &format!("{name} ({link:?}, {compiler} {flags:?})"),
+                        );
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -161,9 +339,48 @@ fn suspend_wait_resume_and_info_on_another_thread() {
     run("control.c", &[("FERRY_PROCESSORS", "2")]);
 }
 
+/// errno in plain C, written and read around switches with no helper
+/// functions, whatever the compiler, optimisation, LTO and include order.
 #[test]
 fn errno_is_per_cthread_across_yields_and_moves() {
-    run("errno_moves.c", &[("FERRY_PROCESSORS", "2")]);
+    run_everywhere(
+        "errno_moves.c",
+        &["", "-DERRNO_FIRST"],
+        &[("FERRY_PROCESSORS", "2")],
+    );
+}
+
+/// Every name in the headers, in one program built with `-Wall -Wextra
+/// -Werror` by gcc and clang.
+#[test]
+fn a_program_using_every_name_in_the_headers_builds_cleanly_and_runs() {
+    run_with_each_compiler("every_name.c", &[]);
+}
+
+/// The replacement for `__thread` in a cthread: `cthread_set_data` /
+/// `cthread_data` follow the cthread across yields and processors.
+#[test]
+fn per_cthread_data_follows_the_thread_across_processors() {
+    run("thread_data.c", &[("FERRY_PROCESSORS", "2")]);
+}
+
+/// A pthread whose call is the program's first ferry call: the runtime
+/// starts without adopting it, so it returns on its own kernel thread and
+/// `pthread_join` in `main` returns. Twenty runs of each link: a hang in
+/// any is killed and fails the test.
+#[test]
+fn a_first_call_from_a_pthread_never_hangs_its_join() {
+    let source = crate_dir().join("tests/c/pthread_first.c");
+    for link in [Link::Shared, Link::Static] {
+        let exe = compile(&source, link);
+        for i in 0..20 {
+            check_run(
+                &exe,
+                &[("FERRY_PROCESSORS", "2")],
+                &format!("pthread_first.c ({link:?}, run {i})"),
+            );
+        }
+    }
 }
 
 #[test]
@@ -186,7 +403,7 @@ fn a_cpp_exception_out_of_a_cthread_aborts_with_a_message() {
     let source = crate_dir().join("tests/c/unwind.cpp");
     for link in [Link::Shared, Link::Static] {
         let exe = compile(&source, link);
-        let out = Command::new(&exe).output().unwrap();
+        let out = run_exe(&exe, &[]).expect("unwind.cpp hung");
         let stderr = String::from_utf8_lossy(&out.stderr);
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(
@@ -233,7 +450,7 @@ fn the_example_builds_with_pkg_config_and_runs() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let out = Command::new(&exe).output().unwrap();
+    let out = run_exe(&exe, &[]).expect("hello_cthreads hung");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

@@ -62,16 +62,39 @@ fn generate(sources: &[&str], config: cbindgen::Config) -> String {
 
 fn cthreads_h() -> String {
     generate(
-        &["handles.rs", "cthreads.rs"],
+        &["handles.rs", "cthreads.rs", "kernel.rs"],
         config(
             "FERRY_CTHREADS_H",
             &[],
-            "/* Static initialisers: all-zero storage is an unlocked mutex and a\n * \
-             condition nobody waits on. */\n\
-             #define MUTEX_INITIALIZER { { 0 } }\n\
-             #define CONDITION_INITIALIZER { { 0 } }\n\
-             /* The \"no thread\" handle. */\n\
-             #define NO_CTHREAD ((cthread_t)0)\n",
+            concat!(
+                "/* Static initialisers: all-zero storage is an unlocked mutex and a\n * ",
+                "condition nobody waits on. */\n",
+                "#define MUTEX_INITIALIZER { { 0 } }\n",
+                "#define CONDITION_INITIALIZER { { 0 } }\n",
+                "/* The \"no thread\" handle. */\n",
+                "#define NO_CTHREAD ((cthread_t)0)\n",
+                "\n",
+                "/* errno is per cthread. glibc declares __errno_location const, so a\n",
+                " * compiler may keep errno's address across cthread_yield() or\n",
+                " * mutex_lock(), after which the cthread may run on another kernel\n",
+                " * thread. Here errno goes through ferry_errno_location(), which is not\n",
+                " * const: its address is asked for again at each use after a call.\n",
+                " * <errno.h> is included first, so this definition stands whichever\n",
+                " * order a program includes <errno.h> and this header in. */\n",
+                "#include <errno.h>\n",
+                "#undef errno\n",
+                "#define errno (*ferry_errno_location())\n",
+                "\n",
+                "/* __thread and _Thread_local data, and the C library's own per-thread\n",
+                " * state, belong to the kernel thread running the cthread at the\n",
+                " * moment, not to the cthread: after any call that may block or yield\n",
+                " * (with a time slice, anywhere) the cthread may run on another kernel\n",
+                " * thread, and the compiler may go on using the variable of the kernel\n",
+                " * thread it left. Keep per-cthread state with\n",
+                " * cthread_set_data(cthread_self(), p) and cthread_data(cthread_self()).\n",
+                " * ferry gives no cthread an FS base (TLS) of its own: glibc keeps its\n",
+                " * thread control block at fs:0, and each cthread would need a copy. */\n",
+            ),
         ),
     )
 }

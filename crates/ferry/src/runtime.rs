@@ -660,6 +660,44 @@ impl Builder {
         self.adopt()
     }
 
+    /// Starts the runtime in the background, every processor on a kernel
+    /// thread of its own, and returns its handle; the calling kernel thread
+    /// stays what it was (not a ferry thread). Threads start with
+    /// [`Handle::spawn`]; the caller may join them and use `ferry::sync`
+    /// with them as any kernel thread outside the runtime may.
+    ///
+    /// As with [`adopt`](Builder::adopt), the runtime runs until the process
+    /// exits; it is not shut down. Unlike `adopt`, the caller's flow is never
+    /// moved, so this suits a kernel thread that must end as it started (a
+    /// `std::thread` or a pthread).
+    ///
+    /// ```
+    /// let rt = ferry::Runtime::builder().processors(2).start().unwrap();
+    /// let t = rt.spawn(|| 6 * 7).unwrap();
+    /// assert_eq!(t.join().unwrap(), 42);
+    /// assert_eq!(rt.processors(), 2);
+    /// ```
+    ///
+    /// # Errors
+    /// If a kernel thread cannot be made.
+    ///
+    /// # Panics
+    /// If the calling kernel thread runs ferry threads.
+    pub fn start(&self) -> io::Result<Handle> {
+        let (shared, count) = self.prepare("ferry::Builder::start")?;
+        Self::start_helpers(&shared, count)?;
+        let first = shared.activations.spawn(
+            &shared,
+            Some(Assignment::Start(shared.processors[0].as_static())),
+        );
+        if let Err(e) = first {
+            shared.shut_down();
+            shared.activations.join_all();
+            return Err(e);
+        }
+        Ok(Handle { shared })
+    }
+
     /// Runs `main` as the first user-level thread, with the calling kernel
     /// thread as processor 0, and returns its result once it finishes. Threads
     /// still running then are abandoned, as when a process's `main` returns.

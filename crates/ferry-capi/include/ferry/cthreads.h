@@ -115,8 +115,10 @@ void cthread_detach(cthread_t t);
 void cthread_yield(void);
 
 /*
- The calling thread's handle; `NO_CTHREAD` on a kernel thread that runs
- no ferry thread (any kernel thread but the first to call ferry).
+ The calling thread's handle; `NO_CTHREAD` on a kernel thread outside
+ the runtime (a pthread, or `main` if the runtime was started from a
+ pthread), which may still call the other functions as the C API's
+ module docs say.
  */
 cthread_t cthread_self(void);
 
@@ -238,6 +240,40 @@ void condition_broadcast(condition_t c);
  */
 void condition_wait(condition_t c, mutex_t m);
 
+/*
+ The address of the calling thread's `errno` now: the errno slot of the
+ kernel thread running it at this moment. `errno` in the ferry headers is
+ `(*ferry_errno_location())`.
+
+ Use the address at once and do not keep it: after a call that may
+ switch (any ferry call that may block or yield) the thread may run on
+ another kernel thread, whose slot is another address. With a time slice
+ set, a preemption that falls in the one or two instructions between this
+ call's return and the access can move the thread too, and that one
+ access then goes to the slot of the kernel thread it left; without a
+ time slice it cannot.
+ */
+int *ferry_errno_location(void);
+
+/*
+ Mach's `cthread_wire`: binds the calling cthread to its kernel thread.
+ ferry cannot do that: a ferry thread that blocks, yields or is
+ preempted may resume on any processor (this is how one processor keeps
+ running while a thread blocks in the kernel). So this changes nothing
+ and sets errno to `ENOTSUP`; the thread stays unwired. Code that needs a
+ kernel thread of its own (kernel-thread state such as signal masks,
+ `sched_setaffinity` of itself, `__thread` data kept across a block)
+ runs on a pthread instead, which may call every ferry function as a
+ kernel thread outside the runtime (see `cthread_self`).
+ */
+void cthread_wire(void);
+
+/*
+ Mach's `cthread_unwire`: undoes `cthread_wire`. As no cthread is ever
+ wired, this changes nothing and sets errno to `ENOTSUP`.
+ */
+void cthread_unwire(void);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus
@@ -250,3 +286,24 @@ void condition_wait(condition_t c, mutex_t m);
 #define CONDITION_INITIALIZER { { 0 } }
 /* The "no thread" handle. */
 #define NO_CTHREAD ((cthread_t)0)
+
+/* errno is per cthread. glibc declares __errno_location const, so a
+ * compiler may keep errno's address across cthread_yield() or
+ * mutex_lock(), after which the cthread may run on another kernel
+ * thread. Here errno goes through ferry_errno_location(), which is not
+ * const: its address is asked for again at each use after a call.
+ * <errno.h> is included first, so this definition stands whichever
+ * order a program includes <errno.h> and this header in. */
+#include <errno.h>
+#undef errno
+#define errno (*ferry_errno_location())
+
+/* __thread and _Thread_local data, and the C library's own per-thread
+ * state, belong to the kernel thread running the cthread at the
+ * moment, not to the cthread: after any call that may block or yield
+ * (with a time slice, anywhere) the cthread may run on another kernel
+ * thread, and the compiler may go on using the variable of the kernel
+ * thread it left. Keep per-cthread state with
+ * cthread_set_data(cthread_self(), p) and cthread_data(cthread_self()).
+ * ferry gives no cthread an FS base (TLS) of its own: glibc keeps its
+ * thread control block at fs:0, and each cthread would need a copy. */

@@ -128,10 +128,16 @@ extern "C" {
 const char *ferry_strerror(ferry_return_t code);
 
 /*
- Starts the runtime with `config` (`NULL`: defaults), making the calling
- kernel thread's flow its first thread. Call it first, before any other
- ferry call; afterwards it returns `FERRY_FAILURE` and changes nothing.
- `FERRY_RESOURCE_SHORTAGE` if the runtime could not start.
+ Starts the runtime with `config` (`NULL`: defaults). Called from the
+ process's main thread, it makes the caller's flow the first cthread
+ (`"main"`); from any other kernel thread (a pthread), the runtime starts
+ in the background and the caller stays a kernel thread outside it, as
+ it must to return from its start routine; from a ferry thread of a
+ Rust program, the C API uses that thread's runtime and `config` is not
+ used. The first ferry call of any kind does the same with defaults.
+ Call it first, before any other ferry call; afterwards it returns
+ `FERRY_FAILURE` and changes nothing. `FERRY_RESOURCE_SHORTAGE` if the
+ runtime could not start.
 
  # Safety
  `config` is `NULL` or points at a `struct ferry_config`.

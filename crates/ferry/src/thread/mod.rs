@@ -83,6 +83,8 @@
 //! (a `std::thread_local!` borrow, std's stdout lock held by `println!`)
 //! can ask for the same with [`without_preemption`](crate::upcall::without_preemption).
 //!
+//! # errno and thread-local storage
+//!
 //! `errno` is saved and restored per ferry thread across every switch. One
 //! trap remains, and it is the compiler's: std declares `__errno_location`
 //! `ffi_const`, so in an optimised build a function that reads errno through
@@ -91,8 +93,24 @@
 //! thread — reading that kernel thread's errno, not its own. Make the failing
 //! call and the errno read in a small `#[inline(never)]` function that does
 //! not switch in between (ferry's own wrappers do), or read errno through
-//! `libc::__errno_location`, which is not declared `ffi_const`. The same
-//! holds for any address the compiler derives from a kernel thread's TLS.
+//! `libc::__errno_location`, which is not declared `ffi_const`. (C code
+//! that includes ferry's headers gets `errno` through a non-const accessor
+//! and is safe as written; see the `ferry-capi` crate.)
+//!
+//! Thread-local storage — `std::thread_local!`, `#[thread_local]`, C's
+//! `__thread` — belongs to the kernel thread, not to the ferry thread: a
+//! ferry thread sees the values of whichever kernel thread runs it at the
+//! moment, and the compiler treats the thread pointer as fixed within a
+//! function, so after a switch it may go on using the address of the
+//! kernel thread it left. Per-ferry-thread state goes in
+//! [`thread_local!`](crate::thread_local) (C: `cthread_set_data`), whose
+//! value is found through the running thread at each access. ferry does
+//! not give each ferry thread an FS base of its own: where the kernel
+//! allows `wrfsbase` the switch itself would cost about 12 ns more, but
+//! glibc's thread control block at `fs:0` (the `struct pthread`, the stack
+//! canary, the dtv) and every module's static TLS would need a copy per
+//! ferry thread; `ferry-capi`'s crate docs give the measurement and the
+//! reasons.
 
 use std::any::Any;
 use std::fmt;
