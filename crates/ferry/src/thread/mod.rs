@@ -418,7 +418,9 @@ impl Thread {
     }
 
     /// A word kept in the thread for whoever embeds ferry (ferry's C API
-    /// keeps the thread's `cthread_t` there); ferry never reads it. Zero
+    /// keeps the thread's `cthread_t` there); ferry never interprets it
+    /// (the overflow report passes the tag given at spawn to the
+    /// embedder's [`set_tag_namer`](crate::stack::set_tag_namer)). Zero
     /// until set.
     pub fn tag(&self) -> usize {
         self.header().tag.load(Acquire)
@@ -893,7 +895,7 @@ impl Builder {
         f: impl FnOnce() -> T + Send + 'static,
         cache: Option<&processor::Entered>,
     ) -> (Thread, RawJoin<T>) {
-        stack.set_owner(id.0, self.name.as_deref());
+        stack.set_owner_tagged(id.0, self.name.as_deref(), self.tag);
         // SAFETY: the stack is fresh or reused (nothing runs on it), and it
         // stays in the thread's block until the thread has exited and
         // switched away.
