@@ -26,10 +26,10 @@
 //! then touches the frame wherever its code does. Rust, and C built with
 //! `-fstack-clash-protection`, touch every page of a large frame in order
 //! (a probe), so they cannot pass a guard of any size without faulting in
-//! it. C built without it (gcc's default on Debian and Ubuntu, clang's
-//! everywhere) does not: a frame with a 5,000-byte local array touched at
-//! both ends skips 5,000 bytes at a time, and a one-page guard is stepped
-//! over into whatever lies below. The kernel places mappings top-down and
+//! it. C built without it (the default of upstream gcc and clang, and of
+//! Debian's gcc; Ubuntu's and Fedora's gcc turn it on) does not: a frame
+//! with a 5,000-byte local array touched at both ends skips 5,000 bytes at
+//! a time, and a one-page guard is stepped over into whatever lies below. The kernel places mappings top-down and
 //! side by side, so what lies below a stack's guard is usually the *top*
 //! of the stack mapped after it: the oldest, live frames of another thread.
 //!
@@ -40,10 +40,11 @@
 //! - **A frame that fits the stack is caught.** A frame of `f` bytes
 //!   starting anywhere in the stack touches nothing lower than `bottom() -
 //!   f`; with a guard of at least the stack size, every frame the stack
-//!   could hold at all lands in the guard, never below it. Realistic C
+//!   could hold at all lands in the guard, never below it (for stacks up
+//!   to 1 MiB; larger ones catch frames up to 1 MiB). Realistic C
 //!   frames without probes are far smaller: `PATH_MAX` (4 KiB) and `BUFSIZ`
-//!   (8 KiB) buffers, a 64 KiB I/O buffer at the most (code meant to run on
-//!   threads keeps under musl's 128 KiB default thread stack).
+//!   (8 KiB) buffers, a 64 KiB I/O buffer at the most (portable threaded
+//!   code also has to fit musl's 128 KiB default thread stack).
 //! - **64 KiB at least**: the guard AArch64 Linux, glibc and gcc's own
 //!   `-fstack-clash-protection` assume there (gcc on AArch64 probes only
 //!   every 64 KiB, and lets a caller leave up to 1 KiB unprobed), so a
@@ -65,7 +66,7 @@
 //! What the guard costs: no memory (it is never committed) and no system
 //! call (it is made in the same `mmap`, and the same one `madvise` or
 //! `mprotect`, as a one-page guard). Address space: 512 KiB per default
-//! stack instead of 260 KiB, 50 GiB for 100,000 stacks out of 128 TiB.
+//! stack, guard included: 50 GiB for 100,000 stacks out of 128 TiB.
 //! Page tables: guard markers live in page-table entries, so the guard's
 //! range needs its page-table pages; with stacks packed side by side every
 //! 2 MiB of them holds some stack's touched top anyway, so the cost is one

@@ -103,6 +103,7 @@ use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
 mod local;
+mod panic;
 mod park_word;
 mod raw;
 
@@ -125,6 +126,7 @@ use crate::processor::{self, Pending};
 use crate::runtime::Shared;
 use crate::sched::Ready;
 use crate::stack::Stack;
+pub(crate) use panic::install_panic_hook;
 
 pub(crate) use park_word::{EMPTY, PARKED};
 
