@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use ferry::stack::{
     CacheLimits, DEFAULT_STACK_SIZE, GuardMethod, MAX_GUARD_SIZE, MIN_GUARD_SIZE, OWNER_NAME_MAX,
-    Stack, StackCache, default_guard_size, guard_method, page_size,
+    Stack, StackCache, default_guard_size, guard_method, page_size, set_tag_namer,
 };
 
 const CHILD_ROLE: &str = "FERRY_STACK_TEST_CHILD";
@@ -921,4 +921,57 @@ fn a_ferry_thread_with_large_frames_is_reported_when_it_overflows() {
         "stderr:\n{stderr}"
     );
     assert!(!stderr.contains("recursion ended"), "{stderr}");
+}
+
+/// A [`ferry::stack::TagNamer`] for the namer tests: tag 1 is named
+/// "named-by-tag", tag 2 points at an address that is not mapped.
+fn test_namer(tag: usize) -> *const std::ffi::c_char {
+    match tag {
+        1 => c"named-by-tag".as_ptr(),
+        2 => std::ptr::without_provenance(16),
+        _ => std::ptr::null(),
+    }
+}
+
+/// Child: overflow a stack whose owner has `tag`, with `test_namer`
+/// registered.
+fn child_overflow_tagged(tag: usize) -> ! {
+    no_core_dumps();
+    disable_altstack();
+    ferry::stack::ensure_signal_stack().unwrap();
+    // SAFETY: `test_namer` only matches on its argument: async-signal-safe.
+    unsafe { set_tag_namer(test_namer) };
+    let mut stack = Stack::new(128 * 1024).unwrap();
+    stack.set_owner_tagged(9, Some("spawn-name"), tag);
+    let top = stack.top();
+    std::mem::forget(stack);
+    eprintln!("child: recursing on a tagged stack");
+    // SAFETY: as in `child_overflow`.
+    unsafe { run_on(top, overflow_entry) }
+}
+
+#[test]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn the_report_asks_the_tag_namer_and_survives_a_bad_name() {
+    const NAME: &str = "the_report_asks_the_tag_namer_and_survives_a_bad_name";
+    match child_role().as_deref() {
+        Some("tag-named") => child_overflow_tagged(1),
+        Some("tag-unmapped") => child_overflow_tagged(2),
+        Some("tag-unknown") => child_overflow_tagged(3),
+        _ => {}
+    }
+    for (role, name) in [
+        ("tag-named", "named-by-tag"),
+        ("tag-unmapped", "spawn-name"),
+        ("tag-unknown", "spawn-name"),
+    ] {
+        let (status, stderr) = run_child(NAME, role);
+        assert_died_by_signal(status, &stderr, &[libc::SIGSEGV]);
+        assert!(
+            stderr.contains(&format!(
+                r#"ferry: thread 9 "{name}" overflowed its 128 KiB stack"#
+            )),
+            "{role}: stderr:\n{stderr}"
+        );
+    }
 }

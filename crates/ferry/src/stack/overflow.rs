@@ -1,7 +1,8 @@
 //! The stack-overflow reporter: a process-wide SIGSEGV/SIGBUS handler that
 //! names the thread whose guard page was hit, and the alternate signal stacks
 //! it runs on. The handler must never lock, allocate, panic or call anything
-//! but async-signal-safe functions (`write`, `sigaction`, `raise`).
+//! but async-signal-safe functions (`write`, `sigaction`, `raise`, `getpid`,
+//! `process_vm_readv`) and the registered [`TagNamer`].
 //!
 //! A fault is an overflow when the kernel raised it (`si_code > 0`) and
 //! either the faulting address or the interrupted stack pointer lies in a
