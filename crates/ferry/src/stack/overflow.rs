@@ -1,5 +1,5 @@
 //! The stack-overflow reporter: a process-wide SIGSEGV/SIGBUS handler that
-//! names the thread whose guard page was hit, and the alternate signal stacks
+//! names the thread whose guard was hit, and the alternate signal stacks
 //! it runs on. The handler must never lock, allocate, panic or call anything
 //! but async-signal-safe functions (`write`, `sigaction`, `raise`, `getpid`,
 //! `process_vm_readv`) and the registered [`TagNamer`].
