@@ -28,7 +28,7 @@ fn main() {
          Name: ferry\n\
          Description: ferry's C API: C-Threads and Mach thread control on user-level threads\n\
          Version: {version}\n\
-         Cflags: -I${{includedir}}\n\
+         Cflags: -I${{includedir}} -fstack-clash-protection\n\
          Libs: -L${{libdir}} -Wl,-rpath,${{libdir}} -lferry\n\
          Libs.private: -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc\n",
         lib = profile_dir.display(),

@@ -231,6 +231,9 @@ pub extern "C" fn cthread_self() -> cthread_t {
 #[unsafe(no_mangle)]
 pub extern "C" fn cthread_set_name(t: cthread_t, name: *const c_char) {
     handles::with_words(t, |n, _| *n = name as usize);
+    // SAFETY: `name_for_report` does atomic loads only, on slots that are
+    // never freed: async-signal-safe for any tag.
+    unsafe { ferry_rt::stack::set_tag_namer(handles::name_for_report) };
 }
 
 /// Thread `t`'s name as last set (`NULL` if never set, or for a stale

@@ -34,7 +34,7 @@
 //! | `ready` | the allocation (`false`, or `true` for a thread already known); [`Record::publish`] (`true`, Release, without the lock); the free (`false`, under the lock) | `join` (for a forked thread) is in place: lockers may read and take it |
 //! | `join` | [`Record::publish`] (before `ready`, without the lock: only the forker touches it then); lockers once `ready` | the right to join, until a join or detach takes it out |
 //! | `thread` | the allocation; lockers once `ready` | the thread, for a record the C API did not fork, or one whose join handle was taken out (detached, or a join waits on it); a forked thread is reached through `join` while it is in place |
-//! | `name`, `data` | lockers | `cthread_set_name` / `cthread_set_data` |
+//! | `name`, `data` | lockers (`name` also read without the lock by the overflow report: see [`name_for_report`]) | `cthread_set_name` / `cthread_set_data` |
 //! | `progress` | the allocation (`NEW`); the thread itself as its function starts (`STARTED`) and returns (`ENDED`) | a hint, read without the lock by a join deciding whether to give way first |
 //!
 //! `cthread_fork` needs the handle before the spawn (it is the thread's tag
@@ -73,7 +73,7 @@
 use std::cell::UnsafeCell;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU64};
+use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU64, AtomicUsize};
 
 /// Mach's `any_t`: an untyped pointer passed through ferry unchanged.
 #[allow(non_camel_case_types)]
@@ -256,8 +256,10 @@ struct Slot {
     /// The thread, for a record the C API did not fork, or one whose join
     /// handle was taken out (detached, or a join waits on it).
     thread: UnsafeCell<Option<ferry_rt::Thread>>,
-    /// `cthread_set_name`'s pointer, kept as given (C-Threads copies nothing).
-    name: UnsafeCell<usize>,
+    /// `cthread_set_name`'s pointer, kept as given (C-Threads copies
+    /// nothing). Atomic, so that [`name_for_report`] may read it from a
+    /// signal handler without the lock; written only under the lock.
+    name: AtomicUsize,
     data: UnsafeCell<usize>,
 }
 
@@ -334,9 +336,9 @@ impl Locked {
     }
 
     /// The record's name and data words.
-    fn words(&mut self) -> (&mut usize, &mut usize) {
-        // SAFETY: the lock makes us the fields' only user.
-        unsafe { (&mut *self.slot.name.get(), &mut *self.slot.data.get()) }
+    fn words(&mut self) -> (&AtomicUsize, &mut usize) {
+        // SAFETY: the lock makes us the data word's only user.
+        (&self.slot.name, unsafe { &mut *self.slot.data.get() })
     }
 
     /// The join handle, if in place, and the thread (only once
@@ -455,7 +457,7 @@ fn take_index() -> Option<(u32, &'static Slot)> {
                         progress: AtomicU8::new(NEW),
                         join: UnsafeCell::new(None),
                         thread: UnsafeCell::new(None),
-                        name: UnsafeCell::new(0),
+                        name: AtomicUsize::new(0),
                         data: UnsafeCell::new(0),
                     })
                     .collect();
@@ -488,9 +490,9 @@ unsafe fn make_live(
     unsafe {
         debug_assert!((*s.join.get()).is_none() && (*s.thread.get()).is_none());
         *s.thread.get() = thread;
-        *s.name.get() = name;
         *s.data.get() = 0;
     }
+    s.name.store(name, Relaxed);
     s.ready.store(ready, Relaxed);
     s.progress.store(NEW, Relaxed);
     let generation = generation_of(s.state.load(Relaxed));
@@ -606,7 +608,30 @@ pub(crate) fn with_words<R>(
 ) -> Option<R> {
     let mut l = lock(h)?;
     let (name, data) = l.words();
-    Some(f(name, data))
+    // Only lockers write the name, so this copy is current until we store
+    // it back.
+    let mut n = name.load(Relaxed);
+    let r = f(&mut n, data);
+    name.store(n, Release);
+    Some(r)
+}
+
+/// The name last set for the thread whose handle is `tag` (null if none,
+/// or if `tag` names no live record), read without the lock: atomic loads
+/// only, so the overflow report may call it from its signal handler
+/// (`ferry_rt::stack::set_tag_namer`).
+pub(crate) fn name_for_report(tag: usize) -> *const std::ffi::c_char {
+    let Some((index, generation)) = decode(tag as cthread_t) else {
+        return std::ptr::null();
+    };
+    let Some(s) = slot(index) else {
+        return std::ptr::null();
+    };
+    let state = s.state.load(Acquire);
+    if generation_of(state) != generation || state & LIVE == 0 {
+        return std::ptr::null();
+    }
+    s.name.load(Acquire) as *const std::ffi::c_char
 }
 
 /// Whether `h` names a live record of a thread made by `cthread_fork`

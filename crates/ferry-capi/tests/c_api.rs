@@ -463,3 +463,99 @@ fn the_example_builds_with_pkg_config_and_runs() {
         "{stdout}"
     );
 }
+
+/// `stack_overflow.c` built with `cc` (gcc or clang) at -O2 and `flags`,
+/// against `libferry.so`.
+fn compile_overflow_test(cc: &str, tag: &str, flags: &[&str]) -> PathBuf {
+    let libs = lib_dir();
+    let out_dir = libs.join("ferry-capi-ctests");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let exe = out_dir.join(format!("stack_overflow-{cc}-{tag}"));
+    let out = Command::new(cc)
+        .args(["-std=c11", "-D_GNU_SOURCE", "-O2", "-g", "-Wall", "-Wextra"])
+        .args(["-Werror", "-pthread"])
+        .arg("-I")
+        .arg(crate_dir().join("include"))
+        .args(flags)
+        .arg(crate_dir().join("tests/c/stack_overflow.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg("-L")
+        .arg(&libs)
+        .arg("-lferry")
+        .arg(format!("-Wl,-rpath,{}", libs.display()))
+        .output()
+        .unwrap_or_else(|e| panic!("{cc} runs: {e}"));
+    assert!(
+        out.status.success(),
+        "compiling stack_overflow.c with {cc} {flags:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+/// The `Cflags` of the `ferry.pc` cargo's build wrote.
+fn pkg_config_cflags() -> Vec<String> {
+    let out = Command::new("pkg-config")
+        .args(["--cflags", "ferry"])
+        .env("PKG_CONFIG_PATH", lib_dir().join("pkgconfig"))
+        .output()
+        .expect("pkg-config runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A cthread recursing with 5,000-byte frames, built with gcc and clang,
+/// without stack-clash probes and with `ferry.pc`'s flags: the process dies
+/// by SIGSEGV with the overflow report naming the thread (ferry id and
+/// cthread name), and the other thread's canary never changes.
+#[test]
+fn a_c_frame_larger_than_a_page_cannot_step_over_the_guard() {
+    use std::os::unix::process::ExitStatusExt;
+    let cflags = pkg_config_cflags();
+    assert!(
+        cflags.iter().any(|f| f == "-fstack-clash-protection"),
+        "ferry.pc asks for stack-clash probes: {cflags:?}"
+    );
+    let pc_flags: Vec<&str> = cflags.iter().map(String::as_str).collect();
+    let builds: [(&str, &[&str]); 2] = [
+        ("no-probes", &["-fno-stack-clash-protection"]),
+        ("pkg-config", &pc_flags),
+    ];
+    for cc in ["gcc", "clang"] {
+        for (tag, flags) in builds {
+            let exe = compile_overflow_test(cc, tag, flags);
+            let out = Command::new(&exe)
+                .env("FERRY_PROCESSORS", "2")
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let what = format!("{cc} {tag}: {:?}\nstderr:\n{stderr}", out.status);
+            assert_eq!(out.status.signal(), Some(libc::SIGSEGV), "{what}");
+            assert!(stderr.contains("deep: recursing"), "{what}");
+            assert!(!stderr.contains("canary changed"), "{what}");
+            assert!(!stderr.contains("recursion returned"), "{what}");
+            let report = stderr
+                .lines()
+                .find(|l| l.starts_with("ferry: thread "))
+                .unwrap_or_else(|| panic!("no overflow report: {what}"));
+            let id = report["ferry: thread ".len()..].split(' ').next().unwrap();
+            assert!(
+                !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()),
+                "{what}"
+            );
+            assert!(
+                report.contains(r#" "deep-c-frames" overflowed its 256 KiB stack"#),
+                "{what}"
+            );
+        }
+    }
+}

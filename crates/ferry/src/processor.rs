@@ -740,7 +740,7 @@ impl Processor {
         let shared = unsafe { &*owner.shared };
         if owner.stacks.len() < LOCAL_STACKS
             && Some(stack.size()) == crate::stack::round_to_pages(shared.stack_size)
-            && stack.guard_size() == crate::stack::page_size()
+            && stack.has_default_guard()
         {
             owner.stacks.push(stack);
         } else {

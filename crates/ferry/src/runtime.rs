@@ -500,6 +500,7 @@ impl Builder {
         let (count, max) = self.processor_counts();
         upcall::install_preemption()?;
         install_fork_handlers();
+        thread::install_panic_hook();
         // Every entry into the runtime makes a light fence (pairing with
         // the monitor's heavy one); until the first heavy fence chose the
         // mode it is a full fence, and a runtime that never idles or

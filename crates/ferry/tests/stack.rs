@@ -14,8 +14,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use ferry::stack::{
-    CacheLimits, DEFAULT_STACK_SIZE, GuardMethod, OWNER_NAME_MAX, Stack, StackCache, guard_method,
-    page_size,
+    CacheLimits, DEFAULT_STACK_SIZE, GuardMethod, MAX_GUARD_SIZE, MIN_GUARD_SIZE, OWNER_NAME_MAX,
+    Stack, StackCache, default_guard_size, guard_method, page_size, set_tag_namer,
 };
 
 const CHILD_ROLE: &str = "FERRY_STACK_TEST_CHILD";
@@ -65,20 +65,34 @@ fn stack_geometry_and_alignment() {
     assert_eq!(s.top() as usize - s.bottom() as usize, s.size());
     assert_eq!(s.top() as usize % 16, 0, "top must be 16-byte aligned");
     assert_eq!(s.bottom() as usize % page, 0);
-    assert_eq!(s.guard_size(), page);
+    assert_eq!(
+        s.guard_size(),
+        DEFAULT_STACK_SIZE,
+        "the guard is as large as the stack"
+    );
+    assert_eq!(s.guard_size(), default_guard_size(DEFAULT_STACK_SIZE));
+    assert!(s.has_default_guard());
     assert_eq!(s.guard_range().end, s.bottom() as usize);
-    assert_eq!(s.guard_range().len(), page);
+    assert_eq!(s.guard_range().len(), s.guard_size());
     assert_eq!(s.reserved(), s.size() + s.guard_size());
     assert!(s.contains(s.bottom() as usize));
     assert!(s.contains(s.top() as usize - 1));
     assert!(!s.contains(s.top() as usize));
     assert!(!s.contains(s.bottom() as usize - 1));
 
-    // Sizes round up to pages; the guard too, to at least one page.
-    assert_eq!(Stack::new(1).unwrap().size(), page);
+    // Sizes round up to pages; the default guard is the stack's size
+    // within 64 KiB..=1 MiB; an explicit guard rounds up to at least one
+    // page.
+    let small = Stack::new(1).unwrap();
+    assert_eq!(small.size(), page);
+    assert_eq!(small.guard_size(), MIN_GUARD_SIZE.max(page));
     assert_eq!(Stack::new(page + 1).unwrap().size(), 2 * page);
+    let big = Stack::new(4 << 20).unwrap();
+    assert_eq!(big.guard_size(), MAX_GUARD_SIZE.max(page));
+    assert!(big.has_default_guard());
     let g = Stack::with_guard(3 * page, page + 1).unwrap();
     assert_eq!((g.size(), g.guard_size()), (3 * page, 2 * page));
+    assert!(!g.has_default_guard());
     assert_eq!(Stack::with_guard(page, 0).unwrap().guard_size(), page);
 }
 
@@ -326,7 +340,7 @@ fn stacks_move_between_threads() {
 }
 
 fn small_cache(max_stacks: usize, max_warm: usize, size: usize) -> StackCache {
-    let reserved = size + page_size();
+    let reserved = size + default_guard_size(size);
     StackCache::new(CacheLimits {
         max_stacks,
         max_bytes: usize::MAX,
@@ -363,9 +377,9 @@ fn cache_respects_its_count_and_byte_bounds() {
     let st = cache.stats();
     assert_eq!(st.stacks, 4);
     assert_eq!(st.dropped, 6);
-    assert_eq!(st.bytes, 4 * (size + page_size()));
+    assert_eq!(st.bytes, 4 * (size + default_guard_size(size)));
 
-    let reserved = size + page_size();
+    let reserved = size + default_guard_size(size);
     let cache = StackCache::new(CacheLimits {
         max_stacks: 100,
         max_bytes: 3 * reserved,
@@ -849,4 +863,115 @@ fn touching_the_guard_dies_with_the_overflow_report() {
     // stack), even one that covers it.
     let (status, stderr) = run_child(NAME, "guard-released");
     check_guard_child(status, &stderr);
+}
+
+/// Recursion whose every frame holds a 60,000-byte array touched at its far
+/// (low) end first, then at its near end: a stride of more than a page
+/// between touches, which Rust's stack probes turn into page-by-page
+/// touches.
+#[inline(never)]
+fn wide_recurse(depth: u64) -> u64 {
+    let mut frame = [0u8; 60_000];
+    // SAFETY: both indices are inside the array; volatile keeps the
+    // stores (and so the frame) in the program.
+    unsafe {
+        std::ptr::write_volatile(&mut frame[0], depth as u8);
+        std::ptr::write_volatile(&mut frame[59_999], depth as u8);
+    }
+    if std::hint::black_box(depth) == u64::MAX {
+        return 0;
+    }
+    wide_recurse(depth + 1) + u64::from(std::hint::black_box(&frame)[59_999])
+}
+
+/// Child: a named ferry thread on a running runtime recurses with
+/// 60,000-byte frames until its (default, 256 KiB) stack runs out.
+fn child_wide_frames() -> ! {
+    no_core_dumps();
+    let r = ferry::Runtime::builder().processors(2).run(|| {
+        let h = ferry::thread::Builder::new()
+            .name("wide-frames")
+            .spawn(|| {
+                eprintln!("child: thread {} recursing", ferry::current().id().as_u64());
+                wide_recurse(0)
+            })
+            .unwrap();
+        h.join()
+    });
+    eprintln!("child: recursion ended: {r:?}");
+    std::process::exit(3);
+}
+
+#[test]
+fn a_ferry_thread_with_large_frames_is_reported_when_it_overflows() {
+    const NAME: &str = "a_ferry_thread_with_large_frames_is_reported_when_it_overflows";
+    if child_role().as_deref() == Some("wide") {
+        child_wide_frames();
+    }
+    let (status, stderr) = run_child(NAME, "wide");
+    assert_died_by_signal(status, &stderr, &[libc::SIGSEGV]);
+    let id = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("child: thread ")?.strip_suffix(" recursing"))
+        .unwrap_or_else(|| panic!("child ran:\n{stderr}"));
+    assert!(
+        stderr.contains(&format!(
+            r#"ferry: thread {id} "wide-frames" overflowed its 256 KiB stack"#
+        )),
+        "stderr:\n{stderr}"
+    );
+    assert!(!stderr.contains("recursion ended"), "{stderr}");
+}
+
+/// A [`ferry::stack::TagNamer`] for the namer tests: tag 1 is named
+/// "named-by-tag", tag 2 points at an address that is not mapped.
+fn test_namer(tag: usize) -> *const std::ffi::c_char {
+    match tag {
+        1 => c"named-by-tag".as_ptr(),
+        2 => std::ptr::without_provenance(16),
+        _ => std::ptr::null(),
+    }
+}
+
+/// Child: overflow a stack whose owner has `tag`, with `test_namer`
+/// registered.
+fn child_overflow_tagged(tag: usize) -> ! {
+    no_core_dumps();
+    disable_altstack();
+    ferry::stack::ensure_signal_stack().unwrap();
+    // SAFETY: `test_namer` only matches on its argument: async-signal-safe.
+    unsafe { set_tag_namer(test_namer) };
+    let mut stack = Stack::new(128 * 1024).unwrap();
+    stack.set_owner_tagged(9, Some("spawn-name"), tag);
+    let top = stack.top();
+    std::mem::forget(stack);
+    eprintln!("child: recursing on a tagged stack");
+    // SAFETY: as in `child_overflow`.
+    unsafe { run_on(top, overflow_entry) }
+}
+
+#[test]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn the_report_asks_the_tag_namer_and_survives_a_bad_name() {
+    const NAME: &str = "the_report_asks_the_tag_namer_and_survives_a_bad_name";
+    match child_role().as_deref() {
+        Some("tag-named") => child_overflow_tagged(1),
+        Some("tag-unmapped") => child_overflow_tagged(2),
+        Some("tag-unknown") => child_overflow_tagged(3),
+        _ => {}
+    }
+    for (role, name) in [
+        ("tag-named", "named-by-tag"),
+        ("tag-unmapped", "spawn-name"),
+        ("tag-unknown", "spawn-name"),
+    ] {
+        let (status, stderr) = run_child(NAME, role);
+        assert_died_by_signal(status, &stderr, &[libc::SIGSEGV]);
+        assert!(
+            stderr.contains(&format!(
+                r#"ferry: thread 9 "{name}" overflowed its 128 KiB stack"#
+            )),
+            "{role}: stderr:\n{stderr}"
+        );
+    }
 }

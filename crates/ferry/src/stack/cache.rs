@@ -24,8 +24,9 @@
 //! an old thread's data on a cold stack (warm stacks, like `malloc`ed memory,
 //! are not cleared).
 //!
-//! Classes are keyed by usable size; only stacks with the default one-page
-//! guard are cached. The cache is a mutex around a few vectors: an
+//! Classes are keyed by usable size; only stacks with the default guard
+//! ([`default_guard_size`](super::default_guard_size)) are cached, so every
+//! stack a class hands out has the guard [`Stack::new`] would give it. The cache is a mutex around a few vectors: an
 //! uncontended lock is two atomic operations, cheap next to a spawn; the
 //! thread layer may add per-processor caches in front of it.
 
@@ -33,7 +34,7 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-use super::{DEFAULT_STACK_SIZE, Stack, page_size, round_to_pages};
+use super::{DEFAULT_STACK_SIZE, Stack, round_to_pages};
 
 /// Bounds of a [`StackCache`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,11 +50,12 @@ pub struct CacheLimits {
 
 impl CacheLimits {
     /// The global cache's limits: 1024 stacks, 1 GiB of address space,
-    /// 16 MiB warm (64 default-sized stacks).
+    /// 32 MiB warm (64 default-sized stacks with their 256 KiB guards, so
+    /// at most 16 MiB of committed stack).
     pub const DEFAULT: CacheLimits = CacheLimits {
         max_stacks: 1024,
         max_bytes: 1 << 30,
-        max_warm_bytes: 64 * DEFAULT_STACK_SIZE,
+        max_warm_bytes: 64 * 2 * DEFAULT_STACK_SIZE,
     };
 }
 
@@ -202,7 +204,7 @@ impl StackCache {
     /// Its owner is cleared. Stacks with a non-default guard are unmapped.
     /// Nothing may run on `stack` any more.
     pub fn put(&self, mut stack: Stack) {
-        if stack.guard_size() != page_size() {
+        if !stack.has_default_guard() {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }

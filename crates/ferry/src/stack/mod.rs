@@ -20,6 +20,59 @@
 //! in a lock-free registry of guard ranges and prints which thread overflowed
 //! (id, name, stack size) before the process dies with SIGSEGV.
 //!
+//! # The guard's size, and what lies below it
+//!
+//! A function moves the stack pointer down by its whole frame at once and
+//! then touches the frame wherever its code does. Rust, and C built with
+//! `-fstack-clash-protection`, touch every page of a large frame in order
+//! (a probe), so they cannot pass a guard of any size without faulting in
+//! it. C built without it (the default of upstream gcc and clang, and of
+//! Debian's gcc; Ubuntu's and Fedora's gcc turn it on) does not: a frame
+//! with a 5,000-byte local array touched at both ends skips 5,000 bytes at
+//! a time, and a one-page guard is stepped over into whatever lies below. The kernel places mappings top-down and
+//! side by side, so what lies below a stack's guard is usually the *top*
+//! of the stack mapped after it: the oldest, live frames of another thread.
+//!
+//! So the guard is as large as the frames that can be expected to skip it
+//! ([`default_guard_size`]): **the stack's own usable size, at least
+//! 64 KiB and at most 1 MiB** (256 KiB for the default stack).
+//!
+//! - **A frame that fits the stack is caught.** A frame of `f` bytes
+//!   starting anywhere in the stack touches nothing lower than `bottom() -
+//!   f`; with a guard of at least the stack size, every frame the stack
+//!   could hold at all lands in the guard, never below it (for stacks up
+//!   to 1 MiB; larger ones catch frames up to 1 MiB). Realistic C
+//!   frames without probes are far smaller: `PATH_MAX` (4 KiB) and `BUFSIZ`
+//!   (8 KiB) buffers, a 64 KiB I/O buffer at the most (portable threaded
+//!   code also has to fit musl's 128 KiB default thread stack).
+//! - **64 KiB at least**: the guard AArch64 Linux, glibc and gcc's own
+//!   `-fstack-clash-protection` assume there (gcc on AArch64 probes only
+//!   every 64 KiB, and lets a caller leave up to 1 KiB unprobed), so a
+//!   smaller guard would let even protected C code through; and the largest
+//!   single buffer above.
+//! - **1 MiB at most**: the gap Linux itself keeps below a growing main
+//!   stack since the Stack Clash disclosure (`stack_guard_gap`, 256 pages).
+//!   A frame larger than that is not a realistic frame but an unchecked
+//!   `alloca` or a mistake, and is what `-fstack-clash-protection` (in
+//!   `ferry.pc`'s `Cflags`) exists for: with it every page is probed, and
+//!   any guard is hit.
+//!
+//! Since each stack's guard is in its own mapping, below its own usable
+//! part, two stacks side by side are always separated by the upper one's
+//! guard: a stride of up to the guard's size from any stack lands in its own
+//! guard (and the handler reports it, by the faulting address), never in
+//! its neighbour, whatever the kernel placed below.
+//!
+//! What the guard costs: no memory (it is never committed) and no system
+//! call (it is made in the same `mmap`, and the same one `madvise` or
+//! `mprotect`, as a one-page guard). Address space: 512 KiB per default
+//! stack, guard included: 50 GiB for 100,000 stacks out of 128 TiB.
+//! Page tables: guard markers live in page-table entries, so the guard's
+//! range needs its page-table pages; with stacks packed side by side every
+//! 2 MiB of them holds some stack's touched top anyway, so the cost is one
+//! 4 KiB page-table page per 2 MiB of stacks: about 100 MiB for 100,000
+//! default stacks (the `PROT_NONE` method needs none for the guard).
+//!
 //! # Two ways to make the guard, and `vm.max_map_count`
 //!
 //! Linux caps a process at `vm.max_map_count` kernel mappings (VMAs): 65,530
@@ -67,7 +120,7 @@
 //!
 //! # The default size
 //!
-//! [`DEFAULT_STACK_SIZE`] is 256 KiB (plus one 4 KiB guard page). A stack
+//! [`DEFAULT_STACK_SIZE`] is 256 KiB (plus a 256 KiB guard). A stack
 //! cannot grow or move (pointers into it are everywhere), so its size is the
 //! thread's lifetime maximum, unlike Go's 8 KiB stacks that are copied when
 //! they grow. What a stack costs is what it touches, not what it reserves:
@@ -78,15 +131,15 @@
 //!   256 KiB they would need 25 GiB: the size is an upper bound, not a
 //!   budget.)
 //! - **page tables**: stacks are packed side by side, so one page-table page
-//!   (covering 2 MiB) serves about eight 260 KiB stacks: 100,000 stacks need
-//!   about 50 MiB of page tables. Stacks of 2 MiB (Rust's `std::thread`
-//!   default) or 8 MiB (glibc's) need at least one page-table page each:
-//!   400 MiB for 100,000.
-//! - **huge pages**: a 256 KiB region never contains an aligned 2 MiB extent,
+//!   (covering 2 MiB) serves four 512 KiB stacks (guard included): 100,000
+//!   stacks need about 100 MiB of page tables. Stacks of 2 MiB (Rust's
+//!   `std::thread` default) or 8 MiB (glibc's) need at least one
+//!   page-table page each: 400 MiB for 100,000.
+//! - **huge pages**: a 256 KiB usable part never contains an aligned 2 MiB extent,
 //!   so transparent huge pages can never turn one touched byte into 2 MiB of
 //!   committed memory (Linux 6.7+ also excludes `MAP_STACK` mappings from
 //!   THP; larger stacks get `MADV_NOHUGEPAGE` for older kernels).
-//! - **address space**: 100,000 × 260 KiB is 25 GiB of the 128 TiB user half.
+//! - **address space**: 100,000 × 512 KiB is 50 GiB of the 128 TiB user half.
 //!
 //! 256 KiB is enough for ordinary Rust: formatting, I/O, a panic with its
 //! message. 64 KiB would be tight for a panic that prints a backtrace; 2 MiB
@@ -112,7 +165,7 @@ use rustix::io::Errno;
 use rustix::mm::{self, Advice, MapFlags, MprotectFlags, ProtFlags};
 
 pub use cache::{CacheLimits, CacheStats, StackCache};
-pub use overflow::{ensure_signal_stack, install_overflow_handler};
+pub use overflow::{TagNamer, ensure_signal_stack, install_overflow_handler, set_tag_namer};
 pub(crate) use registry::hold as hold_registry;
 
 /// The usable size of a stack made without an explicit size: 256 KiB.
@@ -121,6 +174,26 @@ pub(crate) use registry::hold as hold_registry;
 /// pages cost a few hundred MiB of memory, not 25 GiB; see the module
 /// documentation for the full reasoning.
 pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
+
+/// The smallest guard [`Stack::new`] gives a stack: 64 KiB, the guard
+/// AArch64 Linux and gcc's stack-clash protection assume; see the module
+/// documentation.
+pub const MIN_GUARD_SIZE: usize = 64 * 1024;
+
+/// The largest guard [`Stack::new`] gives a stack: 1 MiB, the gap Linux
+/// keeps below a growing main stack; see the module documentation.
+pub const MAX_GUARD_SIZE: usize = 1024 * 1024;
+
+/// The guard [`Stack::new`] gives a stack of `size` usable bytes: `size`
+/// rounded up to pages, clamped to [`MIN_GUARD_SIZE`]..=[`MAX_GUARD_SIZE`]
+/// (both rounded up to pages), so that any frame the stack can hold faults
+/// in the guard even when the code that makes it does not probe its pages.
+pub fn default_guard_size(size: usize) -> usize {
+    let size = round_to_pages(size).unwrap_or(usize::MAX);
+    let lo = round_to_pages(MIN_GUARD_SIZE).unwrap_or(MIN_GUARD_SIZE);
+    let hi = round_to_pages(MAX_GUARD_SIZE).unwrap_or(MAX_GUARD_SIZE);
+    size.clamp(lo, hi.max(lo))
+}
 
 /// Bytes of a thread's name kept for the overflow report; longer names are
 /// cut at a character boundary.
@@ -414,20 +487,22 @@ pub struct Stack {
 
 impl Stack {
     /// Maps a stack with `size` usable bytes (rounded up to whole pages) and
-    /// one guard page.
+    /// a guard of [`default_guard_size`]`(size)` bytes.
     ///
     /// Installs the overflow handler the first time it is called in the
     /// process. Fails with `InvalidInput` for a zero or absurd size and with
     /// the kernel's error (usually `OutOfMemory`, with a message naming the
     /// likely limit) when the mapping cannot be made.
     pub fn new(size: usize) -> io::Result<Stack> {
-        Stack::with_guard(size, page_size())
+        Stack::with_guard(size, default_guard_size(size))
     }
 
     /// Like [`Stack::new`] with `guard` bytes of guard (rounded up to whole
-    /// pages, at least one page). Code that may skip more than a page in one
-    /// frame without probing it (C built without `-fstack-clash-protection`)
-    /// wants a larger guard; Rust probes every page of a large frame.
+    /// pages, at least one page). A guard smaller than the default lets a
+    /// frame that does not probe its pages (C built without
+    /// `-fstack-clash-protection`) step over it into the mapping below; Rust
+    /// probes every page of a large frame. Stacks with another guard than
+    /// the default are not kept by a [`StackCache`].
     pub fn with_guard(size: usize, guard: usize) -> io::Result<Stack> {
         let usable = round_to_pages(size)
             .filter(|&s| s > 0)
@@ -461,6 +536,12 @@ impl Stack {
         self.map.guard
     }
 
+    /// Whether the guard is the one [`Stack::new`] gives a stack of this
+    /// size (only such stacks are cached for reuse).
+    pub fn has_default_guard(&self) -> bool {
+        self.map.guard == default_guard_size(self.size())
+    }
+
     /// The guard's address range (`guard_range().end == bottom()`).
     pub fn guard_range(&self) -> Range<usize> {
         self.map.guard_range()
@@ -480,12 +561,19 @@ impl Stack {
     /// Call it before the thread first runs. `name` is cut to
     /// [`OWNER_NAME_MAX`] bytes at a character boundary.
     pub fn set_owner(&mut self, id: u64, name: Option<&str>) {
+        self.set_owner_tagged(id, name, 0);
+    }
+
+    /// [`set_owner`](Stack::set_owner) with the thread's embedder word
+    /// (its tag), which the overflow report hands to the namer an embedder
+    /// registered ([`set_tag_namer`]) to learn a name given later.
+    pub fn set_owner_tagged(&mut self, id: u64, name: Option<&str>, tag: usize) {
         let name = name.unwrap_or("");
         let mut n = name.len().min(OWNER_NAME_MAX);
         while !name.is_char_boundary(n) {
             n -= 1;
         }
-        registry::set_owner(self.slot, id, &name.as_bytes()[..n]);
+        registry::set_owner(self.slot, id, tag, &name.as_bytes()[..n]);
     }
 
     /// Forgets the owner; an overflow is then reported as an unowned stack's.

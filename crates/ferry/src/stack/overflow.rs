@@ -1,7 +1,8 @@
 //! The stack-overflow reporter: a process-wide SIGSEGV/SIGBUS handler that
-//! names the thread whose guard page was hit, and the alternate signal stacks
+//! names the thread whose guard was hit, and the alternate signal stacks
 //! it runs on. The handler must never lock, allocate, panic or call anything
-//! but async-signal-safe functions (`write`, `sigaction`, `raise`).
+//! but async-signal-safe functions (`write`, `sigaction`, `raise`, `getpid`,
+//! `process_vm_readv`) and the registered [`TagNamer`].
 //!
 //! A fault is an overflow when the kernel raised it (`si_code > 0`) and
 //! either the faulting address or the interrupted stack pointer lies in a
@@ -20,6 +21,14 @@
 //! passed to the handler that was installed before ours (Rust's own stack
 //! overflow handler, a sanitizer, ...) or, when there was none, gets the
 //! default action: chaining never turns a crash into a silent one.
+//!
+//! The thread is named by its ferry id and by the name it was spawned with,
+//! or, when the embedder registered a [`TagNamer`] and the namer knows a
+//! name for the thread's tag, by that name (the C API's `cthread_set_name`
+//! names a thread after it started). The handler copies that name with
+//! `process_vm_readv(2)` on its own process, which fails with `EFAULT`
+//! instead of faulting on a string that is no longer mapped; if it fails
+//! (a seccomp filter may forbid the call) the report goes without it.
 //!
 //! A handler for an overflow cannot run on the overflowed stack, so every
 //! kernel thread that runs ferry threads needs an alternate signal stack:
@@ -42,6 +51,29 @@ static PREV_HANDLER: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0
 static PREV_FLAGS: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
 
 static INSTALLED: OnceLock<Result<(), i32>> = OnceLock::new();
+
+/// Asks an embedder for the name of the thread whose tag
+/// ([`Thread::tag`](crate::Thread::tag), as given at spawn) is the
+/// argument: a pointer to a NUL-terminated string, or null when it knows
+/// none. Called from the SIGSEGV handler, so it must be async-signal-safe:
+/// atomic loads only, no lock, no allocation. The string need not be
+/// mapped any more (the report copies it without faulting).
+pub type TagNamer = fn(usize) -> *const std::ffi::c_char;
+
+/// The registered [`TagNamer`] as an address; 0 when none.
+static NAMER: AtomicUsize = AtomicUsize::new(0);
+
+/// Registers the function the overflow report asks for a thread's name by
+/// its tag (replacing any earlier one). The C API registers one that
+/// answers the name `cthread_set_name` gave a cthread.
+///
+/// # Safety
+/// `namer` is called from the SIGSEGV handler, on any thread, at any
+/// moment: it must be async-signal-safe (atomic loads only; no lock, no
+/// allocation, no panic) for every tag.
+pub unsafe fn set_tag_namer(namer: TagNamer) {
+    NAMER.store(namer as usize, Ordering::Release);
+}
 
 /// Installs the overflow handler for SIGSEGV and SIGBUS, once per process;
 /// later calls return the first call's result. [`Stack::new`](super::Stack::new)
@@ -101,13 +133,69 @@ extern "C" fn on_fault(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void)
     let from_kernel = code > 0;
     if from_kernel {
         let hit = registry::lookup(addr).or_else(|| stack_pointer(ctx).and_then(registry::lookup));
-        if let Some(snap) = hit {
+        if let Some(mut snap) = hit {
+            tag_name(&mut snap);
             report(&snap, addr);
             die(sig);
             return;
         }
     }
     chain(sig, info, ctx, from_kernel);
+}
+
+/// Replaces `snap`'s name with the one the registered [`TagNamer`] knows
+/// for its tag, if any; copies it with `process_vm_readv`, which reports a
+/// bad address as an error instead of faulting.
+fn tag_name(snap: &mut Snapshot) {
+    let namer = NAMER.load(Ordering::Acquire);
+    if !snap.owned || snap.tag == 0 || namer == 0 {
+        return;
+    }
+    // SAFETY: NAMER only ever holds a `TagNamer` stored by `set_tag_namer`,
+    // whose contract makes it async-signal-safe.
+    let namer = unsafe { std::mem::transmute::<usize, TagNamer>(namer) };
+    let at = namer(snap.tag) as usize;
+    if at == 0 {
+        return;
+    }
+    let mut buf = [0u8; registry::NAME_CAP];
+    // Two pieces, split at the next 4 KiB boundary (a page boundary for
+    // every page size, and no call to learn it here): the call never
+    // splits one piece, so a string at the end of the last mapped page
+    // still reads.
+    const SMALLEST_PAGE: usize = 4096;
+    let first = (SMALLEST_PAGE - at % SMALLEST_PAGE).min(buf.len());
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = [
+        libc::iovec {
+            iov_base: at as *mut c_void,
+            iov_len: first,
+        },
+        libc::iovec {
+            iov_base: at.wrapping_add(first) as *mut c_void,
+            iov_len: buf.len() - first,
+        },
+    ];
+    let pieces = if first < buf.len() { 2 } else { 1 };
+    // SAFETY: reads the caller's own memory into `buf`, which `local`
+    // describes exactly; the kernel checks the remote range and answers
+    // EFAULT (or a short count) instead of faulting. getpid and
+    // process_vm_readv are plain system calls, safe in a signal handler.
+    let n =
+        unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, remote.as_ptr(), pieces, 0) };
+    if n <= 0 {
+        return;
+    }
+    let read = &buf[..(n as usize).min(buf.len())];
+    let len = read.iter().position(|&b| b == 0).unwrap_or(read.len());
+    if len == 0 {
+        return;
+    }
+    snap.name[..len].copy_from_slice(&read[..len]);
+    snap.name_len = len;
 }
 
 /// The interrupted context's stack pointer.
@@ -403,6 +491,7 @@ mod tests {
             size,
             owned,
             id,
+            tag: 0,
             name_len: name.len(),
             name: bytes,
         }

@@ -23,7 +23,7 @@
 //! | `seq` | the slot's writer | odd before a change, even (+2) after | readers: before and after their loads |
 //! | `guard_lo`, `guard_hi` | register / unregister | set at registration; both 0 = free | lookup: candidate test, then validated |
 //! | `size` | register | registration | lookup |
-//! | `id`, `meta`, `name[]` | set_owner / clear_owner / register | before the thread first runs; cleared on registration and by the cache; `set_owner` writes only the name words its name covers (readers stop at the length in `meta`) | lookup, `owner()` |
+//! | `id`, `tag`, `meta`, `name[]` | set_owner / clear_owner / register | before the thread first runs; cleared on registration and by the cache; `set_owner` writes only the name words its name covers (readers stop at the length in `meta`) | lookup, `owner()` |
 //!
 //! Writer: `seq = s + 1` (Relaxed), Release fence, field stores (Relaxed),
 //! `seq = s + 2` (Release). Reader: `s1 = seq` (Acquire), skip if odd, field
@@ -56,6 +56,8 @@ struct Slot {
     guard_hi: AtomicUsize,
     size: AtomicUsize,
     id: AtomicU64,
+    /// The owner's embedder word (a ferry thread's tag), for the namer.
+    tag: AtomicUsize,
     meta: AtomicU64,
     name: [AtomicU64; NAME_WORDS],
 }
@@ -68,6 +70,7 @@ impl Slot {
             guard_hi: AtomicUsize::new(0),
             size: AtomicUsize::new(0),
             id: AtomicU64::new(0),
+            tag: AtomicUsize::new(0),
             meta: AtomicU64::new(0),
             name: std::array::from_fn(|_| AtomicU64::new(0)),
         }
@@ -96,6 +99,7 @@ impl Slot {
             size: self.size.load(Ordering::Relaxed),
             owned: meta & OWNED != 0,
             id: self.id.load(Ordering::Relaxed),
+            tag: self.tag.load(Ordering::Relaxed),
             name_len: ((meta & !OWNED) as usize).min(NAME_CAP),
             name,
         }
@@ -129,6 +133,7 @@ pub(crate) struct Snapshot {
     pub(crate) size: usize,
     pub(crate) owned: bool,
     pub(crate) id: u64,
+    pub(crate) tag: usize,
     pub(crate) name_len: usize,
     pub(crate) name: [u8; NAME_CAP],
 }
@@ -204,6 +209,7 @@ pub(crate) fn register(guard_lo: usize, guard_hi: usize, size: usize) -> io::Res
     s.write(|s| {
         s.size.store(size, Ordering::Relaxed);
         s.id.store(0, Ordering::Relaxed);
+        s.tag.store(0, Ordering::Relaxed);
         s.meta.store(0, Ordering::Relaxed);
         s.guard_hi.store(guard_hi, Ordering::Relaxed);
         s.guard_lo.store(guard_lo, Ordering::Relaxed);
@@ -228,15 +234,16 @@ pub(crate) fn unregister(index: u32) {
         .push(index);
 }
 
-/// Records the owner of the stack in slot `index`; `name` is at most
-/// [`NAME_CAP`] bytes.
-pub(crate) fn set_owner(index: u32, id: u64, name: &[u8]) {
+/// Records the owner of the stack in slot `index`: its id, its embedder
+/// word `tag` and its `name` (at most [`NAME_CAP`] bytes).
+pub(crate) fn set_owner(index: u32, id: u64, tag: usize, name: &[u8]) {
     let Some(s) = slot(index as usize) else {
         return;
     };
     let name = &name[..name.len().min(NAME_CAP)];
     s.write(|s| {
         s.id.store(id, Ordering::Relaxed);
+        s.tag.store(tag, Ordering::Relaxed);
         // Only the words the name covers: readers stop at its length (an
         // unnamed thread, the common case, writes none).
         for (w, chunk) in s.name.iter().zip(name.chunks(8)) {
@@ -255,6 +262,7 @@ pub(crate) fn clear_owner(index: u32) {
     };
     s.write(|s| {
         s.id.store(0, Ordering::Relaxed);
+        s.tag.store(0, Ordering::Relaxed);
         s.meta.store(0, Ordering::Relaxed);
     });
 }

@@ -121,6 +121,7 @@ use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
 mod local;
+mod panic;
 mod park_word;
 mod raw;
 
@@ -143,6 +144,7 @@ use crate::processor::{self, Pending};
 use crate::runtime::Shared;
 use crate::sched::Ready;
 use crate::stack::Stack;
+pub(crate) use panic::install_panic_hook;
 
 pub(crate) use park_word::{EMPTY, PARKED};
 
@@ -436,7 +438,9 @@ impl Thread {
     }
 
     /// A word kept in the thread for whoever embeds ferry (ferry's C API
-    /// keeps the thread's `cthread_t` there); ferry never reads it. Zero
+    /// keeps the thread's `cthread_t` there); ferry never interprets it
+    /// (the overflow report passes the tag given at spawn to the
+    /// embedder's [`set_tag_namer`](crate::stack::set_tag_namer)). Zero
     /// until set.
     pub fn tag(&self) -> usize {
         self.header().tag.load(Acquire)
@@ -911,7 +915,7 @@ impl Builder {
         f: impl FnOnce() -> T + Send + 'static,
         cache: Option<&processor::Entered>,
     ) -> (Thread, RawJoin<T>) {
-        stack.set_owner(id.0, self.name.as_deref());
+        stack.set_owner_tagged(id.0, self.name.as_deref(), self.tag);
         // SAFETY: the stack is fresh or reused (nothing runs on it), and it
         // stays in the thread's block until the thread has exited and
         // switched away.
