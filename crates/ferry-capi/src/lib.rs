@@ -39,6 +39,7 @@ pub mod calls;
 pub mod control;
 pub mod cthreads;
 pub mod handles;
+pub mod locks;
 
 pub use handles::any_t;
 
