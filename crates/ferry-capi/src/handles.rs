@@ -79,8 +79,8 @@ use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU64, AtomicUsize};
 #[allow(non_camel_case_types)]
 pub type any_t = *mut std::ffi::c_void;
 
-/// The free list's lock: a test-and-set flag held for a few loads and
-/// stores. Unlike `ferry::sync::SpinLock` it does not raise the runtime's
+/// The free list's lock, and C-Threads' spin locks (`spin_lock_t`, in
+/// `cthreads`): a test-and-set flag held for a few loads and stores. Unlike `ferry::sync::SpinLock` it does not raise the runtime's
 /// critical count (which costs as much as the whole critical section
 /// here): a holder preempted by a time slice is waited out by contenders
 /// that spin a little, then yield (their processor then runs the holder).
@@ -88,7 +88,7 @@ pub type any_t = *mut std::ffi::c_void;
 /// | `locked` | written by | meaning |
 /// |----------|------------|---------|
 /// | `false -> true` (CAS, Acquire) | a locker | it owns `value` |
-/// | `true -> false` (store, Release) | the owner's guard drop; `force_unlock` before and after a fork | free |
+/// | `true -> false` (store, Release) | the owner's guard drop; `force_unlock` before and after a fork, and for `spin_unlock` | free |
 pub(crate) struct RawLock<T> {
     locked: AtomicBool,
     value: UnsafeCell<T>,
@@ -134,9 +134,16 @@ impl<T> RawLock<T> {
         }
     }
 
-    /// Takes the lock without a guard (before a fork).
-    fn lock_raw(&self) {
+    /// Takes the lock without a guard (before a fork; `spin_lock`).
+    pub(crate) fn lock_raw(&self) {
         std::mem::forget(self.lock());
+    }
+
+    /// Takes the lock without a guard if it is free (`spin_try_lock`).
+    pub(crate) fn try_lock_raw(&self) -> bool {
+        self.locked
+            .compare_exchange(false, true, Acquire, Relaxed)
+            .is_ok()
     }
 
     /// Marks the lock free without a guard.
@@ -144,8 +151,9 @@ impl<T> RawLock<T> {
     /// # Safety
     /// No guard of it is alive that will be used or dropped (after a fork,
     /// in the parent: the one `lock_raw` took; in the child: any, since
-    /// their holders do not exist there).
-    unsafe fn force_unlock(&self) {
+    /// their holders do not exist there; for `spin_unlock`, none is ever
+    /// made).
+    pub(crate) unsafe fn force_unlock(&self) {
         self.locked.store(false, Release);
     }
 }

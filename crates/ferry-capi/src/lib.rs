@@ -143,6 +143,7 @@ pub mod control;
 pub mod cthreads;
 pub mod handles;
 pub mod kernel;
+pub mod locks;
 
 pub use handles::any_t;
 

@@ -330,6 +330,19 @@ fn thread_control_misuse_is_refused() {
 }
 
 #[test]
+fn mutex_and_condition_misuse_is_answered_through_errno() {
+    run("mutex_misuse.c", &[("FERRY_PROCESSORS", "2")]);
+}
+
+#[test]
+fn spin_locks_keep_a_counter_exact_under_preempted_holders() {
+    run(
+        "spin_locks.c",
+        &[("FERRY_PROCESSORS", "2"), ("FERRY_TIME_SLICE", "200us")],
+    );
+}
+
+#[test]
 fn join_detach_and_terminate_paths_of_the_join_right() {
     run("join_paths.c", &[("FERRY_PROCESSORS", "2")]);
 }

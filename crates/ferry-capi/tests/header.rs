@@ -62,7 +62,7 @@ fn generate(sources: &[&str], config: cbindgen::Config) -> String {
 
 fn cthreads_h() -> String {
     generate(
-        &["handles.rs", "cthreads.rs", "kernel.rs"],
+        &["handles.rs", "cthreads.rs", "locks.rs", "kernel.rs"],
         config(
             "FERRY_CTHREADS_H",
             &[],
@@ -71,6 +71,8 @@ fn cthreads_h() -> String {
                 "condition nobody waits on. */\n",
                 "#define MUTEX_INITIALIZER { { 0 } }\n",
                 "#define CONDITION_INITIALIZER { { 0 } }\n",
+                "/* A free spin lock. */\n",
+                "#define SPIN_LOCK_INITIALIZER 0\n",
                 "/* The \"no thread\" handle. */\n",
                 "#define NO_CTHREAD ((cthread_t)0)\n",
                 "\n",

@@ -600,6 +600,12 @@ impl Builder {
     /// # Panics
     /// If the calling kernel thread already runs ferry threads.
     pub fn adopt(&self) -> io::Result<Handle> {
+        self.adopt_on(crate::sync::owner::caller_stack())
+    }
+
+    /// [`adopt`](Builder::adopt), for a flow that runs on `stack` (what
+    /// `sync::owner` tells locks the adopted thread holds by).
+    fn adopt_on(&self, stack: Option<std::ops::Range<usize>>) -> io::Result<Handle> {
         let (shared, count) = self.prepare("ferry::Builder::adopt")?;
         // The first thread: a block without a stack of its own, whose
         // context the switch below fills in.
@@ -637,6 +643,7 @@ impl Builder {
         // (queued by the driver only once it runs) keeps in place; `driver`
         // was just prepared and is resumed once.
         let _p = unsafe { thread::switch_in_adopted(from, &driver, header) };
+        crate::sync::owner::note_adopted_stack(stack);
         Ok(Handle { shared })
     }
 
@@ -655,10 +662,13 @@ impl Builder {
     /// other ferry call in the child: the parent's runtime state copied
     /// into the child is abandoned, never touched again.
     pub unsafe fn adopt_after_fork(&self) -> io::Result<Handle> {
+        // The stack the flow runs on, read through the parent's state (the
+        // forking thread's header) before that state is abandoned.
+        let stack = crate::sync::owner::caller_stack();
         // SAFETY: the caller's contract: a fork child, nothing else of
         // ferry's has run in it.
         unsafe { upcall::forget_local() };
-        self.adopt()
+        self.adopt_on(stack)
     }
 
     /// Starts the runtime in the background, every processor on a kernel

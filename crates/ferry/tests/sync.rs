@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use ferry::Runtime;
 use ferry::sync::{
-    Barrier, Condvar, Mutex, RecvError, RwLock, Semaphore, SendError, TryRecvError, TrySendError,
-    channel,
+    Barrier, Condvar, Mutex, NotOwner, RecvError, RwLock, Semaphore, SendError, TryRecvError,
+    TrySendError, WouldDeadlock, channel,
 };
 
 /// How long any one runtime of a test may take before the test fails.
@@ -150,6 +150,111 @@ fn mutex_try_lock_and_into_inner() {
         drop(g);
         m.try_lock().unwrap().push(2);
         assert_eq!(m.into_inner(), [1, 2]);
+    });
+}
+
+#[test]
+fn relocking_ones_own_mutex_panics_naming_the_thread() {
+    on_one_and_two(|_| {
+        let m = Arc::new(Mutex::new(0u32));
+        let m2 = Arc::clone(&m);
+        let t = ferry::thread::Builder::new()
+            .name("relocker")
+            .spawn(move || {
+                let _held = m2.lock();
+                let _again = m2.lock();
+            })
+            .unwrap();
+        let id = t.thread().id().as_u64();
+        let panic = t.join().unwrap_err();
+        let msg = panic.message().unwrap();
+        assert!(
+            msg.contains(&format!("ferry thread {id} ('relocker')"))
+                && msg.contains("already holds this mutex"),
+            "{msg}"
+        );
+        // The unwinding dropped the first guard: the mutex is free.
+        *m.try_lock().expect("unlocked by the unwinding") += 1;
+    });
+    within(WATCHDOG, "a kernel thread", || {
+        let m = Mutex::new(());
+        let r = std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .name("kernel-relocker".into())
+                .spawn_scoped(s, || {
+                    let _held = m.lock();
+                    let _again = m.lock();
+                })
+                .unwrap()
+                .join()
+        });
+        let payload = r.unwrap_err();
+        let msg = payload.downcast_ref::<String>().unwrap();
+        assert!(
+            msg.contains("kernel thread 'kernel-relocker'") && msg.contains("already holds"),
+            "{msg}"
+        );
+        assert!(!m.is_locked());
+    });
+}
+
+#[test]
+fn raw_mutex_misuse_returns_errors_and_changes_nothing() {
+    on_one_and_two(|_| {
+        let m = Arc::new(Mutex::new(()));
+        let cv = Arc::new(Condvar::new());
+        m.lock_raw().unwrap();
+        assert_eq!(m.lock_raw(), Err(WouldDeadlock));
+        // Another ferry thread and a kernel thread may not unlock it, nor
+        // wait on it, and neither call changes it.
+        let (m2, cv2) = (Arc::clone(&m), Arc::clone(&cv));
+        let other = ferry::spawn(move || {
+            // SAFETY: no guard of this thread's is alive.
+            assert_eq!(unsafe { m2.unlock_raw() }, Err(NotOwner));
+            // SAFETY: as above.
+            assert_eq!(unsafe { cv2.wait_raw(&m2) }, Err(NotOwner));
+            assert!(!m2.try_lock_raw());
+        });
+        other.join().unwrap();
+        let (m2, cv2) = (Arc::clone(&m), Arc::clone(&cv));
+        spawn_kernel(move || {
+            // SAFETY: no guard of this thread's is alive.
+            assert_eq!(unsafe { m2.unlock_raw() }, Err(NotOwner));
+            // SAFETY: as above.
+            assert_eq!(unsafe { cv2.wait_raw(&m2) }, Err(NotOwner));
+            assert!(!m2.try_lock_raw());
+        })
+        .join();
+        assert!(m.is_locked());
+        // The holder, after switches that may have moved it, unlocks.
+        for _ in 0..10 {
+            ferry::yield_now();
+        }
+        // SAFETY: no guard is alive.
+        assert_eq!(unsafe { m.unlock_raw() }, Ok(()));
+        assert!(!m.is_locked());
+        // A free mutex is nobody's: neither unlocked nor waited on.
+        // SAFETY: as above.
+        assert_eq!(unsafe { m.unlock_raw() }, Err(NotOwner));
+        // SAFETY: as above.
+        assert_eq!(unsafe { cv.wait_raw(&m) }, Err(NotOwner));
+        assert!(!m.is_locked());
+        // A raw wait by the holder waits, and returns holding the mutex.
+        m.lock_raw().unwrap();
+        let (m2, cv2) = (Arc::clone(&m), Arc::clone(&cv));
+        let notifier = ferry::spawn(move || {
+            while !cv2.has_waiters() {
+                ferry::yield_now();
+            }
+            let _g = m2.lock();
+            cv2.notify_one();
+        });
+        // SAFETY: no guard is alive.
+        assert_eq!(unsafe { cv.wait_raw(&m) }, Ok(()));
+        assert!(m.is_locked());
+        // SAFETY: as above.
+        assert_eq!(unsafe { m.unlock_raw() }, Ok(()));
+        notifier.join().unwrap();
     });
 }
 

@@ -10,7 +10,7 @@
 /*
  Words of storage in [`mutex`] and [`condition`].
  */
-#define FERRY_SYNC_WORDS 6
+#define FERRY_SYNC_WORDS 8
 
 /*
  The incomplete type behind `cthread_t`; a `cthread_t` is never
@@ -36,10 +36,18 @@ typedef void *any_t;
 typedef any_t (*cthread_fn_t)(any_t);
 
 /*
- A C-Threads mutex: `ferry::sync::Mutex` in storage the program owns.
- All-zero bytes are an unlocked mutex, so `MUTEX_INITIALIZER` (or
- [`mutex_init`], or static storage) makes one. A contended lock blocks
- only the calling ferry thread.
+ A C-Threads mutex: `ferry::sync::Mutex` and a name, in storage the
+ program owns. All-zero bytes are an unlocked, unnamed mutex, so
+ `MUTEX_INITIALIZER` (or [`mutex_init`], or static storage) makes one. A
+ contended lock blocks only the calling ferry thread.
+
+ Misuse is answered as by an error-checking pthread mutex, through errno
+ (the C-Threads calls return nothing): [`mutex_lock`] by the holder sets
+ `EDEADLK`, [`mutex_unlock`] by a thread that does not hold the mutex sets
+ `EPERM`, and [`condition_wait`] without the mutex sets `EPERM`; each
+ returns at once and leaves the mutex as it was. These hold for ferry
+ threads and plain kernel threads alike; a mutex locked in a signal
+ handler running on an alternate stack is held by no thread.
  */
 struct mutex {
   uint64_t _opaque[FERRY_SYNC_WORDS];
@@ -51,8 +59,8 @@ struct mutex {
 typedef struct mutex *mutex_t;
 
 /*
- A C-Threads condition: `ferry::sync::Condvar` in storage the program
- owns; all-zero bytes are a condition nobody waits on.
+ A C-Threads condition: `ferry::sync::Condvar` and a name, in storage the
+ program owns; all-zero bytes are an unnamed condition nobody waits on.
  */
 struct condition {
   uint64_t _opaque[FERRY_SYNC_WORDS];
@@ -62,6 +70,24 @@ struct condition {
  C-Threads' condition handle.
  */
 typedef struct condition *condition_t;
+
+/*
+ C-Threads' spin lock: an `int`, 0 when free (`SPIN_LOCK_INITIALIZER`), for
+ critical sections of a few instructions. Pass its address to
+ [`spin_lock`] and the others.
+
+ A waiter spins a little, then yields its processor at every try (a
+ holder that a time slice preempted may be waiting on the same processor
+ to run); off a ferry thread it yields its kernel thread. A spin lock has
+ no holder: any thread may unlock it, and unlocking a free one leaves it
+ free.
+ */
+typedef int32_t spin_lock_t;
+
+/*
+ Mach's `boolean_t`: nonzero is true.
+ */
+typedef int32_t boolean_t;
 
 #ifdef __cplusplus
 extern "C" {
@@ -147,7 +173,7 @@ void cthread_set_data(cthread_t t, any_t data);
 any_t cthread_data(cthread_t t);
 
 /*
- Makes `*m` an unlocked mutex (same as `MUTEX_INITIALIZER`).
+ Makes `*m` an unlocked, unnamed mutex (same as `MUTEX_INITIALIZER`).
 
  # Safety
  `m` points at writable storage for a `struct mutex` nobody uses.
@@ -155,7 +181,37 @@ any_t cthread_data(cthread_t t);
 void mutex_init(mutex_t m);
 
 /*
- Makes `*c` a condition nobody waits on (same as
+ Ends the use of a mutex that [`mutex_alloc`] did not make (static or
+ embedded storage), as C-Threads asks before its storage is reused. A
+ ferry mutex holds nothing outside its storage, so on an unlocked mutex
+ nobody waits for this changes nothing (it stays usable, and keeps its
+ name). On a mutex that is held or waited for it changes nothing and sets
+ errno to `EBUSY`.
+
+ # Safety
+ `m` is a live mutex.
+ */
+void mutex_clear(mutex_t m);
+
+/*
+ Names mutex `m` (for debugging). The string is not copied, as in
+ C-Threads: keep it alive while the mutex may be asked its name.
+
+ # Safety
+ `m` is a live mutex.
+ */
+void mutex_set_name(mutex_t m, const char *name);
+
+/*
+ Mutex `m`'s name as last set, or `"?"` if it has none (as C-Threads).
+
+ # Safety
+ `m` is a live mutex.
+ */
+const char *mutex_name(mutex_t m);
+
+/*
+ Makes `*c` an unnamed condition nobody waits on (same as
  `CONDITION_INITIALIZER`).
 
  # Safety
@@ -164,7 +220,35 @@ void mutex_init(mutex_t m);
 void condition_init(condition_t c);
 
 /*
- A new unlocked mutex on the heap ([`mutex_free`] it).
+ Ends the use of a condition that [`condition_alloc`] did not make, as
+ [`mutex_clear`] does for a mutex: nothing changes on a condition nobody
+ waits on; one with waiters is left as it is (they stay waiting) and errno
+ is set to `EBUSY`.
+
+ # Safety
+ `c` is a live condition.
+ */
+void condition_clear(condition_t c);
+
+/*
+ Names condition `c` (for debugging). The string is not copied: keep it
+ alive while the condition may be asked its name.
+
+ # Safety
+ `c` is a live condition.
+ */
+void condition_set_name(condition_t c, const char *name);
+
+/*
+ Condition `c`'s name as last set, or `"?"` if it has none.
+
+ # Safety
+ `c` is a live condition.
+ */
+const char *condition_name(condition_t c);
+
+/*
+ A new unlocked, unnamed mutex on the heap ([`mutex_free`] it).
  */
 mutex_t mutex_alloc(void);
 
@@ -180,13 +264,23 @@ void mutex_free(mutex_t m);
  Locks `m`, blocking the calling thread (at user level on a ferry
  thread) while another holds it.
 
+ If the calling thread holds `m` already, waiting would never end: the
+ call returns at once with errno set to `EDEADLK`, and the caller still
+ holds `m`, once (locks are not counted: one [`mutex_unlock`] frees it).
+ This is what an error-checking pthread mutex does, rather than an abort,
+ so that a program can see the error and go on: test errno where a relock
+ is possible, since a caller that does not goes on as if it had just
+ locked, and its nested unlock frees the mutex while the outer section is
+ still running. errno is left alone when the lock is taken.
+
  # Safety
  `m` is a live mutex.
  */
 void mutex_lock(mutex_t m);
 
 /*
- Takes `m` if it is free: nonzero if taken.
+ Takes `m` if it is free: nonzero if taken, 0 if any thread holds it (the
+ caller included).
 
  # Safety
  `m` is a live mutex.
@@ -196,13 +290,19 @@ int32_t mutex_try_lock(mutex_t m);
 /*
  Unlocks `m`, waking one waiter if any.
 
+ Only the thread that holds `m` may unlock it. Called by any other thread
+ (or on an unlocked mutex) it changes nothing — the holder keeps the
+ mutex — and sets errno to `EPERM`, as an error-checking pthread mutex
+ answers (C-Threads' `mutex_unlock` returns nothing, so errno is the
+ answer). errno is left alone when the unlock is made.
+
  # Safety
- `m` is a live mutex that the calling thread holds.
+ `m` is a live mutex.
  */
 void mutex_unlock(mutex_t m);
 
 /*
- A new condition on the heap ([`condition_free`] it).
+ A new unnamed condition on the heap ([`condition_free`] it).
  */
 condition_t condition_alloc(void);
 
@@ -235,10 +335,48 @@ void condition_broadcast(condition_t c);
  Unlocks `m`, waits until `c` is signalled, and locks `m` again. Wakeups
  may come without the condition holding: wait in a loop.
 
+ The caller must hold `m`. Called without it, the call returns at once,
+ without waiting and without taking `m`, and sets errno to `EPERM`.
+ errno is left alone by a wait.
+
  # Safety
- `c` is a live condition and `m` a live mutex the caller holds.
+ `c` is a live condition and `m` a live mutex.
  */
 void condition_wait(condition_t c, mutex_t m);
+
+/*
+ Makes `*p` a free spin lock (same as `SPIN_LOCK_INITIALIZER`).
+
+ # Safety
+ `p` points at writable storage for a `spin_lock_t` nobody uses.
+ */
+void spin_lock_init(spin_lock_t *p);
+
+/*
+ Takes spin lock `*p`, spinning (then yielding) while another holds it.
+ Do not block while holding it: other threads spin for it.
+
+ # Safety
+ `p` points at a live spin lock.
+ */
+void spin_lock(spin_lock_t *p);
+
+/*
+ Takes spin lock `*p` if it is free: `TRUE` (1) if taken, `FALSE` (0)
+ otherwise.
+
+ # Safety
+ `p` points at a live spin lock.
+ */
+boolean_t spin_try_lock(spin_lock_t *p);
+
+/*
+ Frees spin lock `*p`.
+
+ # Safety
+ `p` points at a live spin lock.
+ */
+void spin_unlock(spin_lock_t *p);
 
 /*
  The address of the calling thread's `errno` now: the errno slot of the
@@ -284,6 +422,8 @@ void cthread_unwire(void);
  * condition nobody waits on. */
 #define MUTEX_INITIALIZER { { 0 } }
 #define CONDITION_INITIALIZER { { 0 } }
+/* A free spin lock. */
+#define SPIN_LOCK_INITIALIZER 0
 /* The "no thread" handle. */
 #define NO_CTHREAD ((cthread_t)0)
 

@@ -23,7 +23,8 @@ use std::fmt;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::mutex::{Mutex, MutexGuard};
+use super::mutex::{Mutex, MutexGuard, NotOwner};
+use super::owner::Held;
 use super::waiter::{Entry, SpinLock, WaitList};
 
 /// A condition variable for [`Mutex`], for ferry threads and plain kernel
@@ -35,6 +36,12 @@ use super::waiter::{Entry, SpinLock, WaitList};
 /// [`notify_all`](Condvar::notify_all), then locks the mutex again. Use one
 /// condvar with one mutex. As with every condvar, check the condition in a
 /// loop (or use [`wait_while`](Condvar::wait_while)).
+///
+/// Waiting without the mutex cannot be written with guards: `wait` takes the
+/// guard, which only the holder has. The raw [`wait_raw`](Condvar::wait_raw)
+/// checks that the caller holds the mutex. A condvar is not tied to one
+/// mutex: waiters with different mutexes each unlock and relock their own,
+/// so mixing them is not an error here (only a puzzle for the reader).
 ///
 /// ```
 /// use std::sync::Arc;
@@ -89,6 +96,35 @@ impl Condvar {
         drop(guard);
         entry.wait(&me);
         mutex.lock()
+    }
+
+    /// [`wait`](Condvar::wait) for a mutex the caller locked with
+    /// [`Mutex::lock_raw`] (or [`Mutex::try_lock_raw`]): unlocks it, blocks
+    /// until notified, and locks it again, leaving it locked without a guard.
+    ///
+    /// # Errors
+    /// [`NotOwner`] if the calling thread does not hold `mutex`: it returns
+    /// at once without waiting, and without taking the mutex. (Where the
+    /// caller's stack cannot be told, as for [`Mutex::unlock_raw`], the wait
+    /// is not checked.)
+    ///
+    /// # Safety
+    /// No guard of the caller's for `mutex` is alive, and the caller holds no
+    /// borrow of its data across the call.
+    pub unsafe fn wait_raw<T: ?Sized>(&self, mutex: &Mutex<T>) -> Result<(), NotOwner> {
+        if mutex.held_by_caller() == Held::No {
+            return Err(NotOwner);
+        }
+        // SAFETY: the caller holds the lock (checked) with no guard alive
+        // (the contract); the guard the wait returns stands for the lock
+        // taken again, which stays the caller's.
+        std::mem::forget(self.wait(unsafe { mutex.make_guard_unchecked() }));
+        Ok(())
+    }
+
+    /// Whether threads wait on the condvar at the moment of the call.
+    pub fn has_waiters(&self) -> bool {
+        self.queued.load(Relaxed) != 0
     }
 
     /// Blocks while `condition` holds for the data: re-checks it after every

@@ -54,6 +54,7 @@ mod barrier;
 mod channel;
 mod condvar;
 mod mutex;
+pub(crate) mod owner;
 mod park;
 mod rwlock;
 mod semaphore;
@@ -65,7 +66,7 @@ pub use channel::{
     channel,
 };
 pub use condvar::Condvar;
-pub use mutex::{Mutex, MutexGuard};
+pub use mutex::{Mutex, MutexGuard, NotOwner, WouldDeadlock};
 pub use park::ParkWait;
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Semaphore, SemaphorePermit};

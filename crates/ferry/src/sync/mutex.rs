@@ -1,9 +1,11 @@
 //! [`Mutex`]: mutual exclusion that blocks at user level; one CAS to lock and
-//! one to unlock when uncontended.
+//! one to unlock when uncontended, and the holder's mark, which answers
+//! misuse: relocking one's own mutex, unlocking another's.
 //!
-//! This room owns the lock word and its waiter queue; it must never park or
-//! switch while holding the queue's spinlock, and never wake more than one
-//! waiter per unlock.
+//! This room owns the lock word, the holder's mark and the waiter queue; it
+//! must never park or switch while holding the queue's spinlock, never wake
+//! more than one waiter per unlock, and never refuse a thread that holds the
+//! lock (where the holder cannot be told, it lets the call through).
 //!
 //! # Protocol
 //!
@@ -32,6 +34,26 @@
 //! be scheduled), and if it loses it re-queues at the *front*, so waiters are
 //! served in FIFO order among themselves.
 //!
+//! # The holder's mark
+//!
+//! `owner` holds the holder's stack mark (`super::owner`: an address in
+//! the frame that locked), or 0:
+//!
+//! | transition | by | when |
+//! |------------|----|------|
+//! | `0 -> mark` (Relaxed store) | the new holder | right after its CAS set `LOCKED` |
+//! | `mark -> 0` (Relaxed store) | the holder | right before the Release CAS or store that clears `LOCKED` |
+//!
+//! Only the holder writes it, so the holder reads its own mark back; a thread
+//! that does not hold the lock reads 0 or another thread's mark, never its
+//! own (it stored 0 over that before letting go). It is read only where
+//! misuse is possible: a contended lock checks for a relock (a panic for
+//! [`Mutex::lock`], [`WouldDeadlock`] for [`Mutex::lock_raw`]), and
+//! [`Mutex::unlock_raw`] and [`Condvar::wait_raw`](super::Condvar::wait_raw)
+//! refuse a caller that does not hold the lock ([`NotOwner`]). The guard API
+//! needs no such check: only the holder has a guard, and guards are not
+//! `Send`.
+//!
 //! There is no poisoning: a panic while the lock is held unlocks it (the
 //! guard's drop) and the next holder sees the data as the panicking thread
 //! left it, as with `parking_lot` and Tokio.
@@ -40,9 +62,10 @@ use std::cell::UnsafeCell;
 use std::fmt;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicU32, AtomicUsize};
 
+use super::owner::{self, Held};
 use super::waiter::{Entry, SpinLock, WaitList};
 
 const LOCKED: u32 = 1;
@@ -60,6 +83,13 @@ const SPINS: u32 = 64;
 /// plain kernel thread that kernel thread. Both kinds may contend on one
 /// mutex. Waiters are woken in FIFO order; a running thread may still take
 /// the lock before a woken one gets to it. No poisoning (see the module docs).
+///
+/// Misuse is answered rather than hung on: [`lock`](Mutex::lock) by the
+/// thread that holds the mutex panics, naming the thread. Unlocking by
+/// another thread cannot be written with guards (a [`MutexGuard`] is not
+/// `Send`); the raw API for callers that pair lock and unlock themselves
+/// ([`lock_raw`](Mutex::lock_raw), [`unlock_raw`](Mutex::unlock_raw))
+/// returns errors for both.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -88,6 +118,8 @@ const SPINS: u32 = 64;
 /// ```
 pub struct Mutex<T: ?Sized> {
     state: AtomicU32,
+    /// The holder's stack mark, or 0 (see the module docs).
+    owner: AtomicUsize,
     waiters: SpinLock<WaitList>,
     data: UnsafeCell<T>,
 }
@@ -116,6 +148,7 @@ impl<T> Mutex<T> {
     pub const fn new(value: T) -> Mutex<T> {
         Mutex {
             state: AtomicU32::new(0),
+            owner: AtomicUsize::new(0),
             waiters: SpinLock::new(WaitList::new()),
             data: UnsafeCell::new(value),
         }
@@ -131,15 +164,19 @@ impl<T: ?Sized> Mutex<T> {
     /// Locks the mutex, blocking the calling thread (user-level thread on a
     /// ferry thread, kernel thread otherwise) while another holds it.
     ///
-    /// Locking a mutex the caller already holds deadlocks.
+    /// # Panics
+    /// If the calling thread already holds the mutex (it would wait for
+    /// itself for ever); the message names the thread.
     #[inline]
     pub fn lock(&self) -> MutexGuard<'_, T> {
         if self
             .state
             .compare_exchange(0, LOCKED, Acquire, Relaxed)
-            .is_err()
+            .is_ok()
         {
-            self.lock_contended();
+            self.owner.store(owner::mark(), Relaxed);
+        } else if self.lock_slow().is_err() {
+            relock_panic();
         }
         MutexGuard {
             mutex: self,
@@ -157,6 +194,7 @@ impl<T: ?Sized> Mutex<T> {
                 .compare_exchange_weak(s, s | LOCKED, Acquire, Relaxed)
             {
                 Ok(_) => {
+                    self.owner.store(owner::mark(), Relaxed);
                     return Some(MutexGuard {
                         mutex: self,
                         _not_send: PhantomData,
@@ -170,9 +208,22 @@ impl<T: ?Sized> Mutex<T> {
 
     /// Locks the mutex and keeps it locked without a guard, for callers
     /// that pair lock and unlock themselves (ferry's C API: `mutex_lock`).
-    /// Unlock it with [`force_unlock`](Mutex::force_unlock).
-    pub fn lock_raw(&self) {
-        std::mem::forget(self.lock());
+    /// Unlock it with [`unlock_raw`](Mutex::unlock_raw).
+    ///
+    /// # Errors
+    /// [`WouldDeadlock`] if the calling thread holds the mutex already: it
+    /// returns at once, and the caller still holds it (once: a mutex does
+    /// not count its locks).
+    pub fn lock_raw(&self) -> Result<(), WouldDeadlock> {
+        if self
+            .state
+            .compare_exchange(0, LOCKED, Acquire, Relaxed)
+            .is_ok()
+        {
+            self.owner.store(owner::mark(), Relaxed);
+            return Ok(());
+        }
+        self.lock_slow()
     }
 
     /// Takes the mutex if it is free, keeping it locked without a guard;
@@ -181,23 +232,33 @@ impl<T: ?Sized> Mutex<T> {
         self.try_lock().map(std::mem::forget).is_some()
     }
 
-    /// Unlocks a mutex locked with [`lock_raw`](Mutex::lock_raw) (or whose
-    /// guard was forgotten).
+    /// Unlocks a mutex the calling thread locked with
+    /// [`lock_raw`](Mutex::lock_raw) or [`try_lock_raw`](Mutex::try_lock_raw)
+    /// (or whose guard it forgot), waking one waiter if any.
+    ///
+    /// # Errors
+    /// [`NotOwner`] if the calling thread does not hold the mutex (it is
+    /// free, or another thread holds it): the mutex is left as it was. Where
+    /// the caller's stack cannot be told (an adopted thread whose adoption
+    /// did not record it), the unlock is not checked.
     ///
     /// # Safety
-    /// The mutex is locked, and the caller acts for the thread that locked
-    /// it: no guard of that lock is alive, and the data is not borrowed.
-    pub unsafe fn force_unlock(&self) {
-        // SAFETY: the caller's contract makes this the lock's one release.
-        drop(unsafe { self.make_guard_unchecked() });
+    /// No guard of the caller's for this lock is alive, and the caller holds
+    /// no borrow of the data: the next holder may change it at once.
+    pub unsafe fn unlock_raw(&self) -> Result<(), NotOwner> {
+        if self.held_by_caller() == Held::No {
+            return Err(NotOwner);
+        }
+        self.unlock();
+        Ok(())
     }
 
     /// A guard for a lock the caller holds without one (for
     /// [`Condvar::wait`](super::Condvar::wait) on a raw-locked mutex).
     ///
     /// # Safety
-    /// As [`force_unlock`](Mutex::force_unlock): the mutex is locked by the
-    /// caller's side and no other guard of that lock is alive.
+    /// The mutex is locked by the calling thread and no other guard of that
+    /// lock is alive.
     pub unsafe fn make_guard_unchecked(&self) -> MutexGuard<'_, T> {
         MutexGuard {
             mutex: self,
@@ -210,12 +271,33 @@ impl<T: ?Sized> Mutex<T> {
         self.state.load(Relaxed) & LOCKED != 0
     }
 
+    /// Whether threads wait for the lock at the moment of the call.
+    pub fn has_waiters(&self) -> bool {
+        self.state.load(Relaxed) & QUEUED != 0
+    }
+
+    /// Whether the calling thread holds the lock, as its mark tells.
+    pub(crate) fn held_by_caller(&self) -> Held {
+        owner::caller_holds(self.owner.load(Relaxed))
+    }
+
+    /// The contended lock: refuses a relock, then waits its turn and marks
+    /// the lock the caller's.
+    #[cold]
+    fn lock_slow(&self) -> Result<(), WouldDeadlock> {
+        if self.held_by_caller() == Held::Yes {
+            return Err(WouldDeadlock);
+        }
+        self.lock_contended();
+        self.owner.store(owner::mark(), Relaxed);
+        Ok(())
+    }
+
     /// The data, through exclusive access to the mutex (no locking needed).
     pub fn get_mut(&mut self) -> &mut T {
         self.data.get_mut()
     }
 
-    #[cold]
     fn lock_contended(&self) {
         let mut spins = 0;
         let mut woken_before = false;
@@ -274,6 +356,8 @@ impl<T: ?Sized> Mutex<T> {
     /// Unlocks; called by the guard's drop.
     #[inline]
     fn unlock(&self) {
+        // Before the release: the next holder's mark must not be overwritten.
+        self.owner.store(0, Relaxed);
         if self
             .state
             .compare_exchange(LOCKED, 0, Release, Relaxed)
@@ -300,6 +384,58 @@ impl<T: ?Sized> Mutex<T> {
         }
     }
 }
+
+/// [`Mutex::lock`]'s answer to a relock.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn relock_panic() -> ! {
+    panic!(
+        "ferry::sync::Mutex::lock: {} already holds this mutex; locking it again would deadlock",
+        caller_name()
+    )
+}
+
+/// The calling thread, for a message: the ferry thread's id and name, or
+/// the kernel thread's name.
+fn caller_name() -> String {
+    match crate::thread::try_current() {
+        Some(t) => match t.name() {
+            Some(name) => format!("ferry thread {} ('{name}')", t.id().as_u64()),
+            None => format!("ferry thread {}", t.id().as_u64()),
+        },
+        None => match std::thread::current().name() {
+            Some(name) => format!("kernel thread '{name}'"),
+            None => "an unnamed kernel thread".to_owned(),
+        },
+    }
+}
+
+/// [`Mutex::lock_raw`]'s error: the calling thread already holds the mutex,
+/// so waiting for it would never end (C: `EDEADLK`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WouldDeadlock;
+
+impl fmt::Display for WouldDeadlock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the calling thread already holds this mutex")
+    }
+}
+
+impl std::error::Error for WouldDeadlock {}
+
+/// [`Mutex::unlock_raw`]'s and [`Condvar::wait_raw`](super::Condvar::wait_raw)'s
+/// error: the calling thread does not hold the mutex (C: `EPERM`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotOwner;
+
+impl fmt::Display for NotOwner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the calling thread does not hold this mutex")
+    }
+}
+
+impl std::error::Error for NotOwner {}
 
 impl<T: Default> Default for Mutex<T> {
     fn default() -> Self {

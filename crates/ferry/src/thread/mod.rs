@@ -482,6 +482,18 @@ impl Thread {
         self.header().context.get()
     }
 
+    /// The usable range of the thread's own stack; `None` for an adopted
+    /// thread, which runs on a stack ferry did not make. For the running
+    /// thread itself (who holds a lock: `sync::owner`).
+    pub(crate) fn stack_range(&self) -> Option<std::ops::Range<usize>> {
+        // SAFETY: the field changes only when the exited thread's stack is
+        // taken; the caller is the thread, running, so it has not exited.
+        let stack = unsafe { &*self.header().stack.get() };
+        stack
+            .as_ref()
+            .map(|s| s.bottom() as usize..s.top() as usize)
+    }
+
     /// Takes the stack out of an exited thread.
     ///
     /// # Safety
