@@ -108,8 +108,24 @@ int main(void) {
     mutex_unlock(m);
     condition_signal(c);
     condition_broadcast(c);
+    mutex_set_name(m, "every-name mutex");
+    CHECK(strcmp(mutex_name(m), "every-name mutex") == 0);
+    condition_set_name(c, "every-name condition");
+    CHECK(strcmp(condition_name(c), "every-name condition") == 0);
+    mutex_clear(m);
+    condition_clear(c);
     mutex_free(m);
     condition_free(c);
+
+    /* Spin locks. */
+    static spin_lock_t spin = SPIN_LOCK_INITIALIZER;
+    spin_lock_t other;
+    spin_lock_init(&other);
+    spin_lock(&spin);
+    CHECK(!spin_try_lock(&spin));
+    spin_unlock(&spin);
+    CHECK(spin_try_lock(&other));
+    spin_unlock(&other);
     cthread_t waiters[2] = {cthread_fork(waits_for_stage, (any_t)1),
                             cthread_fork(waits_for_stage, (any_t)2)};
     mutex_lock(&lock);
