@@ -442,6 +442,41 @@ fn a_spinning_thread_is_terminated_without_a_time_slice() {
     });
 }
 
+#[test]
+fn a_thread_holding_a_spinlock_stops_only_once_it_lets_go() {
+    unsliced("suspend a lock holder", 2, || {
+        let lock = Arc::new(ferry::sync::SpinLock::new(0u64));
+        let rounds = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (l, r, s) = (Arc::clone(&lock), Arc::clone(&rounds), Arc::clone(&stop));
+        // Nearly all of its time under the lock.
+        let h = ferry::spawn(move || {
+            while !s.load(Relaxed) {
+                let mut g = l.lock();
+                for _ in 0..10_000 {
+                    *g += 1;
+                    std::hint::spin_loop();
+                }
+                drop(g);
+                r.fetch_add(1, Relaxed);
+            }
+        });
+        let t = h.thread();
+        for _ in 0..50 {
+            until_past(&rounds, rounds.load(Relaxed));
+            t.suspend();
+            t.wait_suspended(true);
+            assert!(
+                lock.try_lock().is_some(),
+                "stopped while it held the spinlock"
+            );
+            t.resume();
+        }
+        stop.store(true, Relaxed);
+        h.join().unwrap();
+    });
+}
+
 /// A pipe nobody writes to yet: the read end as a `ferry::fs::File`, and
 /// the write end.
 fn pipe() -> (ferry::fs::File, std::io::PipeWriter) {

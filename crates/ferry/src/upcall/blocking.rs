@@ -227,18 +227,31 @@ pub(crate) fn abort_step(shared: &Shared, h: usize) -> AbortStep {
 /// .unwrap();
 /// ```
 pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
-    match processor::enter() {
-        // Inside a critical section (a `SpinLock` held, `without_preemption`)
-        // the processor cannot be lent: it waits for the call.
-        Some(e) if e.p.in_thread() && activation::critical_depth() == 1 => {
-            if let (Some(a), Some(me)) = (activation::local(), e.p.current_ref()) {
-                a.call.store(me.as_ptr().as_ptr() as usize, Release);
+    loop {
+        match processor::enter() {
+            // Inside a critical section (a `SpinLock` held,
+            // `without_preemption`) the processor cannot be lent: it waits
+            // for the call.
+            Some(e) if e.p.in_thread() && activation::critical_depth() == 1 => {
+                let me = e.p.current_ref().expect("in a thread, checked above");
+                if me.must_stop() {
+                    // Asked to stop before the signal caught it: stop
+                    // before the call rather than after.
+                    let p = e.p;
+                    let _resumed_on = p.switch_away_held();
+                    drop(e);
+                    continue;
+                }
+                if let Some(a) = activation::local() {
+                    a.call.store(me.as_ptr().as_ptr() as usize, Release);
+                }
+                e.p.lend();
+                drop(e);
+                crate::probe_mark!(7);
+                break;
             }
-            e.p.lend();
-            drop(e);
-            crate::probe_mark!(7);
+            _ => return f(),
         }
-        _ => return f(),
     }
     let result = catch_unwind(AssertUnwindSafe(f));
     // Take the processor back, or be handed back and resumed elsewhere
