@@ -1,6 +1,7 @@
 //! `ferry/ferry.h`, part one: starting the runtime, error codes, and Mach's
-//! thread control (003 §3–4, Appendix I) on ferry threads: suspend, resume,
-//! wait, terminate, info, and the task's thread list.
+//! thread control (003 §3–4, Appendix I) on ferry threads: create
+//! (suspended), suspend, resume, wait, abort, terminate, info, and the
+//! task's thread list.
 //!
 //! This room owns the runtime's start from C and the `kern_return_t`-style
 //! codes; suspension and termination themselves are `ferry::Thread`'s.
@@ -14,6 +15,8 @@ use std::time::Duration;
 
 use ferry_rt::thread::Suspension;
 
+use crate::any_t;
+use crate::cthreads::cthread_fn_t;
 use crate::handles::{self, Outcome, cthread_t};
 
 /// What ferry's thread-control calls return (Mach's `kern_return_t`).
@@ -336,9 +339,15 @@ pub extern "C" fn thread_resume(t: cthread_t) -> ferry_return_t {
 
 /// If thread `t` is in *will-suspend* state, places it in *suspended*
 /// state. On the calling thread, it stops at once and this returns once it
-/// is resumed. Another thread stops at its next switch (a yield, a block, a
-/// preemption when a time slice is set, or at once if it is not running);
-/// with `wait` nonzero the caller waits until it has come to a stop.
+/// is resumed. Another thread that is running is interrupted (a signal,
+/// whether or not a time slice is set) and stops as soon as it is outside
+/// ferry's own code and its spinlocks; one that is not running stops
+/// before it would run again. One in a blocking call (`ferry_blocking`,
+/// `ferry_read`, ...) stops when the call returns, before it runs any
+/// code after the call, and counts as stopped meanwhile
+/// (`FERRY_THREAD_STOPPED_IN_CALL`: its kernel thread may still be in the
+/// system call). With `wait` nonzero the caller waits until it has come to
+/// a stop (or was resumed meanwhile).
 #[unsafe(no_mangle)]
 pub extern "C" fn thread_wait(t: cthread_t, wait: c_int) -> ferry_return_t {
     match thread_of(t) {
@@ -352,8 +361,11 @@ pub extern "C" fn thread_wait(t: cthread_t, wait: c_int) -> ferry_return_t {
 
 /// Terminates thread `t` (Mach's `thread_terminate`): it never runs again,
 /// and its joiner gets `FERRY_TERMINATED`. On the calling thread this is
-/// `cthread_exit(FERRY_TERMINATED)`. Another thread is stopped at its next
-/// switch, and this waits until it has. Nothing on its stack is cleaned up
+/// `cthread_exit(FERRY_TERMINATED)`. Another thread is stopped as
+/// [`thread_wait`] stops it (a running one is interrupted), and this waits
+/// until it has; one in a blocking call has the call aborted (as
+/// [`thread_abort`]) and is stopped when it returns, and this waits for
+/// that too. Nothing on its stack is cleaned up
 /// (C++ destructors do not run; mutexes it holds stay locked), and its
 /// stack is kept, not reused: something may still point into it.
 ///
@@ -385,6 +397,61 @@ pub extern "C" fn thread_terminate(t: cthread_t) -> ferry_return_t {
     }
 }
 
+/// Makes a thread that will run `func(arg)`, *suspended* (003's
+/// `thread_create`): it runs only once [`thread_resume`]d. `*out` gets its
+/// handle, which is joined or detached as one from `cthread_fork` (and
+/// may be terminated before it ever ran: its joiner then gets
+/// `FERRY_TERMINATED`).
+///
+/// `FERRY_INVALID_ARGUMENT` if `func` or `out` is `NULL`;
+/// `FERRY_RESOURCE_SHORTAGE` if no stack or handle is left (or the runtime
+/// could not start).
+///
+/// # Safety
+/// `func` is a valid function that accepts `arg`; `out` is `NULL` or
+/// points at writable storage for a `cthread_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn thread_create(
+    func: cthread_fn_t,
+    arg: any_t,
+    out: *mut cthread_t,
+) -> ferry_return_t {
+    if func.is_none() || out.is_null() {
+        return FERRY_INVALID_ARGUMENT;
+    }
+    // SAFETY: the caller's contract.
+    let t = unsafe { crate::cthreads::fork(func, arg, true) };
+    if t.is_null() {
+        return FERRY_RESOURCE_SHORTAGE;
+    }
+    // SAFETY: the caller's contract.
+    unsafe { out.write(t) };
+    FERRY_SUCCESS
+}
+
+/// Aborts the blocking call thread `t` is in (Mach's `thread_abort`): the
+/// system call it is blocked in fails with `EINTR`, so `ferry_read` and the
+/// other `ferry_` calls return -1 with errno `EINTR` (they do not retry
+/// it), and a function run by `ferry_blocking` sees its system call fail
+/// so. Returns once the system call was interrupted or the call is over.
+/// A thread in no blocking call is left alone, and nothing is remembered
+/// for a later call: `FERRY_SUCCESS` either way, as in Mach.
+///
+/// A function run by `ferry_blocking` that retries on `EINTR` blocks
+/// again; a system call that signals do not interrupt keeps this waiting
+/// until it returns. ferry sends the signal `SIGRTMAX - 1` for this
+/// (installed without `SA_RESTART`); a program must leave it alone.
+#[unsafe(no_mangle)]
+pub extern "C" fn thread_abort(t: cthread_t) -> ferry_return_t {
+    match thread_of(t) {
+        Ok(th) => {
+            th.abort();
+            FERRY_SUCCESS
+        }
+        Err(e) => e,
+    }
+}
+
 /// `ferry_thread_info::state`: runs (or is ready to).
 pub const FERRY_THREAD_RUNNING: c_int = 0;
 /// Still runs; `thread_wait` will stop it.
@@ -395,6 +462,10 @@ pub const FERRY_THREAD_SUSPENDED: c_int = 2;
 pub const FERRY_THREAD_STOPPED: c_int = 3;
 /// Ended (returned, exited or terminated), not yet joined.
 pub const FERRY_THREAD_FINISHED: c_int = 4;
+/// Suspended in a blocking call: it runs nothing more until resumed (it
+/// stops when the call returns), but its kernel thread may still be in the
+/// system call.
+pub const FERRY_THREAD_STOPPED_IN_CALL: c_int = 5;
 
 /// What [`thread_info`] reports.
 #[repr(C)]
@@ -437,6 +508,7 @@ pub unsafe extern "C" fn thread_info(t: cthread_t, info: *mut ferry_thread_info)
             Suspension::WillSuspend => FERRY_THREAD_WILL_SUSPEND,
             Suspension::Suspended => FERRY_THREAD_SUSPENDED,
             Suspension::Stopped => FERRY_THREAD_STOPPED,
+            Suspension::StoppedInCall => FERRY_THREAD_STOPPED_IN_CALL,
             Suspension::Terminated => FERRY_THREAD_FINISHED,
         }
     };

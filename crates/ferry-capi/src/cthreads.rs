@@ -33,6 +33,16 @@ pub const NO_CTHREAD: cthread_t = ptr::null_mut();
 /// `func` must be a valid function that accepts `arg`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cthread_fork(func: cthread_fn_t, arg: any_t) -> cthread_t {
+    // SAFETY: the caller's contract.
+    unsafe { fork(func, arg, false) }
+}
+
+/// [`cthread_fork`], or (`suspended`) Mach's `thread_create`: the thread
+/// is made held, and runs only once resumed.
+///
+/// # Safety
+/// As [`cthread_fork`].
+pub(crate) unsafe fn fork(func: cthread_fn_t, arg: any_t, suspended: bool) -> cthread_t {
     let Some(func) = func else {
         control::set_errno(libc::EINVAL);
         return NO_CTHREAD;
@@ -60,6 +70,7 @@ pub unsafe extern "C" fn cthread_fork(func: cthread_fn_t, arg: any_t) -> cthread
     };
     let spawned = ferry_rt::thread::Builder::new()
         .tag(h as usize)
+        .suspended(suspended)
         .spawn_here_or_on(rt, body);
     match spawned {
         Ok(join) => {

@@ -355,6 +355,27 @@ fn suspend_wait_resume_and_info_on_another_thread() {
 /// errno in plain C, written and read around switches with no helper
 /// functions, whatever the compiler, optimisation, LTO and include order.
 #[test]
+fn a_spinning_thread_is_stopped_resumed_and_terminated_without_a_time_slice() {
+    run(
+        "control_spin.c",
+        &[("FERRY_PROCESSORS", "2"), ("FERRY_TIME_SLICE", "off")],
+    );
+}
+
+#[test]
+fn a_thread_in_a_blocking_read_is_stopped_terminated_and_aborted() {
+    for processors in ["1", "2"] {
+        run(
+            "control_call.c",
+            &[
+                ("FERRY_PROCESSORS", processors),
+                ("FERRY_TIME_SLICE", "off"),
+            ],
+        );
+    }
+}
+
+#[test]
 fn errno_is_per_cthread_across_yields_and_moves() {
     run_everywhere(
         "errno_moves.c",

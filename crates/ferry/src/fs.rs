@@ -38,6 +38,9 @@
 //! Composite operations (`read_to_end`, `read_exact`, `write_all`, the
 //! whole-file functions) are run once: std already retries `Interrupted`
 //! inside them, and running them again would repeat work already done.
+//! A call aborted by [`Thread::abort`](crate::Thread::abort) is not
+//! retried: a single operation returns `Interrupted` (a composite one goes
+//! on, as std retries it).
 //!
 //! # Why errno is safe here
 //!
@@ -81,7 +84,10 @@ pub(crate) fn call_once<R>(op: impl FnOnce() -> R) -> R {
 fn retry_interrupted<R>(op: &mut impl FnMut() -> io::Result<R>) -> io::Result<R> {
     loop {
         match op() {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            // Unless thread control aborted the call (`Thread::abort`).
+            Err(e) if e.kind() == io::ErrorKind::Interrupted && !crate::upcall::call_aborted() => {
+                continue;
+            }
             done => return done,
         }
     }

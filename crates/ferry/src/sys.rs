@@ -19,6 +19,14 @@ pub(crate) fn errno_location() -> *mut i32 {
     unsafe { libc::__errno_location() }
 }
 
+/// Makes one system call that does nothing, so that a signal already sent
+/// to the calling kernel thread is delivered (a pending signal's handler
+/// runs when the kernel returns to user code) before the caller goes on.
+pub(crate) fn deliver_pending_signals() {
+    // SAFETY: `getppid` takes nothing and changes nothing.
+    unsafe { libc::syscall(libc::SYS_getppid) };
+}
+
 /// The calling kernel thread's id.
 pub(crate) fn gettid() -> i32 {
     rustix::thread::gettid().as_raw_nonzero().get()
@@ -117,19 +125,48 @@ pub(crate) unsafe fn interrupted_pc(ucontext: *mut libc::c_void) -> usize {
     unsafe { (*uc).uc_mcontext.gregs[libc::REG_RIP as usize] as usize }
 }
 
-/// Installs `handler` for `signal` with `SA_SIGINFO | SA_RESTART` on the
-/// interrupted stack (no `SA_ONSTACK`: the handler may switch away from its
-/// frame and come back on another kernel thread, which an alternate stack
-/// would not survive). The signal is blocked while the handler runs; a
-/// handler that switches away unblocks it first ([`unblock_signal`]).
+/// Whether the handler whose `ucontext` this is interrupted a system call
+/// that then failed with `EINTR` (the handler's signal was installed
+/// without `SA_RESTART`): the instruction before the interrupted one is
+/// `syscall` and the result register holds `-EINTR`.
+///
+/// # Safety
+/// As [`interrupted_pc`].
+pub(crate) unsafe fn interrupted_system_call(ucontext: *mut libc::c_void) -> bool {
+    let uc = ucontext.cast::<libc::ucontext_t>();
+    // SAFETY: the kernel's `ucontext_t`, valid while the handler runs.
+    let result = unsafe { (*uc).uc_mcontext.gregs[libc::REG_RAX as usize] };
+    if result != -i64::from(libc::EINTR) {
+        return false;
+    }
+    // SAFETY: as above.
+    let pc = unsafe { interrupted_pc(ucontext) };
+    // SAFETY: `pc` is the interrupted instruction, in mapped code; a
+    // result of `-EINTR` is a system call's (the two bytes before it are
+    // the `syscall` instruction, in the same mapping) in all but code that
+    // happens to hold that value, where a read of the two bytes before an
+    // instruction stays in the code it was fetched from unless it begins a
+    // mapping.
+    let before = unsafe { std::ptr::read_unaligned((pc - 2) as *const [u8; 2]) };
+    before == [0x0f, 0x05]
+}
+
+/// Installs `handler` for `signal` with `SA_SIGINFO` (and `SA_RESTART` if
+/// `restart`: interrupted system calls then resume, else they fail with
+/// `EINTR`) on the interrupted stack (no `SA_ONSTACK`: the handler may
+/// switch away from its frame and come back on another kernel thread, which
+/// an alternate stack would not survive). The signal is blocked while the
+/// handler runs; a handler that switches away unblocks it first
+/// ([`unblock_signal`]).
 pub(crate) fn install_handler(
     signal: i32,
     handler: extern "C" fn(i32, *mut libc::siginfo_t, *mut libc::c_void),
+    restart: bool,
 ) -> io::Result<()> {
     // SAFETY: zero is a valid `sigaction` to fill in.
     let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
     action.sa_sigaction = handler as usize;
-    action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+    action.sa_flags = libc::SA_SIGINFO | if restart { libc::SA_RESTART } else { 0 };
     // SAFETY: `action.sa_mask` is a valid set to clear.
     unsafe { libc::sigemptyset(&mut action.sa_mask) };
     // SAFETY: `action` is fully initialised; the old action is not wanted.

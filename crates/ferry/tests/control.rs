@@ -346,3 +346,263 @@ fn terminating_a_finished_thread_gives_the_value_back() {
         })
         .unwrap();
 }
+
+// ---------------------------------------------------------------------------
+// Thread control that takes effect: a thread that computes without ever
+// switching, and one blocked in a long system call, are stopped, resumed,
+// terminated and aborted. Each runtime runs under a watchdog (as in
+// `sync.rs`): a stop that never comes fails the test instead of hanging it.
+
+/// How long one runtime of these tests may take before the test fails.
+const WATCHDOG: Duration = Duration::from_secs(60);
+
+/// Runs `f` as the first thread of a runtime of `n` processors with no
+/// time slice (whatever `FERRY_TIME_SLICE` says), under the watchdog.
+fn unsliced<T: Send + 'static>(what: &str, n: usize, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let k = std::thread::spawn(move || {
+        let value = rt(n).time_slice(None).run(f).unwrap();
+        let _ = tx.send(value);
+    });
+    match rx.recv_timeout(WATCHDOG) {
+        Ok(value) => {
+            k.join().unwrap();
+            value
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => match k.join() {
+            Err(p) => std::panic::resume_unwind(p),
+            Ok(()) => unreachable!("the runtime thread ended without sending"),
+        },
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("{what}: hung for {WATCHDOG:?}: a thread that was told to stop did not")
+        }
+    }
+}
+
+/// Spawns a thread that counts in a loop that never switches, until `stop`.
+fn spinner(count: &Arc<AtomicU64>, stop: &Arc<AtomicBool>) -> ferry::JoinHandle<u64> {
+    let (c, s) = (Arc::clone(count), Arc::clone(stop));
+    ferry::spawn(move || {
+        while !s.load(Relaxed) {
+            c.fetch_add(1, Relaxed);
+            std::hint::spin_loop();
+        }
+        0
+    })
+}
+
+/// Waits (yielding) until `count` moves past `from`.
+fn until_past(count: &AtomicU64, from: u64) {
+    while count.load(Relaxed) <= from {
+        ferry::yield_now();
+    }
+}
+
+#[test]
+fn a_spinning_thread_is_suspended_waited_for_and_resumed_without_a_time_slice() {
+    unsliced("suspend a spinner", 2, || {
+        let count = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let h = spinner(&count, &stop);
+        let t = h.thread();
+        for _ in 0..20 {
+            until_past(&count, 0);
+            t.suspend();
+            t.wait_suspended(true);
+            assert_eq!(t.suspension(), Suspension::Stopped);
+            let frozen = count.load(Relaxed);
+            for _ in 0..200 {
+                ferry::yield_now();
+            }
+            assert_eq!(count.load(Relaxed), frozen, "a stopped thread ran");
+            t.resume();
+            until_past(&count, frozen);
+        }
+        stop.store(true, Relaxed);
+        h.join().unwrap();
+    });
+}
+
+#[test]
+fn a_spinning_thread_is_terminated_without_a_time_slice() {
+    unsliced("terminate a spinner", 2, || {
+        let count = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let h = spinner(&count, &stop);
+        until_past(&count, 0);
+        let t = h.thread();
+        // SAFETY: the spinner's stack holds nothing that needs dropping.
+        assert!(unsafe { t.terminate(7u64) }.is_ok());
+        assert_eq!(h.join().unwrap(), 7);
+        let frozen = count.load(Relaxed);
+        for _ in 0..200 {
+            ferry::yield_now();
+        }
+        assert_eq!(count.load(Relaxed), frozen, "a terminated thread ran");
+    });
+}
+
+#[test]
+fn a_thread_holding_a_spinlock_stops_only_once_it_lets_go() {
+    unsliced("suspend a lock holder", 2, || {
+        let lock = Arc::new(ferry::sync::SpinLock::new(0u64));
+        let rounds = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (l, r, s) = (Arc::clone(&lock), Arc::clone(&rounds), Arc::clone(&stop));
+        // Nearly all of its time under the lock.
+        let h = ferry::spawn(move || {
+            while !s.load(Relaxed) {
+                let mut g = l.lock();
+                for _ in 0..10_000 {
+                    *g += 1;
+                    std::hint::spin_loop();
+                }
+                drop(g);
+                r.fetch_add(1, Relaxed);
+            }
+        });
+        let t = h.thread();
+        for _ in 0..50 {
+            until_past(&rounds, rounds.load(Relaxed));
+            t.suspend();
+            t.wait_suspended(true);
+            assert!(
+                lock.try_lock().is_some(),
+                "stopped while it held the spinlock"
+            );
+            t.resume();
+        }
+        stop.store(true, Relaxed);
+        h.join().unwrap();
+    });
+}
+
+/// A pipe nobody writes to yet: the read end as a `ferry::fs::File`, and
+/// the write end.
+fn pipe() -> (ferry::fs::File, std::io::PipeWriter) {
+    let (r, w) = std::io::pipe().unwrap();
+    let r = std::fs::File::from(std::os::fd::OwnedFd::from(r));
+    (ferry::fs::File::from_std(r), w)
+}
+
+/// Spawns a thread that reads one byte from `r` (through ferry's wrapper)
+/// and then sets `after`; it returns what the read returned.
+fn reader(
+    mut r: ferry::fs::File,
+    after: &Arc<AtomicBool>,
+) -> ferry::JoinHandle<std::io::Result<usize>> {
+    let after = Arc::clone(after);
+    ferry::spawn(move || {
+        let mut byte = [0u8; 1];
+        let n = std::io::Read::read(&mut r, &mut byte);
+        after.store(true, SeqCst);
+        n
+    })
+}
+
+/// Suspends `t` and waits until it has stopped inside its blocking call:
+/// a suspension that catches it before the call is undone and tried again.
+fn stop_in_call(t: &ferry::Thread) {
+    loop {
+        t.suspend();
+        t.wait_suspended(true);
+        if t.suspension() == Suspension::StoppedInCall {
+            return;
+        }
+        t.resume();
+        ferry::yield_now();
+    }
+}
+
+#[test]
+fn a_thread_in_a_blocking_read_is_stopped_in_the_call_and_stops_when_it_returns() {
+    for n in [1, 2] {
+        unsliced("suspend a reader", n, || {
+            let (r, mut w) = pipe();
+            let after = Arc::new(AtomicBool::new(false));
+            let h = reader(r, &after);
+            let t = h.thread();
+            stop_in_call(&t);
+            // The read returns; the thread must run nothing after it.
+            std::io::Write::write_all(&mut w, b"x").unwrap();
+            while t.suspension() != Suspension::Stopped {
+                ferry::yield_now();
+            }
+            for _ in 0..200 {
+                ferry::yield_now();
+            }
+            assert!(!after.load(SeqCst), "ran after its call while suspended");
+            t.resume();
+            assert_eq!(h.join().unwrap().unwrap(), 1);
+            assert!(after.load(SeqCst));
+        });
+    }
+}
+
+#[test]
+fn a_thread_in_a_blocking_read_is_terminated() {
+    for n in [1, 2] {
+        unsliced("terminate a reader", n, || {
+            let (r, _w) = pipe();
+            let after = Arc::new(AtomicBool::new(false));
+            let h = reader(r, &after);
+            let t = h.thread();
+            stop_in_call(&t);
+            t.resume();
+            // SAFETY: the reader's stack holds only the file and a buffer.
+            assert!(unsafe { t.terminate(std::io::Result::Ok(99usize)) }.is_ok());
+            assert_eq!(h.join().unwrap().unwrap(), 99);
+            assert!(!after.load(SeqCst), "a terminated thread ran");
+        });
+    }
+}
+
+#[test]
+fn abort_makes_a_blocking_read_fail_with_eintr() {
+    for n in [1, 2] {
+        unsliced("abort a reader", n, || {
+            let (r, _w) = pipe();
+            let after = Arc::new(AtomicBool::new(false));
+            let h = reader(r, &after);
+            let t = h.thread();
+            stop_in_call(&t);
+            // Aborted while suspended: the read fails, and the thread
+            // still stops on its way out of the call.
+            assert!(t.abort());
+            while t.suspension() != Suspension::Stopped {
+                ferry::yield_now();
+            }
+            assert!(!after.load(SeqCst));
+            t.resume();
+            let err = h.join().unwrap().unwrap_err();
+            assert_eq!(err.kind(), std::io::ErrorKind::Interrupted);
+            assert_eq!(err.raw_os_error(), Some(libc::EINTR));
+            // Not in a call: nothing to abort.
+            let idle = ferry::spawn(ferry::yield_now);
+            assert!(!idle.thread().abort());
+            idle.join().unwrap();
+            assert!(!ferry::current().abort());
+        });
+    }
+}
+
+#[test]
+fn a_thread_built_suspended_runs_only_once_resumed() {
+    unsliced("a suspended start", 2, || {
+        let ran = Arc::new(AtomicBool::new(false));
+        let r = Arc::clone(&ran);
+        let h = ferry::thread::Builder::new()
+            .suspended(true)
+            .spawn(move || r.store(true, SeqCst))
+            .unwrap();
+        let t = h.thread();
+        assert_eq!(t.suspension(), Suspension::Stopped);
+        for _ in 0..200 {
+            ferry::yield_now();
+        }
+        assert!(!ran.load(SeqCst), "ran before it was resumed");
+        t.resume();
+        h.join().unwrap();
+        assert!(ran.load(SeqCst));
+    });
+}

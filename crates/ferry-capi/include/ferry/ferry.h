@@ -43,6 +43,13 @@
 #define FERRY_THREAD_FINISHED 4
 
 /*
+ Suspended in a blocking call: it runs nothing more until resumed (it
+ stops when the call returns), but its kernel thread may still be in the
+ system call.
+ */
+#define FERRY_THREAD_STOPPED_IN_CALL 5
+
+/*
  What ferry's thread-control calls return (Mach's `kern_return_t`).
  */
 typedef int ferry_return_t;
@@ -164,17 +171,26 @@ ferry_return_t thread_resume(cthread_t t);
 /*
  If thread `t` is in *will-suspend* state, places it in *suspended*
  state. On the calling thread, it stops at once and this returns once it
- is resumed. Another thread stops at its next switch (a yield, a block, a
- preemption when a time slice is set, or at once if it is not running);
- with `wait` nonzero the caller waits until it has come to a stop.
+ is resumed. Another thread that is running is interrupted (a signal,
+ whether or not a time slice is set) and stops as soon as it is outside
+ ferry's own code and its spinlocks; one that is not running stops
+ before it would run again. One in a blocking call (`ferry_blocking`,
+ `ferry_read`, ...) stops when the call returns, before it runs any
+ code after the call, and counts as stopped meanwhile
+ (`FERRY_THREAD_STOPPED_IN_CALL`: its kernel thread may still be in the
+ system call). With `wait` nonzero the caller waits until it has come to
+ a stop (or was resumed meanwhile).
  */
 ferry_return_t thread_wait(cthread_t t, int wait);
 
 /*
  Terminates thread `t` (Mach's `thread_terminate`): it never runs again,
  and its joiner gets `FERRY_TERMINATED`. On the calling thread this is
- `cthread_exit(FERRY_TERMINATED)`. Another thread is stopped at its next
- switch, and this waits until it has. Nothing on its stack is cleaned up
+ `cthread_exit(FERRY_TERMINATED)`. Another thread is stopped as
+ [`thread_wait`] stops it (a running one is interrupted), and this waits
+ until it has; one in a blocking call has the call aborted (as
+ [`thread_abort`]) and is stopped when it returns, and this waits for
+ that too. Nothing on its stack is cleaned up
  (C++ destructors do not run; mutexes it holds stay locked), and its
  stack is kept, not reused: something may still point into it.
 
@@ -182,6 +198,39 @@ ferry_return_t thread_wait(cthread_t t, int wait);
  `cthread_fork` (the first thread, or a Rust one).
  */
 ferry_return_t thread_terminate(cthread_t t);
+
+/*
+ Makes a thread that will run `func(arg)`, *suspended* (003's
+ `thread_create`): it runs only once [`thread_resume`]d. `*out` gets its
+ handle, which is joined or detached as one from `cthread_fork` (and
+ may be terminated before it ever ran: its joiner then gets
+ `FERRY_TERMINATED`).
+
+ `FERRY_INVALID_ARGUMENT` if `func` or `out` is `NULL`;
+ `FERRY_RESOURCE_SHORTAGE` if no stack or handle is left (or the runtime
+ could not start).
+
+ # Safety
+ `func` is a valid function that accepts `arg`; `out` is `NULL` or
+ points at writable storage for a `cthread_t`.
+ */
+ferry_return_t thread_create(cthread_fn_t func, any_t arg, cthread_t *out);
+
+/*
+ Aborts the blocking call thread `t` is in (Mach's `thread_abort`): the
+ system call it is blocked in fails with `EINTR`, so `ferry_read` and the
+ other `ferry_` calls return -1 with errno `EINTR` (they do not retry
+ it), and a function run by `ferry_blocking` sees its system call fail
+ so. Returns once the system call was interrupted or the call is over.
+ A thread in no blocking call is left alone, and nothing is remembered
+ for a later call: `FERRY_SUCCESS` either way, as in Mach.
+
+ A function run by `ferry_blocking` that retries on `EINTR` blocks
+ again; a system call that signals do not interrupt keeps this waiting
+ until it returns. ferry sends the signal `SIGRTMAX - 1` for this
+ (installed without `SA_RESTART`); a program must leave it alone.
+ */
+ferry_return_t thread_abort(cthread_t t);
 
 /*
  Fills `*info` with thread `t`'s state, name, processor and CPU time.

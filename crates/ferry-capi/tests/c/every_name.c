@@ -142,8 +142,8 @@ int main(void) {
     CHECK(thread_info(s, &info) == FERRY_SUCCESS && info.state == FERRY_THREAD_STOPPED);
     CHECK(info.id != 0 && info.processor >= -1 && info.name == NULL && info.cpu_time_ns < UINT64_MAX);
     int states[] = {FERRY_THREAD_RUNNING, FERRY_THREAD_WILL_SUSPEND, FERRY_THREAD_SUSPENDED,
-                    FERRY_THREAD_STOPPED, FERRY_THREAD_FINISHED};
-    CHECK(states[4] - states[0] == 4);
+                    FERRY_THREAD_STOPPED, FERRY_THREAD_FINISHED, FERRY_THREAD_STOPPED_IN_CALL};
+    CHECK(states[4] - states[0] == 4 && states[5] != states[3]);
     CHECK(thread_resume(s) == FERRY_SUCCESS);
     cthread_t *list;
     unsigned count;
@@ -151,6 +151,13 @@ int main(void) {
     task_threads_free(list);
     CHECK(thread_terminate(s) == FERRY_SUCCESS);
     CHECK(cthread_join(s) == (any_t)FERRY_TERMINATED);
+
+    /* A thread made suspended runs once resumed; abort of a thread in no call. */
+    cthread_t made = NO_CTHREAD;
+    CHECK(thread_create(twice, (any_t)21, &made) == FERRY_SUCCESS && made != NO_CTHREAD);
+    CHECK(thread_abort(made) == FERRY_SUCCESS);
+    CHECK(thread_resume(made) == FERRY_SUCCESS);
+    CHECK(cthread_join(made) == (any_t)42);
 
     /* Blocking calls. */
     CHECK(ferry_blocking(in_the_kernel, (any_t)1000) == (any_t)0);

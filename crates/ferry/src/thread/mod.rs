@@ -42,9 +42,18 @@
 //! | `RUNNING` | runs and is scheduled as usual | [`Thread::resume`] (from anything) |
 //! | `WILL_SUSPEND` | still runs; a [`Thread::wait_suspended`] will stop it | [`Thread::suspend`] (from `RUNNING`) |
 //! | `SUSPENDED` | must not run: the next processor that would run it holds it instead | [`Thread::wait_suspended`] (from `WILL_SUSPEND`) |
-//! | `SUSPENDED \| HELD` | held: in no queue, switched out; only `resume` brings it back | the processor that held it (`SUSPENDED -> SUSPENDED \| HELD`, CAS) |
+//! | `SUSPENDED \| HELD` | held: in no queue, switched out; only `resume` brings it back | the processor that held it (`SUSPENDED -> SUSPENDED \| HELD`, CAS); [`Builder::suspended`] (a store, before the thread is shared) |
 //! | `\| TERMINATED` | never runs again; sticky (`resume` leaves it) | [`Thread::terminate`] (`fetch_or`) |
 //! | `\| TERMINATED \| DROPPED` | a processor about to run it dropped the runtime's reference instead | that processor (`fetch_or`) |
+//!
+//! A thread that is running when it becomes `SUSPENDED` or `TERMINATED`
+//! is stopped by the preemption signal (`upcall::preempt`): promptly,
+//! with or without a time slice, but never inside the runtime, under a
+//! [`SpinLock`](crate::sync::SpinLock), in the C library or while it
+//! panics (it stops as soon as it leaves those). One in an announced
+//! blocking call ([`crate::blocking`] and the wrappers built on it) stops
+//! when the call returns, before it runs anything after it; meanwhile it
+//! counts as stopped, in the call ([`Suspension::StoppedInCall`]).
 //!
 //! A processor checks the word (one relaxed load) each time it is about to
 //! switch to a thread, and holds a `SUSPENDED` one instead: it keeps the
@@ -118,7 +127,7 @@ use std::io;
 use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 
 mod local;
 mod panic;
@@ -169,9 +178,19 @@ pub enum Suspension {
     Suspended,
     /// Suspended and switched out: held by the runtime, in no queue.
     Stopped,
+    /// Suspended while in a blocking call ([`crate::blocking`], or one of
+    /// ferry's wrappers): its kernel thread may still be in the system
+    /// call, but the thread runs nothing more (it stops when the call
+    /// returns) until resumed. Mach reports such a thread stopped.
+    StoppedInCall,
     /// Terminated: it never runs again.
     Terminated,
 }
+
+/// How many looks [`Thread::wait_until`] makes between two interruptions of
+/// the thread it waits for (the first signal usually stops it; later ones
+/// are for a thread that moved, or was where it must not stop).
+const NUDGE_EVERY: u32 = 8;
 
 /// Waits a little between looks at another thread's state: yields at
 /// first, then sleeps 50 µs (the thread or kernel thread alike).
@@ -296,14 +315,20 @@ impl Thread {
     /// a thread in another state.
     ///
     /// Called by the thread on itself, it switches away at once and returns
-    /// once resumed. On another thread, that thread stops at its next
-    /// switch (a yield, a block, a preemption when a time slice is set, or
-    /// at once if it is not running); with `wait`, the caller waits until
-    /// it has.
+    /// once resumed. Another thread that is running is interrupted (the
+    /// preemption signal, whether or not a time slice is set) and stops
+    /// as soon as it is outside the runtime's critical sections and its
+    /// spinlocks (see the module docs); one that is not running stops
+    /// before it would run again; one in a blocking call stops when the
+    /// call returns, and counts as stopped meanwhile
+    /// ([`Suspension::StoppedInCall`]). With `wait`, the caller waits until
+    /// it has stopped (or was resumed meanwhile).
     pub fn wait_suspended(&self, wait: bool) {
         let control = &self.header().control;
+        // SeqCst: pairs with the thread's leaving a blocking call (see
+        // `upcall::blocking`).
         if control
-            .compare_exchange(WILL_SUSPEND, SUSPENDED, AcqRel, Relaxed)
+            .compare_exchange(WILL_SUSPEND, SUSPENDED, SeqCst, Relaxed)
             .is_err()
         {
             return;
@@ -316,29 +341,93 @@ impl Thread {
             drop(e);
             return;
         }
+        self.interrupt();
         if wait {
             self.wait_stopped();
         }
     }
 
     /// Waits until the thread is off its processor for good (held,
-    /// parked or finished) or was resumed, yielding (then sleeping) in
-    /// between; a stop is asynchronous, so this looks, as Go's `suspendG`
+    /// parked or finished), stopped in a blocking call, or was resumed,
+    /// yielding (then sleeping) in between and interrupting it again now
+    /// and then; a stop is asynchronous, so this looks, as Go's `suspendG`
     /// does.
     fn wait_stopped(&self) {
-        self.wait_until(|c| {
-            c & SUSPENDED == 0
-                || c & HELD != 0
-                || self.state().load(Acquire) == PARKED
-                || self.is_finished()
-        });
+        self.wait_until(
+            |c| {
+                c & SUSPENDED == 0
+                    || c & HELD != 0
+                    || self.state().load(Acquire) == PARKED
+                    || self.is_finished()
+                    || self.in_call()
+            },
+            || self.interrupt(),
+        );
     }
 
     /// Looks at the thread's `control` word until `done` says so, yielding
-    /// (then sleeping) in between.
-    fn wait_until(&self, done: impl Fn(u32) -> bool) {
+    /// (then sleeping) in between, and calling `nudge` at the first look
+    /// and every [`NUDGE_EVERY`] after.
+    fn wait_until(&self, done: impl Fn(u32) -> bool, nudge: impl Fn()) {
         let mut tries = 0u32;
-        while !done(self.header().control.load(Acquire)) {
+        while !done(self.header().control.load(SeqCst)) {
+            if tries.is_multiple_of(NUDGE_EVERY) {
+                nudge();
+            }
+            tries += 1;
+            pause(tries);
+        }
+    }
+
+    /// Whether the thread was asked to stop (suspended and waited for, or
+    /// terminated) and so must not go on running.
+    pub(crate) fn must_stop(&self) -> bool {
+        self.header().control.load(SeqCst) & (SUSPENDED | TERMINATED) != 0
+    }
+
+    /// Sends the preemption signal to the kernel thread that may be running
+    /// the thread (see `upcall::preempt`); its handler stops the thread if
+    /// it runs there and was asked to stop.
+    fn interrupt(&self) {
+        let p = self.header().processor.load(Acquire);
+        // SAFETY: a non-null `processor` points into the runtime's
+        // processors, which live as long as the runtime the block holds.
+        if let Some(p) = unsafe { p.as_ref() } {
+            crate::upcall::signal_driver(p);
+        }
+    }
+
+    /// Whether the thread is in an announced blocking call.
+    fn in_call(&self) -> bool {
+        crate::upcall::thread_in_call(self.shared(), self.ptr.as_ptr() as usize)
+    }
+
+    /// Aborts the blocking call the thread is in (Mach's `thread_abort`):
+    /// the system call it is blocked in fails with `EINTR`, and ferry's
+    /// wrappers ([`crate::fs`], [`crate::net`], [`crate::process`]) return
+    /// [`Interrupted`](io::ErrorKind::Interrupted) instead of retrying it.
+    /// Returns once the system call was interrupted or the call is over;
+    /// `true` if the thread was in a blocking call, `false` if it was in
+    /// none (then nothing is done, and nothing is remembered for a later
+    /// call).
+    ///
+    /// Only calls announced with [`crate::blocking`] (or the wrappers) can
+    /// be aborted. Code inside the call that retries on `EINTR` itself
+    /// (std's `read_exact`, `write_all`) blocks again; the abort is then
+    /// spent. A call to a system call that signals do not interrupt (a
+    /// disk read in uninterruptible sleep) keeps this waiting until it
+    /// returns. ferry uses the signal `SIGRTMAX - 1` for this (installed
+    /// without `SA_RESTART`): a program must leave it alone.
+    pub fn abort(&self) -> bool {
+        let h = self.ptr.as_ptr() as usize;
+        let mut sent = false;
+        let mut tries = 0u32;
+        loop {
+            match crate::upcall::abort_step(self.shared(), h) {
+                crate::upcall::AbortStep::NotInCall => return sent,
+                crate::upcall::AbortStep::Interrupted => return true,
+                crate::upcall::AbortStep::Sent => sent = true,
+            }
             tries += 1;
             pause(tries);
         }
@@ -347,9 +436,11 @@ impl Thread {
     /// Terminates the thread (Mach's `thread_terminate`): it never runs
     /// again, and its joiner gets `Ok(value)`, as if its closure had
     /// returned it. On the calling thread this is [`exit_with`]. Another
-    /// thread is stopped at its next switch (a yield, a block, a
-    /// preemption when a time slice is set; at once if it is not running),
-    /// and this waits until it has. Its stack is not reclaimed (something
+    /// thread is stopped as [`wait_suspended`](Thread::wait_suspended)
+    /// stops it (a running one is interrupted, whether or not a time slice
+    /// is set), and this waits until it has. A thread in a blocking call
+    /// has the call aborted (as [`abort`](Thread::abort)) and is stopped
+    /// when it returns; this waits for that too. Its stack is not reclaimed (something
     /// may still point into it: a lock's waiter list it was about to
     /// leave), nor are its thread-locals dropped; locks it holds stay held.
     ///
@@ -370,7 +461,8 @@ impl Thread {
             // SAFETY: forwarded from the caller's contract.
             unsafe { exit_with(value) }
         }
-        let prev = self.header().control.fetch_or(TERMINATED, AcqRel);
+        // SeqCst: pairs with the thread's leaving a blocking call.
+        let prev = self.header().control.fetch_or(TERMINATED, SeqCst);
         if prev & TERMINATED != 0 || self.is_finished() {
             return Err(value);
         }
@@ -383,9 +475,18 @@ impl Thread {
         // Wait until it is off its processor for good: dropped by the
         // processor that would have run it next, or parked (a wakeup will
         // bring it to a processor, which drops it), or finished meanwhile.
-        self.wait_until(|c| {
-            self.is_finished() || c & (DROPPED | HELD) != 0 || self.state().load(Acquire) == PARKED
-        });
+        // Interrupt it if it runs, abort its blocking call if it is in one.
+        self.wait_until(
+            |c| {
+                self.is_finished()
+                    || c & (DROPPED | HELD) != 0
+                    || self.state().load(Acquire) == PARKED
+            },
+            || {
+                self.interrupt();
+                let _ = crate::upcall::abort_step(self.shared(), self.ptr.as_ptr() as usize);
+            },
+        );
         if self.is_finished() {
             return Err(value);
         }
@@ -409,6 +510,8 @@ impl Thread {
         } else if c == SUSPENDED {
             if self.state().load(Acquire) == PARKED || self.is_finished() {
                 Suspension::Stopped
+            } else if self.in_call() {
+                Suspension::StoppedInCall
             } else {
                 Suspension::Suspended
             }
@@ -777,6 +880,7 @@ pub struct Builder {
     stack_size: Option<usize>,
     priority: Priority,
     tag: usize,
+    suspended: bool,
 }
 
 impl Builder {
@@ -809,6 +913,24 @@ impl Builder {
     /// The thread's [`tag`](Thread::tag) from its start, before it can run.
     pub fn tag(mut self, tag: usize) -> Builder {
         self.tag = tag;
+        self
+    }
+
+    /// Whether the thread starts *suspended* (Mach's `thread_create`):
+    /// made and stopped, it runs only once [`Thread::resume`]d (default
+    /// `false`: it is queued to run at once).
+    ///
+    /// ```
+    /// ferry::run(|| {
+    ///     let t = ferry::thread::Builder::new().suspended(true).spawn(|| 5).unwrap();
+    ///     assert_eq!(t.thread().suspension(), ferry::thread::Suspension::Stopped);
+    ///     t.thread().resume();
+    ///     assert_eq!(t.join().unwrap(), 5);
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn suspended(mut self, suspended: bool) -> Builder {
+        self.suspended = suspended;
         self
     }
 
@@ -852,8 +974,13 @@ impl Builder {
             Ok(parts) => parts,
             Err(err) => return Ok(Err(err)),
         };
+        let suspended = self.suspended;
         let (thread, raw) = self.make(shared, id, stack, f, Some(&e));
-        e.p.make_ready(thread, Ready::Spawned);
+        if suspended {
+            start_held(thread);
+        } else {
+            e.p.make_ready(thread, Ready::Spawned);
+        }
         Ok(Ok(JoinHandle { raw }))
     }
 
@@ -906,9 +1033,14 @@ impl Builder {
         stack: Stack,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> JoinHandle<T> {
+        let suspended = self.suspended;
         let (thread, raw) = self.make(shared, id, stack, f, None);
-        let shared = Arc::clone(thread.shared());
-        shared.schedule(thread, Ready::Spawned);
+        if suspended {
+            start_held(thread);
+        } else {
+            let shared = Arc::clone(thread.shared());
+            shared.schedule(thread, Ready::Spawned);
+        }
         JoinHandle { raw }
     }
 
@@ -946,6 +1078,14 @@ impl Builder {
             cache,
         )
     }
+}
+
+/// Holds new thread `t` instead of queueing it (it was made suspended): its
+/// `control` word takes the runtime's reference, as a processor holding a
+/// suspended thread does, before anyone else can see the thread.
+fn start_held(t: Thread) {
+    t.header().control.store(SUSPENDED | HELD, Release);
+    let _ = t.into_raw();
 }
 
 /// Ends the calling ferry thread at once, as if its closure had returned

@@ -191,6 +191,9 @@ pub(crate) struct Activation {
     /// Between taking the processor from `A|LENT` and posting `Unblocked`:
     /// a ferry thread's code runs here on no processor (or blocks).
     pub(crate) away: AtomicBool,
+    /// The announced blocking call its kernel thread is in, and whether it
+    /// is being aborted: the call word of `blocking`'s module docs.
+    pub(crate) call: AtomicUsize,
     /// The processor it drives (its own kernel thread only).
     processor: Cell<*const Processor>,
     /// The header of the thread running on this kernel thread (its own
@@ -245,6 +248,7 @@ impl Activation {
             chained: AtomicBool::new(false),
             orphaned: AtomicBool::new(false),
             away: AtomicBool::new(false),
+            call: AtomicUsize::new(0),
             processor: Cell::new(ptr::null()),
             running: Cell::new(ptr::null_mut()),
             lost: Cell::new(None),
@@ -694,6 +698,9 @@ pub(crate) fn critical_enter() -> Option<(Critical, &'static Activation)> {
     {
         let d = p.driver.load(Acquire);
         if d != a.word() {
+            // Back from a blocking call (or entering from inside one): it
+            // is over.
+            super::blocking::leave_call(a);
             p.reclaim_or_give_back(a, d);
             // Possibly resumed on another kernel thread: ask again.
             return Some((critical, local()?));

@@ -1,12 +1,180 @@
 //! The announced blocking call: [`blocking`] lends the calling thread's
-//! processor for the duration of a closure that may block in the kernel.
+//! processor for the duration of a closure that may block in the kernel,
+//! and marks its kernel thread as in the call, so that thread control can
+//! see it (a thread suspended or terminated meanwhile stops when the call
+//! returns; `Thread::wait_suspended` reports it stopped in the call) and
+//! `Thread::abort` can interrupt it.
 //!
-//! This room owns only the lend-and-reclaim bracket; the handoff to a spare
-//! and the give-back are `activation`'s and `processor`'s.
+//! This room owns the lend-and-reclaim bracket, the call word and the abort
+//! signal; the handoff to a spare and the give-back are `activation`'s and
+//! `processor`'s. It must not stop a thread anywhere but after its call
+//! returned, back on a processor, and sends the abort signal only to a
+//! kernel thread whose call word names the thread being aborted.
+//!
+//! # The call word (`Activation::call`)
+//!
+//! | value | written by | meaning |
+//! |-------|------------|---------|
+//! | `0` | start; whoever leaves the call (`leave_call`, a CAS once `SENDING` is clear; from the first entry into the runtime after the call, on the call's kernel thread) | the kernel thread is in no announced blocking call |
+//! | `H` | the thread entering a call (a store, on its own kernel thread, before the lend) | thread `H` (its block's address) is in a call on this kernel thread |
+//! | `H\|ABORTED\|SENDING` | `abort_step` (CAS from `H` or `H\|ABORTED`, without `INTERRUPTED`) | the abort signal is being sent: the leaver waits for `SENDING` to clear |
+//! | `H\|ABORTED` | `abort_step` (`fetch_and` after the signal went out) | the call is aborted: ferry's wrappers return `EINTR` rather than retry |
+//! | `\|INTERRUPTED` | the abort signal's handler (CAS), when it interrupted a system call that then failed with `EINTR` | the abort took effect: `abort_step` sends no more |
+//!
+//! An abort signal that arrives before the call's system call started (the
+//! thread was between the store of `H` and the kernel) interrupts nothing;
+//! the aborter sends again until the handler reports `INTERRUPTED` or the
+//! call is over. A signal is sent only while `SENDING` holds the call
+//! open, and a leaver that finds `ABORTED` makes one system call after it
+//! cleared the word, so that a signal still pending is delivered then and
+//! cannot interrupt a later system call of its kernel thread.
+//!
+//! The word is read by thread control while it polls (`in_call`): the
+//! leaver's CAS and a controller's change of the thread's `control` word
+//! are both sequentially consistent, each followed by a load of the other
+//! word, so either the thread sees the stop request when its call returns,
+//! or the controller sees it out of the call (and interrupts it as usual).
 
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::OnceLock;
+use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
 
+use super::activation::{self, Activation};
 use crate::processor;
+use crate::runtime::Shared;
+use crate::sys;
+
+/// Call-word flag: the call is aborted.
+const ABORTED: usize = 1;
+/// Call-word flag: an abort signal is on its way.
+const SENDING: usize = 2;
+/// Call-word flag: the abort signal interrupted a system call of the call.
+const INTERRUPTED: usize = 4;
+const FLAGS: usize = ABORTED | SENDING | INTERRUPTED;
+
+/// The abort signal (`SIGRTMAX - 1`), installed without `SA_RESTART` so
+/// that the system call it interrupts fails with `EINTR`.
+pub(crate) fn abort_signal() -> i32 {
+    libc::SIGRTMAX() - 1
+}
+
+/// Installs the abort signal's handler, once per process.
+pub(crate) fn install_abort() -> std::io::Result<()> {
+    static INSTALLED: OnceLock<Result<(), i32>> = OnceLock::new();
+    let r = INSTALLED.get_or_init(|| {
+        sys::install_handler(abort_signal(), on_abort, false)
+            .map_err(|e| e.raw_os_error().unwrap_or(0))
+    });
+    r.map_err(std::io::Error::from_raw_os_error)
+}
+
+extern "C" fn on_abort(_signal: i32, _info: *mut libc::siginfo_t, ucontext: *mut libc::c_void) {
+    // Only the kernel thread's own call word is touched, and the leaver of
+    // its call is this same kernel thread, paused while we run.
+    if let Some(a) = activation::local() {
+        let w = a.call.load(Relaxed);
+        // SAFETY: the kernel's `ucontext` for this running handler.
+        if w & ABORTED != 0 && unsafe { sys::interrupted_system_call(ucontext) } {
+            let _ = a.call.compare_exchange(w, w | INTERRUPTED, SeqCst, Relaxed);
+        }
+    }
+}
+
+/// Whether the calling kernel thread is in an announced blocking call (for
+/// the preemption handler, which must leave such a thread alone).
+pub(crate) fn in_call(a: &Activation) -> bool {
+    a.call.load(Relaxed) != 0
+}
+
+/// Whether the calling kernel thread's blocking call was aborted: ferry's
+/// wrappers then return `EINTR` instead of retrying it. Called from inside
+/// the call, where the thread cannot move to another kernel thread (the
+/// preemption handler leaves it alone).
+pub(crate) fn call_aborted() -> bool {
+    activation::local().is_some_and(|a| a.call.load(SeqCst) & ABORTED != 0)
+}
+
+/// Leaves the blocking call `a`'s kernel thread is in, if any (see the
+/// module docs). Runs on that kernel thread, inside the runtime.
+pub(crate) fn leave_call(a: &Activation) {
+    let mut w = a.call.load(SeqCst);
+    loop {
+        if w == 0 {
+            return;
+        }
+        if w & SENDING != 0 {
+            // An aborter is between its CAS and the signal: a moment.
+            std::thread::yield_now();
+            w = a.call.load(SeqCst);
+            continue;
+        }
+        match a.call.compare_exchange(w, 0, SeqCst, SeqCst) {
+            Ok(_) => break,
+            Err(now) => w = now,
+        }
+    }
+    if w & ABORTED != 0 {
+        sys::deliver_pending_signals();
+    }
+}
+
+/// The activation whose kernel thread runs thread `h`'s blocking call.
+fn call_of(shared: &Shared, h: usize) -> Option<std::sync::Arc<Activation>> {
+    let mut found = None;
+    shared.activations.for_each(|a| {
+        if a.call.load(SeqCst) & !FLAGS == h {
+            found = Some(std::sync::Arc::clone(a));
+        }
+    });
+    found
+}
+
+/// Whether thread `h` is in an announced blocking call.
+pub(crate) fn thread_in_call(shared: &Shared, h: usize) -> bool {
+    call_of(shared, h).is_some()
+}
+
+/// What one step of an abort found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AbortStep {
+    /// The thread is in no blocking call (any more).
+    NotInCall,
+    /// Its call's system call was interrupted: nothing more to send.
+    Interrupted,
+    /// The abort signal went (or is going) out: look again later.
+    Sent,
+}
+
+/// One step of aborting thread `h`'s blocking call: marks it aborted and
+/// sends the abort signal to its kernel thread, unless that interrupted a
+/// system call of the call already.
+pub(crate) fn abort_step(shared: &Shared, h: usize) -> AbortStep {
+    let Some(a) = call_of(shared, h) else {
+        return AbortStep::NotInCall;
+    };
+    // Not preempted between the CAS and the clear: the leaver waits for it.
+    super::without_preemption(|| {
+        let w = a.call.load(SeqCst);
+        if w & !FLAGS != h {
+            return AbortStep::NotInCall;
+        }
+        if w & INTERRUPTED != 0 {
+            return AbortStep::Interrupted;
+        }
+        if w & SENDING == 0
+            && a.call
+                .compare_exchange(w, w | ABORTED | SENDING, SeqCst, SeqCst)
+                .is_ok()
+        {
+            let tid = a.tid.load(Relaxed);
+            if tid != 0 {
+                let _ = sys::signal_thread(tid as i32, abort_signal());
+            }
+            a.call.fetch_and(!SENDING, SeqCst);
+        }
+        AbortStep::Sent
+    })
+}
 
 /// Runs `f`, which may block in the kernel (a read, a `wait`, a lock of the
 /// C library), without stalling the other ferry threads of its processor,
@@ -22,15 +190,23 @@ use crate::processor;
 /// again on whichever processor the policy picks, and its kernel thread goes
 /// back to the pool of spares.
 ///
+/// Thread control sees the call: a thread [suspended](crate::Thread::suspend)
+/// and [waited for](crate::Thread::wait_suspended), or
+/// [terminated](crate::Thread::terminate), while in it is stopped when `f`
+/// returns, before it runs anything after this call;
+/// [`Thread::abort`](crate::Thread::abort) interrupts the system call `f`
+/// is blocked in (it fails with `EINTR`; ferry's own wrappers then return
+/// [`Interrupted`](std::io::ErrorKind::Interrupted) instead of retrying).
+///
 /// Outside a ferry thread it just calls `f`; so it does while the thread
 /// holds a [`SpinLock`](crate::sync::SpinLock) or runs
 /// [`without_preemption`](crate::upcall::without_preemption), and then the
-/// processor waits for the call.
+/// processor waits for the call (and thread control does not see it).
 ///
 /// `f` runs on the calling thread's stack and kernel thread, so it need not
 /// be `Send`; it should not wait for other ferry threads (use
 /// [`crate::sync`] for that), and if it calls into ferry itself the
-/// processor is taken back first.
+/// processor is taken back first (and the call is over for thread control).
 ///
 /// ```
 /// use std::io::Read;
@@ -51,19 +227,43 @@ use crate::processor;
 /// .unwrap();
 /// ```
 pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
-    match processor::enter() {
-        // Inside a critical section (a `SpinLock` held, `without_preemption`)
-        // the processor cannot be lent: it waits for the call.
-        Some(e) if e.p.in_thread() && super::activation::critical_depth() == 1 => {
-            e.p.lend();
-            drop(e);
-            crate::probe_mark!(7);
+    loop {
+        match processor::enter() {
+            // Inside a critical section (a `SpinLock` held,
+            // `without_preemption`) the processor cannot be lent: it waits
+            // for the call.
+            Some(e) if e.p.in_thread() && activation::critical_depth() == 1 => {
+                let me = e.p.current_ref().expect("in a thread, checked above");
+                if me.must_stop() {
+                    // Asked to stop before the signal caught it: stop
+                    // before the call rather than after.
+                    let p = e.p;
+                    let _resumed_on = p.switch_away_held();
+                    drop(e);
+                    continue;
+                }
+                if let Some(a) = activation::local() {
+                    a.call.store(me.as_ptr().as_ptr() as usize, Release);
+                }
+                e.p.lend();
+                drop(e);
+                crate::probe_mark!(7);
+                break;
+            }
+            _ => return f(),
         }
-        _ => return f(),
     }
     let result = catch_unwind(AssertUnwindSafe(f));
-    // Take the processor back, or be handed back and resumed elsewhere.
-    drop(processor::enter());
+    // Take the processor back, or be handed back and resumed elsewhere
+    // (either way the entry leaves the call); then stop here if thread
+    // control asked for it meanwhile.
+    if let Some(e) = processor::enter() {
+        if e.p.current_ref().is_some_and(crate::Thread::must_stop) {
+            let p = e.p;
+            let _resumed_on = p.switch_away_held();
+        }
+        drop(e);
+    }
     match result {
         Ok(value) => value,
         Err(panic) => resume_unwind(panic),

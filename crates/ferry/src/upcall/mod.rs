@@ -44,9 +44,10 @@ pub(crate) use activation::{
     critical_depth, critical_enter, critical_release_inherited, forget_local, resumed_processor,
 };
 pub use blocking::blocking;
+pub(crate) use blocking::{AbortStep, abort_step, call_aborted, thread_in_call};
 pub(crate) use monitor::Monitor;
 pub use preempt::without_preemption;
-pub(crate) use preempt::{install as install_preemption, signal};
+pub(crate) use preempt::{install as install_preemption, signal, signal_driver};
 pub(crate) use stand_in::wake as wake_stand_in;
 
 use std::collections::VecDeque;

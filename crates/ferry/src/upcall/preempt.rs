@@ -1,6 +1,7 @@
 //! Preemption: the signal that interrupts a ferry thread (its time slice is
-//! over, its processor is leaving the set, or its processor was taken while
-//! it slept in the kernel), and lock-holder care.
+//! over, its processor is leaving the set, its processor was taken while
+//! it slept in the kernel, or thread control stops it: it was suspended
+//! and waited for, or terminated), and lock-holder care.
 //!
 //! This room owns the signal handler and the rule for when it may act; it
 //! must not act while the interrupted code is inside the runtime, holds a
@@ -10,6 +11,18 @@
 //! not change hands mid-call) or is panicking (std counts panics per kernel
 //! thread); in the last two cases the monitor asks again at its next look.
 //! Code that needs the same care can say so with [`without_preemption`].
+//! A kernel thread in an announced blocking call is left alone altogether
+//! (its thread is stopped, if asked, when the call returns; see
+//! `blocking`).
+//!
+//! A thread stopped by thread control is switched away and held (as
+//! `Thread::wait_suspended` holds a thread that stops itself), or, if it
+//! was terminated, queued once more for the next processor that picks it
+//! to drop. Thread control sends the signal ([`signal_driver`]) to the
+//! kernel thread driving the processor that last ran the thread, and again
+//! while it waits, since the thread may have moved or been somewhere it
+//! must not stop; a signal that finds another thread, or none, there does
+//! nothing.
 //!
 //! # The full context switch
 //!
@@ -26,7 +39,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 
 use super::activation::{self, Activation, FLAGS};
-use crate::processor;
+use crate::processor::{self, Processor};
 use crate::sys;
 
 /// The preemption signal. `SIGURG` (as Go uses) is otherwise only raised
@@ -39,7 +52,8 @@ pub(crate) fn install() -> io::Result<()> {
     let r = INSTALLED.get_or_init(|| {
         // Resolve the C runtime's ranges now, not in a handler.
         let _ = sys::c_runtime_code();
-        sys::install_handler(SIGNAL, on_signal).map_err(|e| e.raw_os_error().unwrap_or(0))
+        sys::install_handler(SIGNAL, on_signal, true).map_err(|e| e.raw_os_error().unwrap_or(0))?;
+        super::blocking::install_abort().map_err(|e| e.raw_os_error().unwrap_or(0))
     });
     r.map_err(io::Error::from_raw_os_error)
 }
@@ -49,6 +63,21 @@ pub(crate) fn signal(a: &Activation) {
     let tid = a.tid.load(Relaxed) as i32;
     if tid != 0 {
         let _ = sys::signal_thread(tid, SIGNAL);
+    }
+}
+
+/// Sends the preemption signal to the kernel thread driving `p`, unless
+/// nobody does, it is lent for a blocking call (or being checked by the
+/// monitor), or it is the caller's own.
+pub(crate) fn signal_driver(p: &Processor) {
+    let d = p.driver.load(Acquire);
+    if d == 0 || d & FLAGS != 0 || activation::local().is_some_and(|a| a.word() == d) {
+        return;
+    }
+    // SAFETY: `d` is a driver word of a live runtime (the caller holds a
+    // thread of it).
+    if let Some(a) = unsafe { Activation::from_word(d) } {
+        signal(a);
     }
 }
 
@@ -120,22 +149,30 @@ pub(crate) fn chained() {
 
 /// Acts on a preemption request for the thread running on `a`'s kernel
 /// thread, which is outside the runtime: hands it back if `a` lost its
-/// processor, preempts it if its slice is over or its processor leaves,
-/// and otherwise (a stale request, or a blocking call in progress) does
-/// nothing.
+/// processor, stops it if thread control asked, preempts it if its slice
+/// is over or its processor leaves, and otherwise (a stale request, or a
+/// blocking call in progress) does nothing.
 fn interrupt(a: &Activation, was_chained: bool) {
+    if super::blocking::in_call(a) {
+        // In an announced blocking call (the signal came during its system
+        // call, or before its lend): it stops, if asked, when the call
+        // returns; a give-back from here would restart the system call on
+        // whichever kernel thread resumes it, on no lent processor.
+        return;
+    }
     let Some(p) = a.processor() else {
         return;
     };
     let d = p.driver.load(Acquire);
     if d == a.word() {
-        if !(p.is_stopping() || p.slice_expired()) {
-            return;
-        }
         let Some(e) = processor::enter() else {
             return;
         };
-        if !e.p.in_thread() {
+        let Some(current) = e.p.current_ref() else {
+            return;
+        };
+        let stop = current.must_stop();
+        if !(stop || p.is_stopping() || p.slice_expired()) {
             return;
         }
         if was_chained {
@@ -143,7 +180,12 @@ fn interrupt(a: &Activation, was_chained: bool) {
         }
         // Whatever runs next on this kernel thread must be preemptible.
         sys::unblock_signal(SIGNAL);
-        e.p.preempt_current();
+        if stop {
+            // Held (or, terminated, queued to be dropped) until resumed.
+            let _resumed_on = e.p.switch_away_held();
+        } else {
+            e.p.preempt_current();
+        }
         drop(e);
     } else if d & !FLAGS == a.word() {
         // Lent for a blocking call (or being checked by the monitor).
