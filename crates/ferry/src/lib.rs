@@ -24,6 +24,7 @@
 #![deny(missing_docs)]
 
 pub mod arch;
+mod deadlock;
 pub mod fs;
 pub mod net;
 #[cfg(ferry_probe)]
@@ -47,7 +48,9 @@ mod sys;
 pub mod thread;
 mod timer;
 pub mod upcall;
+mod waits;
 
+pub use deadlock::Deadlock;
 pub use runtime::{Builder, Handle, Runtime, run};
 pub use thread::{JoinHandle, Panic, Thread, ThreadId, current, park, spawn, yield_now};
 pub use timer::sleep;

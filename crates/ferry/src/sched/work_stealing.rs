@@ -84,8 +84,12 @@ impl WorkStealing {
 
     fn push_back(cx: &Cx<'_>, t: Thread) {
         let level = t.priority().level();
-        if let Err(t) = cx.queue.push_back(level, t) {
-            cx.shared.injector.push(t);
+        if let Err(t) = cx.queue.push_back(level, t)
+            && let Err(t) = cx.shared.injector.push(t)
+        {
+            // Closed only once every processor stopped: not while one
+            // decides. Should it be, the thread is abandoned as at the end.
+            drop(t);
         }
     }
 }
