@@ -8,9 +8,10 @@
 //! [`JoinHandle::join`], [`yield_now`], [`park`] / [`Thread::unpark`],
 //! [`sync`]), and scheduler activations ([`upcall`]): [`blocking`] calls and
 //! the [`fs`], [`net`] and [`process`] wrappers that keep their processor
-//! running, a monitor for unannounced blocking, optional preemption
-//! ([`Builder::time_slice`]) and processor changes
-//! ([`Handle::set_processors`]).
+//! running, a monitor for unannounced blocking, preemption (a 10 ms
+//! [`Builder::time_slice`] by default), processor changes
+//! ([`Handle::set_processors`]), and a report of deadlocks
+//! ([`Builder::on_deadlock`]).
 //!
 //! ```
 //! let answer = ferry::run(|| {

@@ -1021,7 +1021,12 @@ impl Handle {
     /// thread of another runtime, or a plain kernel thread).
     ///
     /// # Errors
-    /// If no stack can be mapped for it.
+    /// [`io::ErrorKind::BrokenPipe`] once the runtime has shut down (its
+    /// first thread finished, or a deadlock ended it): the thread would
+    /// never run. [`io::ErrorKind::OutOfMemory`] if the allocator refuses
+    /// the thread's block, or the error of mapping its stack. A spawn that
+    /// returns `Ok` runs, or if the runtime ends before it could, its join
+    /// returns an error saying so.
     pub fn spawn<T: Send + 'static>(
         &self,
         f: impl FnOnce() -> T + Send + 'static,

@@ -19,7 +19,7 @@ const INJECTOR_FIRST_EVERY: u32 = 61;
 /// Picks the next-to-run slot may win over the `Normal` ring and the
 /// injector before they go first once. A pair of threads that wake each
 /// other and block would otherwise hand the processor between them through
-/// the slot for ever, and without a time slice (the default) a thread
+/// the slot for ever, and without a time slice (`time_slice(None)`) a thread
 /// waiting in the ring would never run. Once this many picks have passed
 /// since the bound last let the ring and the injector go first, the next
 /// pick that finds the slot full looks at them before it (Tokio bounds its
