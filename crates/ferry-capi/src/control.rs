@@ -64,8 +64,8 @@ pub struct ferry_config {
     pub processors: c_uint,
     /// Bytes of each thread's stack; default 256 KiB.
     pub stack_size: usize,
-    /// Preemption time slice in microseconds; default: off (or
-    /// `FERRY_TIME_SLICE` from the environment, e.g. `500us`).
+    /// Preemption time slice in microseconds; default: 10 ms (or
+    /// `FERRY_TIME_SLICE` from the environment, e.g. `500us`, `off`).
     pub time_slice_us: u64,
 }
 

@@ -8,9 +8,10 @@
 //! [`JoinHandle::join`], [`yield_now`], [`park`] / [`Thread::unpark`],
 //! [`sync`]), and scheduler activations ([`upcall`]): [`blocking`] calls and
 //! the [`fs`], [`net`] and [`process`] wrappers that keep their processor
-//! running, a monitor for unannounced blocking, optional preemption
-//! ([`Builder::time_slice`]) and processor changes
-//! ([`Handle::set_processors`]).
+//! running, a monitor for unannounced blocking, preemption (a 10 ms
+//! [`Builder::time_slice`] by default), processor changes
+//! ([`Handle::set_processors`]), and a report of deadlocks
+//! ([`Builder::on_deadlock`]).
 //!
 //! ```
 //! let answer = ferry::run(|| {
@@ -24,6 +25,7 @@
 #![deny(missing_docs)]
 
 pub mod arch;
+mod deadlock;
 pub mod fs;
 pub mod net;
 #[cfg(ferry_probe)]
@@ -47,7 +49,9 @@ mod sys;
 pub mod thread;
 mod timer;
 pub mod upcall;
+mod waits;
 
+pub use deadlock::Deadlock;
 pub use runtime::{Builder, Handle, Runtime, run};
 pub use thread::{JoinHandle, Panic, Thread, ThreadId, current, park, spawn, yield_now};
 pub use timer::sleep;

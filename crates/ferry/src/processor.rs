@@ -578,12 +578,14 @@ impl Processor {
         let owner = self.owner();
         // SAFETY: the driver set `act` in `bind`; it outlives its drive.
         let act = unsafe { &*owner.act };
+        // (The injector is closed only once every processor stopped, so it
+        // takes them all.)
         if let Some(t) = self.next.take() {
-            shared.injector.push(t);
+            drop(shared.injector.push(t));
         }
         for level in 0..sched::LEVELS {
             while let Some(t) = owner.queue.pop(level) {
-                shared.injector.push(t);
+                drop(shared.injector.push(t));
             }
         }
         // Our word, or `A|PROBING` if the monitor is checking us: it will
@@ -735,6 +737,8 @@ impl Processor {
     /// Takes back an exited thread's stack: into this processor's cache if
     /// it has the default size and there is room, else the global cache.
     fn release_stack(&self, stack: Stack) {
+        // Its thread is gone: a deadlock report must not list it.
+        crate::waits::forget_stack(&stack);
         let owner = self.owner();
         // SAFETY: as in `shared()`.
         let shared = unsafe { &*owner.shared };
@@ -1093,6 +1097,7 @@ impl Processor {
             self.willing_to_yield.store(false, Relaxed);
             return;
         }
+        let mut looked = !shared.deadlock.is_on();
         while self.sleep.load(Acquire) == 0 && !shared.is_shut_down() {
             // Sleep no longer than until the earliest timer, then look again.
             if let Some(wait) = shared.timers.until_next() {
@@ -1101,6 +1106,18 @@ impl Processor {
                 }
                 sys::futex_wait(&self.sleep, 0, Some(wait));
                 break;
+            }
+            // The last processor to sleep, with nothing pending: look for a
+            // deadlock, twice a grace apart (once per idle spell).
+            if !looked {
+                looked = true;
+                if let Some(seen) = crate::deadlock::quiet(shared) {
+                    sys::futex_wait(&self.sleep, 0, Some(crate::deadlock::GRACE));
+                    if self.sleep.load(Acquire) == 0 {
+                        crate::deadlock::confirm(shared, seen);
+                    }
+                    continue;
+                }
             }
             sys::futex_wait(&self.sleep, 0, None);
         }
@@ -1149,14 +1166,17 @@ impl Processor {
         }
     }
 
-    /// Drops every thread and stack this processor still holds.
+    /// Hands every thread still queued here to `abandon`, and drops the
+    /// stacks this processor still holds.
     ///
     /// # Safety
     /// No kernel thread runs this processor any more.
-    pub(crate) unsafe fn drain(&self) {
+    pub(crate) unsafe fn drain(&self, mut abandon: impl FnMut(Thread)) {
         let owner = self.owner();
-        owner.queue.clear();
-        drop(self.next.take());
+        owner.queue.clear(&mut abandon);
+        if let Some(t) = self.next.take() {
+            abandon(t);
+        }
         if self.driver.load(Acquire) & upcall::LENT != 0 {
             // Its thread runs on, away in the kernel, on this reference.
             std::mem::forget(owner.current.take());

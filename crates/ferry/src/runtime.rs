@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
+use crate::deadlock::{Deadlock, Detector};
 use crate::processor::{self, ACTIVE, Processor, STARTING, STOPPED, STOPPING};
 use crate::sched::{Injector, Ready};
 use crate::stack::DEFAULT_STACK_SIZE;
@@ -60,6 +61,8 @@ pub(crate) struct Shared {
     pub(crate) stand_ins: bool,
     /// Whether processors account each thread's run time.
     pub(crate) account_cpu: bool,
+    /// What to do when every thread is blocked for good.
+    pub(crate) deadlock: Detector,
     /// Time zero of the `*_at` words.
     epoch: Instant,
     /// This `Shared`, for handing to new kernel threads.
@@ -74,9 +77,33 @@ impl Shared {
         match processor::enter() {
             Some(e) if std::ptr::eq(e.p.shared(), self) => e.p.make_ready(t, why),
             // Off the runtime (a kernel thread, or another runtime's processor).
+            _ => match self.injector.push(t) {
+                Ok(()) => self.notify_work(),
+                // The runtime ended: nothing runs it any more (as the
+                // threads still queued then, it is abandoned).
+                Err(t) => drop(t),
+            },
+        }
+    }
+
+    /// Makes a spawned thread `t` runnable as [`Shared::schedule`] does;
+    /// gives it back if the runtime has ended, so that the spawn fails.
+    ///
+    /// Race-free against the end: a thread queued on a processor, or on
+    /// the injector before `run` closes it (after every processor has
+    /// stopped), is either run or, if the runtime ends first, handed to
+    /// [`thread::abandon`] by `drain`, whose join then reports it; a push
+    /// after the close is refused here.
+    pub(crate) fn schedule_spawned(&self, t: Thread) -> Result<(), Thread> {
+        match processor::enter() {
+            Some(e) if std::ptr::eq(e.p.shared(), self) => {
+                e.p.make_ready(t, Ready::Spawned);
+                Ok(())
+            }
             _ => {
-                self.injector.push(t);
+                self.injector.push(t)?;
                 self.notify_work();
+                Ok(())
             }
         }
     }
@@ -277,6 +304,11 @@ impl Shared {
         self.sleeper_count.store(sleepers.len(), SeqCst);
     }
 
+    /// How many processors sleep in `idle` (or are about to).
+    pub(crate) fn sleepers(&self) -> usize {
+        self.sleeper_count.load(SeqCst)
+    }
+
     pub(crate) fn sleeper_exit(&self, index: usize) {
         let mut sleepers = self.sleepers.lock().unwrap_or_else(PoisonError::into_inner);
         sleepers.retain(|&i| i != index);
@@ -297,18 +329,25 @@ impl Shared {
         start..start + n
     }
 
-    /// Drops every queued thread, after every processor has stopped.
+    /// Lets every queued thread go, after every processor has stopped, and
+    /// closes the injector: a thread that never ran is completed as
+    /// abandoned (its join returns an error saying the runtime ended first).
     fn drain(&self) {
+        let abandon = |t: Thread| {
+            // SAFETY: every processor stopped, so the thread never runs;
+            // `t` is the reference its queue held.
+            unsafe { thread::abandon(t.as_ptr()) };
+        };
         for p in self.processors.iter() {
             // SAFETY: called by `run` after every processor's kernel thread
             // has left its loop and been joined, so nobody else touches them.
-            unsafe { p.drain() };
+            unsafe { p.drain(abandon) };
         }
-        self.injector.clear();
+        self.injector.close(abandon);
     }
 
     /// Stops every processor's scheduler loop.
-    fn shut_down(&self) {
+    pub(crate) fn shut_down(&self) {
         self.shutdown.store(true, Release);
         self.wake_everyone();
     }
@@ -327,7 +366,22 @@ pub struct Builder {
     take_over_unannounced: bool,
     stand_ins: bool,
     account_cpu: bool,
+    on_deadlock: Deadlock,
 }
+
+/// The error of a spawn on a runtime that has shut down (kind
+/// `BrokenPipe`: the side that would run the thread is gone, as a pipe's
+/// reader).
+pub(crate) fn shut_down_error() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::BrokenPipe,
+        "ferry: the runtime has shut down; no thread can be spawned on it",
+    )
+}
+
+/// The time slice when [`Builder::time_slice`] is not called and
+/// `FERRY_TIME_SLICE` is not set: Go's 10 ms.
+pub const DEFAULT_TIME_SLICE: Duration = Duration::from_millis(10);
 
 /// A ferry runtime: user-level threads multiplexed on one kernel thread per
 /// processor.
@@ -355,6 +409,7 @@ impl Runtime {
             stack_size: DEFAULT_STACK_SIZE,
             spin_tries: 4096,
             time_slice: time_slice_from_env(),
+            on_deadlock: Deadlock::from_env().unwrap_or(Deadlock::Error),
             handoff_after: Duration::ZERO,
             max_activations: 1024,
             take_over_unannounced: true,
@@ -394,9 +449,15 @@ impl Builder {
 
     /// Preempts a thread that has run this long without switching: a signal
     /// interrupts it, its whole register state is saved, and it goes to the
-    /// back of its queue. Off by default (threads switch only when they
-    /// block, yield or end); the environment variable `FERRY_TIME_SLICE`
-    /// (e.g. `500us`, `2ms`) sets the default.
+    /// back of its queue; `None` turns preemption off (threads then switch
+    /// only when they block, yield or end, and a thread that computes
+    /// without either keeps its processor from the others).
+    ///
+    /// The default is [`DEFAULT_TIME_SLICE`] (10 ms, as Go's), so that a
+    /// busy loop cannot starve the other threads of its processor; the
+    /// environment variable `FERRY_TIME_SLICE` sets another default (e.g.
+    /// `500us`, `2ms`; `off` or `0` for none; a value it cannot read leaves
+    /// 10 ms).
     ///
     /// A thread is never stopped while it holds a [`SpinLock`] or is inside
     /// the runtime, nor while it runs C library code (malloc keeps
@@ -466,6 +527,61 @@ impl Builder {
         self
     }
 
+    /// What the runtime does when every one of its threads is blocked and
+    /// nothing could wake one (see [`Deadlock`]): report it and abort, end
+    /// [`run`](Builder::run) with an error of kind
+    /// [`io::ErrorKind::Deadlock`] listing which threads wait on what, or
+    /// nothing.
+    ///
+    /// The default is [`Deadlock::Error`]: `run` has a caller, and its
+    /// `io::Result` already says when the runtime could not finish, so the
+    /// caller decides (a `?` passes the report on, an `unwrap` panics with
+    /// it) where Go, with no caller to return to, aborts. A runtime started
+    /// with [`adopt`](Builder::adopt) aborts instead. The environment
+    /// variable `FERRY_DEADLOCK` (`abort`, `error`, `ignore`) sets another
+    /// default.
+    ///
+    /// A deadlock is reported only when it is certain: every processor
+    /// sleeps, no timer is pending, no thread is away in a kernel call,
+    /// and the process has no kernel thread besides the runtime's own, so
+    /// no one outside could wake a thread (a `Handle`, a `Thread` or a lock
+    /// held by a plain kernel thread). So it is not reported in a process
+    /// with other kernel threads (another runtime, a thread of the
+    /// program's, a test harness), nor when only some threads block one
+    /// another while others run or sleep, nor for a thread spinning on a
+    /// flag nobody sets. The check runs only when the last processor goes
+    /// to sleep with no timer pending, and costs the scheduling paths
+    /// nothing.
+    ///
+    /// ```no_run
+    /// use ferry::sync::Mutex;
+    /// use std::sync::Arc;
+    ///
+    /// let err = ferry::Runtime::builder()
+    ///     .on_deadlock(ferry::Deadlock::Error)
+    ///     .run(|| {
+    ///         let (a, b) = (Arc::new(Mutex::new(())), Arc::new(Mutex::new(())));
+    ///         let (a2, b2) = (Arc::clone(&a), Arc::clone(&b));
+    ///         let _ga = a.lock();
+    ///         let t = ferry::thread::Builder::new()
+    ///             .name("other")
+    ///             .spawn(move || {
+    ///                 let _gb = b2.lock();
+    ///                 let _ga = a2.lock(); // waits for `main`
+    ///             })
+    ///             .unwrap();
+    ///         ferry::sleep(std::time::Duration::from_millis(10));
+    ///         let _gb = b.lock(); // waits for "other": neither goes on
+    ///         t.join().unwrap();
+    ///     })
+    ///     .unwrap_err();
+    /// assert_eq!(err.kind(), std::io::ErrorKind::Deadlock);
+    /// ```
+    pub fn on_deadlock(&mut self, mode: Deadlock) -> &mut Self {
+        self.on_deadlock = mode;
+        self
+    }
+
     /// Accounts how long each thread runs on processors
     /// ([`Thread::cpu_time`](crate::Thread::cpu_time)): two reads of the
     /// time stamp counter per switch. Off by default.
@@ -532,6 +648,7 @@ impl Builder {
             take_over_unannounced: self.take_over_unannounced,
             stand_ins: self.stand_ins,
             account_cpu: self.account_cpu,
+            deadlock: Detector::new(self.on_deadlock),
             epoch: Instant::now(),
             this: this.clone(),
         });
@@ -609,7 +726,11 @@ impl Builder {
         let (shared, count) = self.prepare("ferry::Builder::adopt")?;
         // The first thread: a block without a stack of its own, whose
         // context the switch below fills in.
+        let first = || {};
+        let block = thread::Block::alloc(None)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::OutOfMemory))?;
         let (main, join) = thread::raw_new(
+            block,
             thread::Spec {
                 id: ThreadId(shared.next_thread_ids(1).start),
                 name: Some("main".into()),
@@ -619,8 +740,7 @@ impl Builder {
                 shared: Arc::clone(&shared),
                 tag: 0,
             },
-            || {},
-            None,
+            first,
         );
         drop(join);
         let driver_stack = crate::stack::StackCache::global().get(shared.stack_size)?;
@@ -715,12 +835,16 @@ impl Builder {
     ///
     /// # Errors
     /// If a processor's kernel thread or the first thread's stack cannot be
-    /// made. A panic in `main` is resumed in the caller.
+    /// made; [`io::ErrorKind::Deadlock`] if every thread blocked for good
+    /// and the runtime was told to report it so
+    /// ([`Builder::on_deadlock`], the default). A panic in `main` is
+    /// resumed in the caller.
     pub fn run<T: Send + 'static>(
         &self,
         main: impl FnOnce() -> T + Send + 'static,
     ) -> io::Result<T> {
         let (shared, count) = self.prepare("ferry::run")?;
+        shared.deadlock.report_to_caller();
         // The first thread leaves its outcome here *before* it shuts the
         // runtime down, so that nothing after the shutdown (a preemption, a
         // lost processor) can keep the outcome from the caller.
@@ -757,7 +881,9 @@ impl Builder {
         match outcome {
             Some(Ok(value)) => Ok(value),
             Some(Err(panic)) => std::panic::resume_unwind(panic),
-            None => unreachable!("the runtime shuts down only after its first thread finished"),
+            None => Err(shared.deadlock.take_error().expect(
+                "the runtime shuts down only after its first thread finished, or on a deadlock",
+            )),
         }
     }
 }
@@ -944,7 +1070,12 @@ impl Handle {
     /// thread of another runtime, or a plain kernel thread).
     ///
     /// # Errors
-    /// If no stack can be mapped for it.
+    /// [`io::ErrorKind::BrokenPipe`] once the runtime has shut down (its
+    /// first thread finished, or a deadlock ended it): the thread would
+    /// never run. [`io::ErrorKind::OutOfMemory`] if the allocator refuses
+    /// the thread's block, or the error of mapping its stack. A spawn that
+    /// returns `Ok` runs, or if the runtime ends before it could, its join
+    /// returns an error saying so.
     pub fn spawn<T: Send + 'static>(
         &self,
         f: impl FnOnce() -> T + Send + 'static,
@@ -1076,11 +1207,18 @@ pub(crate) fn cpus_without_processors(shared: &Shared, out: &mut Vec<usize>) {
     }));
 }
 
-/// The default time slice, from `FERRY_TIME_SLICE` (`500us`, `2ms`, `1s`, or
-/// plain microseconds); unset, empty, `0` or `off` mean none.
+/// The default time slice: from `FERRY_TIME_SLICE` (`500us`, `2ms`, `1s`,
+/// or plain microseconds; empty, `0` or `off` mean none) if it is set and
+/// readable, else [`DEFAULT_TIME_SLICE`].
 fn time_slice_from_env() -> Option<Duration> {
-    let v = std::env::var("FERRY_TIME_SLICE").ok()?;
-    parse_duration(v.trim())
+    let Ok(v) = std::env::var("FERRY_TIME_SLICE") else {
+        return Some(DEFAULT_TIME_SLICE);
+    };
+    let v = v.trim();
+    if v.is_empty() || v == "0" || v.eq_ignore_ascii_case("off") {
+        return None;
+    }
+    parse_duration(v).or(Some(DEFAULT_TIME_SLICE))
 }
 
 /// Parses `500us`, `2ms`, `1s` or a bare number of microseconds.

@@ -394,3 +394,30 @@ pub(crate) fn current_cpu() -> Option<usize> {
     let c = unsafe { libc::sched_getcpu() };
     usize::try_from(c).ok()
 }
+
+/// Calls `f` with the id of every kernel thread of the process
+/// (`/proc/self/task`); `false` if the list cannot be read (then `f` may
+/// have seen part of it). Allocates nothing but the directory stream.
+pub(crate) fn for_each_task(mut f: impl FnMut(u32)) -> bool {
+    // SAFETY: a valid, NUL-terminated path.
+    let dir = unsafe { libc::opendir(c"/proc/self/task".as_ptr()) };
+    if dir.is_null() {
+        return false;
+    }
+    loop {
+        // SAFETY: `dir` is an open stream, used by this thread alone.
+        let entry = unsafe { libc::readdir(dir) };
+        if entry.is_null() {
+            break;
+        }
+        // SAFETY: `readdir` returned an entry whose name is NUL-terminated
+        // and valid until the next call on `dir`.
+        let name = unsafe { std::ffi::CStr::from_ptr((*entry).d_name.as_ptr()) };
+        if let Some(tid) = name.to_str().ok().and_then(|s| s.parse::<u32>().ok()) {
+            f(tid);
+        }
+    }
+    // SAFETY: opened above, closed once.
+    unsafe { libc::closedir(dir) };
+    true
+}

@@ -120,19 +120,24 @@ impl Timers {
         if now < due {
             return 0;
         }
-        let mut woken = Vec::new();
-        {
-            let mut heap = self.heap.lock().unwrap_or_else(PoisonError::into_inner);
-            while heap.0.peek().is_some_and(|e| e.0.due <= now) {
-                if let Some(Reverse(e)) = heap.0.pop() {
-                    woken.push(e);
-                }
-            }
-            let first = heap.0.peek().map_or(u64::MAX, |e| e.0.due);
-            self.next_due.store(first, Release);
-        }
-        let n = woken.len();
-        for e in woken {
+        // One entry at a time, each woken after the lock is dropped: waking
+        // allocates nothing, so it never fails for want of memory.
+        let mut n = 0;
+        loop {
+            let e = {
+                let mut heap = self.heap.lock().unwrap_or_else(PoisonError::into_inner);
+                let e = match heap.0.peek() {
+                    Some(e) if e.0.due <= now => heap.0.pop().map(|Reverse(e)| e),
+                    _ => None,
+                };
+                let first = heap.0.peek().map_or(u64::MAX, |e| e.0.due);
+                self.next_due.store(first, Release);
+                e
+            };
+            let Some(e) = e else {
+                return n;
+            };
+            n += 1;
             e.fired.store(true, Release);
             // Not `Woken`: the default policy would put each in the
             // next-to-run slot, displacing the one before, and run the
@@ -141,7 +146,6 @@ impl Timers {
             // `Woken`: a rare race, which can reorder only that thread.)
             e.who.unpark_as(Ready::Expired);
         }
-        n
     }
 }
 

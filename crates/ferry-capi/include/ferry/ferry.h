@@ -68,8 +68,8 @@ struct ferry_config {
    */
   size_t stack_size;
   /*
-   Preemption time slice in microseconds; default: off (or
-   `FERRY_TIME_SLICE` from the environment, e.g. `500us`).
+   Preemption time slice in microseconds; default: 10 ms (or
+   `FERRY_TIME_SLICE` from the environment, e.g. `500us`, `off`).
    */
   uint64_t time_slice_us;
 };

@@ -21,7 +21,6 @@
 //! only split the pair across cores.
 
 use std::cell::Cell;
-use std::collections::VecDeque;
 use std::ptr;
 use std::sync::atomic::AtomicPtr;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
@@ -194,35 +193,100 @@ impl RunQueue {
         self.victims.iter().map(|(i, _)| *i)
     }
 
-    /// Drops every queued thread. Owner only.
-    pub(crate) fn clear(&self) {
+    /// Hands every queued thread to `f`. Owner only.
+    pub(crate) fn clear(&self, mut f: impl FnMut(Thread)) {
         for rx in &self.rx {
-            while rx.try_pop().is_some() {}
+            while let Some(t) = rx.try_pop() {
+                f(t);
+            }
         }
     }
 }
 
 /// Threads made runnable off the processors (by kernel threads, another
 /// runtime, timers fired off a processor) and ring overflow: one FIFO per
-/// priority level under one lock.
+/// priority level under one lock, linked through the threads' own
+/// `Header::queue_next` (a runnable thread is in one queue at a time), so
+/// that queuing a thread never allocates and never fails for want of
+/// memory.
+///
+/// | state (under the lock) | written by | meaning |
+/// |------------------------|------------|---------|
+/// | `closed == false` | `new` | threads are taken |
+/// | `closed == true` | [`Injector::close`], once every processor stopped | nobody runs a thread queued now: [`Injector::push`] gives it back |
 pub(crate) struct Injector {
-    levels: Mutex<[VecDeque<Thread>; LEVELS]>,
+    lists: Mutex<Lists>,
     /// How many threads wait, readable without the lock (a hint).
     len: AtomicUsize,
+}
+
+/// The injector's lists: each a head and a tail of threads given up with
+/// `Thread::into_raw`, linked through `queue_next`; the list owns those
+/// references.
+struct Lists {
+    head: [*mut Header; LEVELS],
+    tail: [*mut Header; LEVELS],
+    closed: bool,
+}
+
+// SAFETY: the pointers are thread references the lists own (a `Thread` is
+// `Send`), touched only under the injector's lock.
+unsafe impl Send for Lists {}
+
+impl Lists {
+    /// Takes the oldest thread of level `l`.
+    fn pop(&mut self, l: usize) -> Option<Thread> {
+        let h = self.head[l];
+        if h.is_null() {
+            return None;
+        }
+        // SAFETY: a queued pointer is a live block whose reference the list
+        // owns; its link is ours under the lock.
+        let next = unsafe { (*h).queue_next.load(Relaxed) };
+        self.head[l] = next;
+        if next.is_null() {
+            self.tail[l] = ptr::null_mut();
+        }
+        // SAFETY: the list gives up the reference it owned, once.
+        Some(unsafe { Thread::from_raw(h) })
+    }
 }
 
 impl Injector {
     pub(crate) fn new() -> Injector {
         Injector {
-            levels: Mutex::new(std::array::from_fn(|_| VecDeque::new())),
+            lists: Mutex::new(Lists {
+                head: [ptr::null_mut(); LEVELS],
+                tail: [ptr::null_mut(); LEVELS],
+                closed: false,
+            }),
             len: AtomicUsize::new(0),
         }
     }
 
-    pub(crate) fn push(&self, t: Thread) {
-        let mut levels = self.levels.lock().unwrap_or_else(PoisonError::into_inner);
-        levels[t.priority().level()].push_back(t);
+    /// Queues `t` at the back of its level; gives it back if the injector
+    /// is closed (the runtime ended). Never allocates.
+    pub(crate) fn push(&self, t: Thread) -> Result<(), Thread> {
+        let level = t.priority().level();
+        let mut lists = self.lists.lock().unwrap_or_else(PoisonError::into_inner);
+        if lists.closed {
+            return Err(t);
+        }
+        let p = t.into_raw();
+        // SAFETY: `p` is live (we gave up its reference to the list), and
+        // its link is touched only under this lock while it is queued; it
+        // was in no other queue.
+        unsafe { (*p).queue_next.store(ptr::null_mut(), Relaxed) };
+        let tail = lists.tail[level];
+        if tail.is_null() {
+            lists.head[level] = p;
+        } else {
+            // SAFETY: the tail is a queued live block (as above).
+            unsafe { (*tail).queue_next.store(p, Relaxed) };
+        }
+        lists.tail[level] = p;
         self.len.fetch_add(1, Release);
+        Ok(())
     }
 
     /// Takes the oldest thread of the highest level.
@@ -235,8 +299,8 @@ impl Injector {
         if self.len.load(Acquire) == 0 {
             return None;
         }
-        let mut levels = self.levels.lock().unwrap_or_else(PoisonError::into_inner);
-        let t = levels[..=level].iter_mut().find_map(VecDeque::pop_front)?;
+        let mut lists = self.lists.lock().unwrap_or_else(PoisonError::into_inner);
+        let t = (0..=level).find_map(|l| lists.pop(l))?;
         self.len.fetch_sub(1, Release);
         Some(t)
     }
@@ -246,12 +310,35 @@ impl Injector {
         self.len.load(Ordering::Acquire) != 0
     }
 
-    /// Drops every queued thread.
-    pub(crate) fn clear(&self) {
-        let mut levels = self.levels.lock().unwrap_or_else(PoisonError::into_inner);
-        for l in levels.iter_mut() {
-            l.clear();
+    /// Closes the injector (a later [`Injector::push`] gives its thread
+    /// back) and hands every queued thread to `f`, one at a time, outside
+    /// the lock.
+    pub(crate) fn close(&self, mut f: impl FnMut(Thread)) {
+        self.lists
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .closed = true;
+        loop {
+            let t = {
+                let mut lists = self.lists.lock().unwrap_or_else(PoisonError::into_inner);
+                (0..LEVELS).find_map(|l| lists.pop(l))
+            };
+            match t {
+                Some(t) => {
+                    self.len.fetch_sub(1, Release);
+                    f(t);
+                }
+                None => return,
+            }
         }
-        self.len.store(0, Release);
+    }
+}
+
+impl Drop for Injector {
+    fn drop(&mut self) {
+        let lists = self.lists.get_mut().unwrap_or_else(PoisonError::into_inner);
+        for l in 0..LEVELS {
+            while lists.pop(l).is_some() {}
+        }
     }
 }

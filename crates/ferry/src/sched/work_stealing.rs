@@ -19,7 +19,7 @@ const INJECTOR_FIRST_EVERY: u32 = 61;
 /// Picks the next-to-run slot may win over the `Normal` ring and the
 /// injector before they go first once. A pair of threads that wake each
 /// other and block would otherwise hand the processor between them through
-/// the slot for ever, and without a time slice (the default) a thread
+/// the slot for ever, and without a time slice (`time_slice(None)`) a thread
 /// waiting in the ring would never run. Once this many picks have passed
 /// since the bound last let the ring and the injector go first, the next
 /// pick that finds the slot full looks at them before it (Tokio bounds its
@@ -84,8 +84,12 @@ impl WorkStealing {
 
     fn push_back(cx: &Cx<'_>, t: Thread) {
         let level = t.priority().level();
-        if let Err(t) = cx.queue.push_back(level, t) {
-            cx.shared.injector.push(t);
+        if let Err(t) = cx.queue.push_back(level, t)
+            && let Err(t) = cx.shared.injector.push(t)
+        {
+            // Closed only once every processor stopped: not while one
+            // decides. Should it be, the thread is abandoned as at the end.
+            drop(t);
         }
     }
 }

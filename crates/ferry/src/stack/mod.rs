@@ -167,6 +167,10 @@ use rustix::mm::{self, Advice, MapFlags, MprotectFlags, ProtFlags};
 pub use cache::{CacheLimits, CacheStats, StackCache};
 pub use overflow::{TagNamer, ensure_signal_stack, install_overflow_handler, set_tag_namer};
 pub(crate) use registry::hold as hold_registry;
+pub(crate) use registry::{
+    for_each_of_runtime as registry_for_each_of_runtime, set_runtime as registry_set_runtime,
+    set_waits as registry_set_waits,
+};
 
 /// The usable size of a stack made without an explicit size: 256 KiB.
 ///
@@ -574,6 +578,13 @@ impl Stack {
             n -= 1;
         }
         registry::set_owner(self.slot, id, tag, &name.as_bytes()[..n]);
+    }
+
+    /// The stack's slot in the guard registry, where the runtime's deadlock
+    /// report finds its owner and what the owner waits on
+    /// (`crate::waits`).
+    pub(crate) fn registry_slot(&self) -> u32 {
+        self.slot
     }
 
     /// Forgets the owner; an overflow is then reported as an unowned stack's.

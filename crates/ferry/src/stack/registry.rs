@@ -25,6 +25,16 @@
 //! | `size` | register | registration | lookup |
 //! | `id`, `tag`, `meta`, `name[]` | set_owner / clear_owner / register | before the thread first runs; cleared on registration and by the cache; `set_owner` writes only the name words its name covers (readers stop at the length in `meta`) | lookup, `owner()` |
 //!
+//! Beside them, outside the sequence lock (ordinary code reads them, never
+//! the handler), each slot keeps for the runtime's deadlock report the
+//! runtime its owner belongs to and what the owner waits on (see
+//! `crate::waits`):
+//!
+//! | word | written by | read by |
+//! |------|------------|---------|
+//! | `runtime` | [`set_runtime`] (the spawn, before the thread runs; 0 when its stack is released), cleared with the owner | [`for_each_of_runtime`] |
+//! | `waits`, `waits_on` | [`set_waits`]: the owning thread itself, around each wait | [`for_each_of_runtime`], once every processor of that runtime sleeps |
+//!
 //! Writer: `seq = s + 1` (Relaxed), Release fence, field stores (Relaxed),
 //! `seq = s + 2` (Release). Reader: `s1 = seq` (Acquire), skip if odd, field
 //! loads (Relaxed), Acquire fence, `s2 = seq`; the snapshot is consistent
@@ -60,6 +70,9 @@ struct Slot {
     tag: AtomicUsize,
     meta: AtomicU64,
     name: [AtomicU64; NAME_WORDS],
+    runtime: AtomicUsize,
+    waits: AtomicU64,
+    waits_on: AtomicUsize,
 }
 
 impl Slot {
@@ -73,6 +86,9 @@ impl Slot {
             tag: AtomicUsize::new(0),
             meta: AtomicU64::new(0),
             name: std::array::from_fn(|_| AtomicU64::new(0)),
+            runtime: AtomicUsize::new(0),
+            waits: AtomicU64::new(0),
+            waits_on: AtomicUsize::new(0),
         }
     }
 
@@ -206,6 +222,8 @@ fn claim() -> io::Result<usize> {
 pub(crate) fn register(guard_lo: usize, guard_hi: usize, size: usize) -> io::Result<u32> {
     let index = claim()?;
     let s = slot(index).expect("claimed slot's chunk is allocated");
+    s.runtime.store(0, Ordering::Relaxed);
+    s.waits.store(0, Ordering::Relaxed);
     s.write(|s| {
         s.size.store(size, Ordering::Relaxed);
         s.id.store(0, Ordering::Relaxed);
@@ -260,6 +278,8 @@ pub(crate) fn clear_owner(index: u32) {
     let Some(s) = slot(index as usize) else {
         return;
     };
+    s.runtime.store(0, Ordering::Relaxed);
+    s.waits.store(0, Ordering::Relaxed);
     s.write(|s| {
         s.id.store(0, Ordering::Relaxed);
         s.tag.store(0, Ordering::Relaxed);
@@ -302,4 +322,52 @@ pub(crate) fn lookup(addr: usize) -> Option<Snapshot> {
         }
     }
     None
+}
+
+/// Records the runtime (an address naming it, 0 for none) of the thread
+/// that owns the stack in slot `index`, and that it waits on nothing.
+pub(crate) fn set_runtime(index: u32, runtime: usize) {
+    if let Some(s) = slot(index as usize) {
+        s.waits.store(0, Ordering::Relaxed);
+        s.runtime.store(runtime, Ordering::Relaxed);
+    }
+}
+
+/// Records what the owner of the stack in slot `index` waits on (`0`: on
+/// nothing); returns what it recorded before. Only that owner calls it.
+pub(crate) fn set_waits(index: u32, waits: u64, on: usize) -> (u64, usize) {
+    let Some(s) = slot(index as usize) else {
+        return (0, 0);
+    };
+    let before = (
+        s.waits.load(Ordering::Relaxed),
+        s.waits_on.load(Ordering::Relaxed),
+    );
+    s.waits_on.store(on, Ordering::Relaxed);
+    s.waits.store(waits, Ordering::Relaxed);
+    before
+}
+
+/// Calls `f(id, name, waits, waits_on)` for every owned stack whose owner
+/// belongs to `runtime`. The caller makes sure those owners are not
+/// running (their last writes happen before this reads).
+pub(crate) fn for_each_of_runtime(runtime: usize, mut f: impl FnMut(u64, &[u8], u64, usize)) {
+    let high = HIGH.load(Ordering::Acquire);
+    for index in 0..high {
+        let Some(s) = slot(index) else {
+            continue;
+        };
+        if s.runtime.load(Ordering::Relaxed) != runtime {
+            continue;
+        }
+        let snap = s.read();
+        if snap.owned && snap.guard_lo != 0 {
+            f(
+                snap.id,
+                snap.name(),
+                s.waits.load(Ordering::Relaxed),
+                s.waits_on.load(Ordering::Relaxed),
+            );
+        }
+    }
 }

@@ -101,6 +101,7 @@ impl Barrier {
             // `entry.wait` returns, which is after the leader took it out.
             unsafe { st.waiters.push_back(&me) };
         }
+        let _waits = crate::waits::on(crate::waits::WaitsOn::Barrier, self);
         entry.wait(&me);
         BarrierWaitResult(false)
     }

@@ -94,6 +94,7 @@ impl Condvar {
             self.queued.store(list.len(), Relaxed);
         }
         drop(guard);
+        let _waits = crate::waits::on(crate::waits::WaitsOn::Condvar, self);
         entry.wait(&me);
         mutex.lock()
     }

@@ -347,6 +347,7 @@ impl<T: ?Sized> Mutex<T> {
                     }
                 }
             }
+            let _waits = crate::waits::on(crate::waits::WaitsOn::Mutex, self);
             entry.wait(&me);
             woken_before = true;
             spins = 0;

@@ -119,6 +119,7 @@ impl Wait for ParkWait {
                 }
                 return r;
             }
+            let _waits = crate::waits::on(crate::waits::WaitsOn::Queue, self);
             Entry::enter().wait(&me);
         }
     }

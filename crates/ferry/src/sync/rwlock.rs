@@ -226,6 +226,7 @@ impl<T: ?Sized> RwLock<T> {
             unsafe { q.readers.push_back(&me) };
         }
         // Woken = granted: the state already counts us as a reader.
+        let _waits = crate::waits::on(crate::waits::WaitsOn::RwLockRead, self);
         entry.wait(&me);
     }
 
@@ -265,6 +266,7 @@ impl<T: ?Sized> RwLock<T> {
             unsafe { q.writers.push_back(&me) };
         }
         // Woken = granted: the state already says `WRITER` for us.
+        let _waits = crate::waits::on(crate::waits::WaitsOn::RwLockWrite, self);
         entry.wait(&me);
     }
 

@@ -161,6 +161,7 @@ impl Semaphore {
             unsafe { list.push_back(&me) };
         }
         // Woken = handed a permit.
+        let _waits = crate::waits::on(crate::waits::WaitsOn::Semaphore, self);
         entry.wait(&me);
     }
 

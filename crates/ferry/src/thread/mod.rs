@@ -146,7 +146,7 @@ pub(crate) use raw::Header;
 use raw::RawJoin;
 
 pub use crate::sched::Priority;
-pub(crate) use raw::{SmallBlock, Spec, new as raw_new};
+pub(crate) use raw::{Block, SmallBlock, Spec, abandon, new as raw_new};
 
 use crate::arch::{self, Context};
 use crate::processor::{self, Pending};
@@ -597,6 +597,17 @@ impl Thread {
             .map(|s| s.bottom() as usize..s.top() as usize)
     }
 
+    /// The guard-registry slot of this thread's stack (`None` for an
+    /// adopted thread, which runs on a stack ferry does not own).
+    ///
+    /// # Safety
+    /// `self` is the calling thread, running: only it and the processor
+    /// that takes its stack at its end touch the field.
+    pub(crate) unsafe fn own_stack_slot(&self) -> Option<u32> {
+        // SAFETY: the caller's contract.
+        unsafe { (*self.header().stack.get()).as_ref() }.map(Stack::registry_slot)
+    }
+
     /// Takes the stack out of an exited thread.
     ///
     /// # Safety
@@ -831,6 +842,7 @@ impl<T> JoinHandle<T> {
                 return Err(self);
             }
             if self.raw.register(me) {
+                let _waits = crate::waits::join(self.thread().id());
                 // Spurious returns from `park` are possible; `COMPLETE` is
                 // the truth. A token left behind only makes a later `park`
                 // return once, which every caller of `park` tolerates.
@@ -937,7 +949,9 @@ impl Builder {
     /// Starts the thread on the calling thread's runtime.
     ///
     /// # Errors
-    /// If no stack can be mapped for it.
+    /// [`io::ErrorKind::OutOfMemory`] if the allocator has no memory for
+    /// the thread's block, or the error of mapping its stack; nothing is
+    /// started or kept then.
     ///
     /// # Panics
     /// Outside a ferry runtime.
@@ -970,12 +984,16 @@ impl Builder {
         let Some(shared) = e.p.current_ref().map(|t| Arc::clone(t.shared())) else {
             return Err((self, f));
         };
+        // The block first: a spawn the allocator refuses takes nothing else.
+        let Some(block) = raw::Block::alloc(Some(&e)) else {
+            return Ok(Err(out_of_memory()));
+        };
         let (id, stack) = match e.p.thread_parts(self.stack_size) {
             Ok(parts) => parts,
             Err(err) => return Ok(Err(err)),
         };
         let suspended = self.suspended;
-        let (thread, raw) = self.make(shared, id, stack, f, Some(&e));
+        let (thread, raw) = self.make(block, shared, id, stack, f);
         if suspended {
             start_held(thread);
         } else {
@@ -989,7 +1007,7 @@ impl Builder {
     /// runtime from outside (as [`spawn_on`](Builder::spawn_on)).
     ///
     /// # Errors
-    /// If no stack can be mapped for it.
+    /// As [`spawn`](Builder::spawn) and [`spawn_on`](Builder::spawn_on).
     pub fn spawn_here_or_on<T: Send + 'static>(
         self,
         handle: &crate::Handle,
@@ -1005,7 +1023,12 @@ impl Builder {
     /// thread or a plain kernel thread).
     ///
     /// # Errors
-    /// If no stack can be mapped for it.
+    /// [`io::ErrorKind::BrokenPipe`] if the runtime has shut down (its
+    /// `run` returned, or is returning: its first thread finished), or
+    /// ended by a reported deadlock; otherwise as
+    /// [`spawn`](Builder::spawn). A spawn that returns `Ok` either runs, or
+    /// (when the runtime ends before it got to run) its join returns an
+    /// error saying so.
     pub fn spawn_on<T: Send + 'static>(
         self,
         handle: &crate::Handle,
@@ -1014,57 +1037,66 @@ impl Builder {
         self.spawn_in(handle.shared(), f)
     }
 
-    /// Starts the thread on `shared` from outside its processors.
+    /// Starts the thread on `shared` from outside its processors (or from
+    /// one of them, through a [`crate::Handle`]): an error once the runtime
+    /// has shut down, decided by the queue the thread goes to (see
+    /// `Shared::schedule_spawned`).
     pub(crate) fn spawn_in<T: Send + 'static>(
         self,
         shared: &Arc<Shared>,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> io::Result<JoinHandle<T>> {
+        if shared.is_shut_down() {
+            return Err(crate::runtime::shut_down_error());
+        }
+        let block = raw::Block::alloc(None).ok_or_else(out_of_memory)?;
         let id = ThreadId(shared.next_thread_ids(1).start);
         let stack =
             crate::stack::StackCache::global().get(self.stack_size.unwrap_or(shared.stack_size))?;
-        Ok(self.spawn_with(Arc::clone(shared), id, stack, f))
-    }
-
-    fn spawn_with<T: Send + 'static>(
-        self,
-        shared: Arc<Shared>,
-        id: ThreadId,
-        stack: Stack,
-        f: impl FnOnce() -> T + Send + 'static,
-    ) -> JoinHandle<T> {
         let suspended = self.suspended;
-        let (thread, raw) = self.make(shared, id, stack, f, None);
+        let (thread, raw) = self.make(block, Arc::clone(shared), id, stack, f);
         if suspended {
             start_held(thread);
-        } else {
-            let shared = Arc::clone(thread.shared());
-            shared.schedule(thread, Ready::Spawned);
+            return Ok(JoinHandle { raw });
         }
-        JoinHandle { raw }
+        match shared.schedule_spawned(thread) {
+            Ok(()) => Ok(JoinHandle { raw }),
+            // The runtime ended first: the thread never runs; it and its
+            // join side go (its closure is dropped with its block).
+            Err(thread) => {
+                drop(raw);
+                drop(thread);
+                Err(crate::runtime::shut_down_error())
+            }
+        }
     }
 
-    /// Makes the thread's block (not yet queued): the runtime's reference
-    /// and the join side's; a small block from the cache of the processor
-    /// the caller has entered, if given.
+    /// Makes the thread's block in `block` (not yet queued): the runtime's
+    /// reference and the join side's.
     // Always inlined: with two callers it was not, and the C fork then paid
     // a call and stored settings that fold away inline (64 of a C
     // fork+join's instructions, counted with callgrind).
     #[inline(always)]
-    fn make<T: Send + 'static>(
+    fn make<F, T>(
         self,
+        block: raw::Block<F, T>,
         shared: Arc<Shared>,
         id: ThreadId,
         mut stack: Stack,
-        f: impl FnOnce() -> T + Send + 'static,
-        cache: Option<&processor::Entered>,
-    ) -> (Thread, RawJoin<T>) {
+        f: F,
+    ) -> (Thread, RawJoin<T>)
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
         stack.set_owner_tagged(id.0, self.name.as_deref(), self.tag);
+        crate::waits::set_runtime(&stack, &shared);
         // SAFETY: the stack is fresh or reused (nothing runs on it), and it
         // stays in the thread's block until the thread has exited and
         // switched away.
         let context = unsafe { arch::prepare(stack.top(), thread_entry, std::ptr::null_mut()) };
         raw::new(
+            block,
             raw::Spec {
                 id,
                 name: self.name.map(String::into_boxed_str),
@@ -1075,7 +1107,6 @@ impl Builder {
                 tag: self.tag,
             },
             f,
-            cache,
         )
     }
 }
@@ -1143,15 +1174,20 @@ pub(crate) unsafe fn switch_in_adopted(
     p
 }
 
+/// The error of a spawn the allocator refused: made without allocating.
+fn out_of_memory() -> io::Error {
+    io::Error::from(io::ErrorKind::OutOfMemory)
+}
+
 /// Starts a user-level thread running `f` on the calling thread's runtime.
 ///
 /// # Panics
-/// Outside a ferry runtime, or if no stack can be mapped (see
-/// [`Builder::spawn`] for the fallible form).
+/// Outside a ferry runtime, or if no memory or stack can be had for it
+/// (see [`Builder::spawn`] for the fallible form).
 pub fn spawn<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> JoinHandle<T> {
     Builder::new()
         .spawn(f)
-        .expect("ferry::spawn: cannot map a stack for the new thread")
+        .expect("ferry::spawn: cannot make the new thread")
 }
 
 /// Where every thread starts: finishes the switch that brought it here, runs

@@ -113,6 +113,10 @@ pub(crate) struct Header {
     /// as a hint (`Thread::last_processor`; a join asks whether the thread
     /// has run yet: null until it first has).
     pub(crate) processor: AtomicPtr<Processor>,
+    /// The next thread in the runtime's injector list while this one
+    /// waits there (`sched::queue`); touched only under the injector's
+    /// lock, by whoever holds the runtime's reference in that list.
+    pub(crate) queue_next: AtomicPtr<Header>,
     vtable: &'static Vtable,
 }
 
@@ -130,6 +134,9 @@ struct Vtable {
     /// Completes the thread with the `T` read out of `*mut T` (as if its
     /// closure had returned it).
     finish_with: unsafe fn(NonNull<Header>, *mut ()),
+    /// Completes a thread that never ran with a panic saying the runtime
+    /// ended first, dropping its closure.
+    abandon: unsafe fn(NonNull<Header>),
 }
 
 /// Where the closure and then its result live.
@@ -152,6 +159,7 @@ impl<F: FnOnce() -> T + Send + 'static, T: Send + 'static> Cell<F, T> {
         dealloc: Self::dealloc,
         output_type: TypeId::of::<T>,
         finish_with: Self::finish_with,
+        abandon: Self::abandon,
     };
 
     /// # Safety
@@ -208,6 +216,26 @@ impl<F: FnOnce() -> T + Send + 'static, T: Send + 'static> Cell<F, T> {
     }
 
     /// # Safety
+    /// `ptr` is the header of a live `Cell<F, T>` whose thread never ran
+    /// and never will (its runtime stopped every processor), so nobody
+    /// else touches its stage.
+    unsafe fn abandon(ptr: NonNull<Header>) {
+        let cell = ptr.cast::<Cell<F, T>>().as_ptr();
+        // SAFETY: the thread never runs, so its stage is ours (the
+        // contract); the borrow ends before `complete` borrows it again.
+        let stage = std::mem::replace(unsafe { &mut *(*cell).stage.get() }, Stage::Taken);
+        if !matches!(stage, Stage::Ready(_)) {
+            return;
+        }
+        // The closure's captures go now; a panicking destructor is kept
+        // from the caller (the runtime's end).
+        let _ = catch_unwind(AssertUnwindSafe(move || drop(stage)));
+        let why: Box<dyn std::any::Any + Send> = Box::new(ABANDONED);
+        // SAFETY: as above; completed once (the stage was `Ready`).
+        unsafe { Self::complete(ptr, Err(Panic(why))) };
+    }
+
+    /// # Safety
     /// `ptr` is the header of a live `Cell<F, T>` whose `join` word has
     /// `COMPLETE` (seen with Acquire) and no `DETACHED`; the caller is the
     /// only join side, and `out` points at an `Option<Result<T, Panic>>`.
@@ -241,8 +269,9 @@ impl<F: FnOnce() -> T + Send + 'static, T: Send + 'static> Cell<F, T> {
             unsafe { ptr::drop_in_place(cell) };
             crate::processor::keep_block(block);
         } else {
-            // SAFETY: `new` made a large cell with `Box::new_uninit`, and
-            // the box is ours to drop (the contract).
+            // SAFETY: `Block::alloc` got a large cell's memory with its own
+            // layout, as a `Box` does, and the box is ours to drop (the
+            // contract).
             drop(unsafe { Box::from_raw(cell) });
         }
     }
@@ -263,14 +292,11 @@ pub(crate) struct SmallBlock(NonNull<u8>);
 unsafe impl Send for SmallBlock {}
 
 impl SmallBlock {
-    /// A fresh block from the global allocator.
-    fn alloc() -> SmallBlock {
+    /// A fresh block from the global allocator; `None` if it has no memory.
+    fn try_alloc() -> Option<SmallBlock> {
         // SAFETY: the layout's size is not zero.
         let p = unsafe { std::alloc::alloc(SMALL_BLOCK) };
-        match NonNull::new(p) {
-            Some(p) => SmallBlock(p),
-            None => std::alloc::handle_alloc_error(SMALL_BLOCK),
-        }
+        NonNull::new(p).map(SmallBlock)
     }
 
     /// Takes back the memory of a dropped small cell.
@@ -295,6 +321,26 @@ impl Drop for SmallBlock {
         // `from_raw`), owned by us alone.
         unsafe { std::alloc::dealloc(self.0.as_ptr(), SMALL_BLOCK) };
     }
+}
+
+/// What the join of a thread that never ran before its runtime ended
+/// returns, as the panic's message.
+pub(crate) const ABANDONED: &str = "ferry: the runtime ended before this thread ran";
+
+/// Completes thread `ptr`, which never ran, as [`ABANDONED`], if it has not
+/// completed: its joiner is woken with that error.
+///
+/// # Safety
+/// The thread never ran and never will: its runtime stopped every
+/// processor, and the caller holds the reference a queue held.
+pub(crate) unsafe fn abandon(ptr: NonNull<Header>) {
+    // SAFETY: the caller holds a reference, so the block is live.
+    let header = unsafe { ptr.as_ref() };
+    if !header.processor.load(Relaxed).is_null() || header.join.load(Acquire) & COMPLETE != 0 {
+        return;
+    }
+    // SAFETY: forwarded from the caller's contract.
+    unsafe { (header.vtable.abandon)(ptr) }
 }
 
 /// Runs the thread's closure and completes its join protocol.
@@ -355,27 +401,60 @@ pub(crate) struct Spec {
     pub(crate) tag: usize,
 }
 
-/// Makes a thread's block with two references: the returned [`Thread`] (the
-/// runtime's) and [`RawJoin`] (the handle's). A small block comes from
-/// the cache of the processor the caller has entered, if given.
+/// The memory of one thread's block, not yet filled in: a spawn takes it
+/// before anything else (its id, its stack), so that a spawn the allocator
+/// refuses fails having taken nothing. Dropped unused, it is freed.
+pub(crate) struct Block<F, T> {
+    p: NonNull<Cell<F, T>>,
+}
+
+impl<F: FnOnce() -> T + Send + 'static, T: Send + 'static> Block<F, T> {
+    /// Memory for a `Cell<F, T>`: a small block from the cache of the
+    /// processor the caller has entered, if given and it has one, else from
+    /// the global allocator; `None` if that has no memory.
+    #[inline(always)]
+    pub(crate) fn alloc(cache: Option<&Entered>) -> Option<Block<F, T>> {
+        let p: *mut u8 = if Cell::<F, T>::SMALL {
+            match cache.and_then(Entered::take_block) {
+                Some(block) => block.into_raw().as_ptr(),
+                None => SmallBlock::try_alloc()?.into_raw().as_ptr(),
+            }
+        } else {
+            // SAFETY: a cell has a header, so its size is not zero.
+            unsafe { std::alloc::alloc(Layout::new::<Cell<F, T>>()) }
+        };
+        NonNull::new(p.cast::<Cell<F, T>>()).map(|p| Block { p })
+    }
+}
+
+impl<F, T> Drop for Block<F, T> {
+    fn drop(&mut self) {
+        let small = size_of::<Cell<F, T>>() <= SMALL_BLOCK.size()
+            && align_of::<Cell<F, T>>() <= SMALL_BLOCK.align();
+        let layout = if small {
+            SMALL_BLOCK
+        } else {
+            Layout::new::<Cell<F, T>>()
+        };
+        // SAFETY: `alloc` got this memory with this layout (a small cell's
+        // from a small block), nothing was built in it, and it is ours.
+        unsafe { std::alloc::dealloc(self.p.as_ptr().cast(), layout) };
+    }
+}
+
+/// Makes a thread's block, in `block`, with two references: the returned
+/// [`Thread`] (the runtime's) and [`RawJoin`] (the handle's).
 // Always inlined into `Builder::make`, so the header is written in place
 // with the spawn's constants folded.
 #[inline(always)]
-pub(crate) fn new<F, T>(spec: Spec, f: F, cache: Option<&Entered>) -> (Thread, RawJoin<T>)
+pub(crate) fn new<F, T>(block: Block<F, T>, spec: Spec, f: F) -> (Thread, RawJoin<T>)
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
     // Allocated first and filled in place: the block is not built on the
-    // stack and copied.
-    let p: *mut Cell<F, T> = if Cell::<F, T>::SMALL {
-        let block = cache
-            .and_then(Entered::take_block)
-            .unwrap_or_else(SmallBlock::alloc);
-        block.into_raw().as_ptr().cast()
-    } else {
-        Box::into_raw(Box::<Cell<F, T>>::new_uninit()).cast()
-    };
+    // stack and copied. From here the memory belongs to the cell.
+    let p: *mut Cell<F, T> = ManuallyDrop::new(block).p.as_ptr();
     // SAFETY: `p` points at memory for an uninitialised `Cell` (a small
     // block's layout holds it: `SMALL`); both of its fields are written
     // here, once.
@@ -396,11 +475,12 @@ where
             joiner: UnsafeCell::new(None),
             shared: spec.shared,
             processor: AtomicPtr::new(std::ptr::null_mut()),
+            queue_next: AtomicPtr::new(std::ptr::null_mut()),
             vtable: &Cell::<F, T>::VTABLE,
         });
         (&raw mut (*p).stage).write(UnsafeCell::new(Stage::<F, T>::Ready(f)));
     }
-    // SAFETY: both allocations are never null; `Cell` is `repr(C)` with the
+    // SAFETY: a block's memory is never null; `Cell` is `repr(C)` with the
     // header first, so the cast points at the header.
     let ptr = unsafe { NonNull::new_unchecked(p).cast::<Header>() };
     (

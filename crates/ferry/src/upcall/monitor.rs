@@ -82,7 +82,9 @@
 //! change of the set (`unpark`) ends the nap at once. What a long nap
 //! delays: the takeover of a sleeping driver whose stand-in cannot run
 //! (other processes keep its core busy), by up to a nap. With a time slice
-//! the monitor keeps to the tick.
+//! shorter than [`SLICE_AT_TICK`] the monitor keeps to the tick; a longer
+//! one (the default 10 ms) does not stop it napping, and is enforced to
+//! within a nap (at most [`LONGEST_NAP`]: 640 µs of the default 10 ms).
 //!
 //! It keeps off the cores the processors live on while a CPU without one
 //! exists ([`keep_off_processors`]).
@@ -142,6 +144,10 @@ const QUIET_LOOKS_PER_DOUBLING: u32 = 50;
 
 /// The longest sleep between two looks while processors are busy.
 const LONGEST_NAP: Duration = Duration::from_micros(640);
+
+/// Time slices shorter than this keep the monitor at [`TICK`]; longer
+/// ones let it nap (see the module docs).
+const SLICE_AT_TICK: Duration = Duration::from_micros(640 * 8);
 
 /// How often the monitor reads the CPU clock of a driver that runs one
 /// thread on while a stand-in stands by on its core (each read interrupts
@@ -335,7 +341,8 @@ fn keep_off_processors(shared: &Shared, state: &mut WatchState) {
 /// lent processor the watcher should take itself (see [`claim`]).
 ///
 /// `quiet` is cleared unless the look found nothing to do nor anything
-/// only the monitor would notice soon enough: no time slice to keep, no
+/// only the monitor would notice soon enough: no short time slice to keep
+/// (shorter than [`SLICE_AT_TICK`]), no
 /// processor lent, starting or stopping, every busy one with a stand-in
 /// standing by (which notices its driver sleeping by itself), no driver
 /// asleep for `BLOCKED_AFTER`, no signal sent, no stand-in handed out. (A
@@ -344,7 +351,7 @@ fn keep_off_processors(shared: &Shared, state: &mut WatchState) {
 fn look(shared: &Arc<Shared>, seen: &mut [Seen], quiet: &mut bool) -> Option<&'static Processor> {
     let now = Instant::now();
     let mut provided = false;
-    if shared.time_slice.is_some() {
+    if shared.time_slice.is_some_and(|slice| slice < SLICE_AT_TICK) {
         *quiet = false;
     }
     for (i, p) in shared.processors.iter().enumerate() {
