@@ -29,11 +29,13 @@ use std::ffi::c_int;
 ///
 /// Use the address at once and do not keep it: after a call that may
 /// switch (any ferry call that may block or yield) the thread may run on
-/// another kernel thread, whose slot is another address. With a time slice
-/// set, a preemption that falls in the one or two instructions between this
-/// call's return and the access can move the thread too, and that one
-/// access then goes to the slot of the kernel thread it left; without a
-/// time slice it cannot.
+/// another kernel thread, whose slot is another address. A time slice's
+/// preemption does not move a thread that holds an address of its kernel
+/// thread's TLS in a register, as between this call's return and the
+/// access (it waits for the monitor's next look), so errno read or
+/// written as `errno` stays right under preemption; an address the
+/// program saved to memory (`int *e = &errno;` kept across a switch) is
+/// not covered.
 #[unsafe(no_mangle)]
 pub extern "C" fn ferry_errno_location() -> *mut c_int {
     crate::errno_slot()

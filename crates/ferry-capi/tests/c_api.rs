@@ -384,6 +384,16 @@ fn errno_is_per_cthread_across_yields_and_moves() {
     );
 }
 
+/// errno stays per cthread when a short time slice preempts a thread
+/// between its errno accesses, with no switching call in between.
+#[test]
+fn errno_is_per_cthread_under_preemption() {
+    run_with_each_compiler(
+        "errno_preempted.c",
+        &[("FERRY_PROCESSORS", "2"), ("FERRY_TIME_SLICE", "50us")],
+    );
+}
+
 /// Every name in the headers, in one program built with `-Wall -Wextra
 /// -Werror` by gcc and clang.
 #[test]

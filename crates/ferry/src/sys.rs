@@ -125,6 +125,24 @@ pub(crate) unsafe fn interrupted_pc(ucontext: *mut libc::c_void) -> usize {
     unsafe { (*uc).uc_mcontext.gregs[libc::REG_RIP as usize] as usize }
 }
 
+/// Whether a general-purpose register saved in a signal handler's
+/// `ucontext` (any but the instruction pointer) holds an address in
+/// `range`.
+///
+/// # Safety
+/// As [`interrupted_pc`].
+pub(crate) unsafe fn interrupted_registers_point_into(
+    ucontext: *mut libc::c_void,
+    range: std::ops::Range<usize>,
+) -> bool {
+    let uc = ucontext.cast::<libc::ucontext_t>();
+    // SAFETY: the kernel's `ucontext_t`, valid while the handler runs.
+    let gregs = unsafe { &(*uc).uc_mcontext.gregs };
+    gregs[..=libc::REG_RSP as usize]
+        .iter()
+        .any(|&r| range.contains(&(r as usize)))
+}
+
 /// Whether the handler whose `ucontext` this is interrupted a system call
 /// that then failed with `EINTR` (the handler's signal was installed
 /// without `SA_RESTART`): the instruction before the interrupted one is
