@@ -27,6 +27,48 @@
 //! leaves a stale token, and every park loop here tolerates a spurious
 //! return.
 //!
+//! # Where a waiter is
+//!
+//! Besides `woken`, a waiter records the list it was pushed on (`list`) and
+//! that list's `epoch` then; a list's epoch moves on each time a waker
+//! detaches its waiters as a batch ([`WaitList::take`]). All four fields
+//! are written under the list's spinlock, except the batch's pops, which
+//! the batch's one waker makes outside it. So, under the primitive's
+//! spinlock, a waiter is in exactly one of these places:
+//!
+//! | place | fields | who may touch the waiter |
+//! |-------|--------|--------------------------|
+//! | out | `list` null, `woken` false | its owner only (new, or it took itself out: [`WaitList::remove`]) |
+//! | queued | `list` = L, `epoch` = L's epoch, `woken` false | whoever holds L's spinlock |
+//! | in a batch | `list` = L, `epoch` older than L's, `woken` false | the batch's waker, without a lock, until it marks the waiter woken |
+//! | woken | `woken` true | nobody but its owner: the waker has let go of it |
+//!
+//! # Termination
+//!
+//! A ferry thread registers each waiter it pushes (and each batch it
+//! wakes) with its thread (`thread::ended`), and unregisters it when it
+//! drops it. If the thread is terminated, its terminator calls the
+//! primitive's [`Site`] for each registered waiter, which takes the
+//! primitive's spinlock and, by the waiter's place:
+//!
+//! | place | what the site does |
+//! |-------|--------------------|
+//! | out | nothing |
+//! | queued | removes it and fixes the primitive's word (its `QUEUED` bit, its count), as a waiter that gives up would |
+//! | in a batch | nothing yet: the terminator lets go of the spinlock and asks again, until the batch's waker has marked it woken |
+//! | woken | passes on what the wake carried, as the primitive would give it next: a mutex's or condvar's wake to the next waiter, a semaphore permit or a lock grant back through the primitive's own release |
+//!
+//! A waker pops (or detaches) under the same spinlock, so a terminator and
+//! a waker are ordered by it: either the terminator removes the waiter
+//! first and the waker never sees it, or the waker took it first and the
+//! terminator sees `woken` (or the batch) and passes the wake on. After the
+//! site returns, nothing outside the thread points at the waiter, and the
+//! terminator drops the waiter's reference to its thread; the thread's
+//! stack can then be freed. A batch's waker wakes each waiter inside one
+//! entry (pop and unpark together), so it is stopped only between two
+//! wakes, with the batch whole; if it is terminated there, its terminator
+//! wakes the rest of the batch.
+//!
 //! # One entry per wait or wake
 //!
 //! Naming the waiting thread, holding a spinlock, parking and queuing a
@@ -46,13 +88,14 @@
 
 use std::cell::{Cell, UnsafeCell};
 use std::marker::PhantomPinned;
+use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
-use std::ptr;
+use std::ptr::{self, NonNull};
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 use crate::processor::{self, Entered};
-use crate::thread::Unparker;
+use crate::thread::{Header, Unparker, WaitRecord, register_wait, unregister_wait};
 use crate::upcall::{Critical, critical_enter};
 use std::fmt;
 
@@ -281,10 +324,19 @@ impl Entry {
         Entry(processor::enter())
     }
 
-    /// A waiter for the calling thread (ferry or plain kernel thread).
+    /// A waiter for the calling thread (ferry or plain kernel thread), in
+    /// the primitive `site` describes.
     #[inline]
-    pub(crate) fn waiter(&self) -> Waiter {
-        Waiter::with(Unparker::current_entered(self.0.as_ref()))
+    pub(crate) fn waiter(&self, site: Site) -> Waiter {
+        Waiter::with(Unparker::current_entered(self.0.as_ref()), site)
+    }
+
+    /// The block of the ferry thread this entry runs, if any.
+    fn thread_header(&self) -> Option<NonNull<Header>> {
+        self.0
+            .as_ref()
+            .and_then(|e| e.p.current_ref())
+            .map(|t| t.as_ptr())
     }
 
     /// Parks until `w` is woken, leaving the entry: after the first park
@@ -313,34 +365,135 @@ impl Entry {
     }
 }
 
+/// How to leave a primitive's wait for a terminated thread (see the
+/// module's termination table): `abandon(at, aux, w)` takes the
+/// primitive's spinlock and removes `w` or passes its wake on; false if
+/// `w` is in a batch a waker still owns (ask again).
+///
+/// `at` and `aux` point at the primitive (or at its parts, for a generic
+/// one whose address is not a thin pointer); the primitive outlives every
+/// wait in it.
+#[derive(Clone, Copy)]
+pub(crate) struct Site {
+    abandon: unsafe fn(*const (), *const (), &Waiter) -> bool,
+    at: *const (),
+    aux: *const (),
+}
+
+impl Site {
+    /// The site `abandon` undoes waits of, on `at` (and `aux`).
+    ///
+    /// # Safety
+    /// `abandon` may be called with `at` and `aux` for a waiter of this
+    /// primitive whose thread has stopped for good, at any time the
+    /// waiter is registered: while it is registered, `at` and `aux` point
+    /// at live parts of the primitive.
+    pub(crate) unsafe fn new<A, B>(
+        abandon: unsafe fn(*const (), *const (), &Waiter) -> bool,
+        at: &A,
+        aux: Option<&B>,
+    ) -> Site {
+        Site {
+            abandon,
+            at: ptr::from_ref(at).cast(),
+            aux: aux.map_or(ptr::null(), |b| ptr::from_ref(b).cast()),
+        }
+    }
+}
+
 /// One blocked thread, on its own stack, linked into one [`WaitList`].
+///
+/// `#[repr(C)]` with the record first, so that the record (registered
+/// with the thread) leads back to the waiter.
+#[repr(C)]
 pub(crate) struct Waiter {
-    unparker: Unparker,
+    record: WaitRecord,
+    /// Dropped by the waiter's drop, or by the terminator of its thread
+    /// (whose stack is freed without running destructors).
+    unparker: UnsafeCell<ManuallyDrop<Unparker>>,
     /// Links: touched only by whoever holds the spinlock guarding the list
     /// the waiter is in (or owns a list detached with [`WaitList::take`]).
     next: Cell<*const Waiter>,
     prev: Cell<*const Waiter>,
-    /// See the module's table.
+    /// See the module's tables.
     woken: AtomicBool,
+    /// The list it was pushed on (null while out of every list), and that
+    /// list's epoch then: written with the links.
+    list: Cell<*const WaitList>,
+    epoch: Cell<usize>,
+    site: Site,
     /// Linked by address: must not move while in a list.
     _pinned: PhantomPinned,
 }
 
-// SAFETY: the `Cell` links are only touched under the list's spinlock (see
-// the field doc), `unparker` is only cloned, and `woken` is atomic.
+// SAFETY: the `Cell` fields are only touched under the list's spinlock (see
+// the field docs), `unparker` is only cloned (dropped only by the owner, or
+// by its terminator once its thread has stopped for good), `site` is
+// read-only, and `woken` is atomic.
 unsafe impl Sync for Waiter {}
 
 impl Waiter {
-    /// A waiter that `unparker` wakes.
+    /// A waiter that `unparker` wakes, in `site`.
     #[inline]
-    fn with(unparker: Unparker) -> Waiter {
+    fn with(unparker: Unparker, site: Site) -> Waiter {
         Waiter {
-            unparker,
+            record: WaitRecord::new(Waiter::abandon_record),
+            unparker: UnsafeCell::new(ManuallyDrop::new(unparker)),
             next: Cell::new(ptr::null()),
             prev: Cell::new(ptr::null()),
             woken: AtomicBool::new(false),
+            list: Cell::new(ptr::null()),
+            epoch: Cell::new(0),
+            site,
             _pinned: PhantomPinned,
         }
+    }
+
+    fn unparker(&self) -> &Unparker {
+        // SAFETY: only dropped by `drop` or `abandon_record`, after which
+        // nobody reads it.
+        unsafe { &*self.unparker.get() }
+    }
+
+    /// The block of the waiter's thread, if it is a ferry thread.
+    fn thread_header(&self) -> Option<&Header> {
+        match self.unparker() {
+            Unparker::Ferry(t) => Some(t.header()),
+            Unparker::Kernel(_) => None,
+        }
+    }
+
+    /// Registers the waiter with its thread, as it is linked.
+    fn register(&self) {
+        if let Some(h) = self.thread_header() {
+            // SAFETY: only the waiter's own thread links it (every caller of
+            // `push_*` pushes its own waiter), and a linked waiter stays put
+            // until it is out again and dropped, which unregisters it.
+            unsafe { register_wait(h, &self.record) };
+        }
+    }
+
+    /// The terminator's side of the record: leaves the primitive through
+    /// the site, then drops the reference to the thread that the waiter's
+    /// destructor, which never runs, would have dropped.
+    ///
+    /// # Safety
+    /// `r` is the record of a live waiter whose thread has stopped for
+    /// good; called by its terminator until it returns true, then never
+    /// again.
+    unsafe fn abandon_record(r: &WaitRecord) -> bool {
+        // SAFETY: `Waiter` is `repr(C)` with `record` first, and records of
+        // this kind are only made by `Waiter::with`.
+        let w = unsafe { &*ptr::from_ref(r).cast::<Waiter>() };
+        // SAFETY: the site's contract (`Site::new`): the waiter is
+        // registered, so the primitive is alive.
+        if !unsafe { (w.site.abandon)(w.site.at, w.site.aux, w) } {
+            return false;
+        }
+        // SAFETY: the site let go of the waiter, nobody else reaches it, and
+        // its owner never runs again; dropped once (the contract).
+        unsafe { ManuallyDrop::drop(&mut *w.unparker.get()) };
+        true
     }
 
     /// Parks the calling thread (only its user-level thread if it is a ferry
@@ -355,6 +508,30 @@ impl Waiter {
     /// meaningful under the list's spinlock (or after [`Waiter::wait`]).
     pub(crate) fn is_woken(&self) -> bool {
         self.woken.load(Acquire)
+    }
+
+    /// Whether the waiter is in no list and was not woken: new, or its
+    /// owner took it out. Only meaningful under the list's spinlock.
+    pub(crate) fn is_out(&self) -> bool {
+        self.list.get().is_null() && !self.is_woken()
+    }
+
+    /// Whether the waiter was last pushed on `list` (queued there, in a
+    /// batch detached from it, or woken from it).
+    pub(crate) fn was_on(&self, list: &WaitList) -> bool {
+        ptr::eq(self.list.get(), list)
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        if let Some(h) = self.thread_header() {
+            // SAFETY: a waiter is dropped by its own thread, running.
+            unsafe { unregister_wait(h, &self.record) };
+        }
+        // SAFETY: dropped once, here (the terminator's drop happens only on
+        // a thread that never runs again, so never before this one).
+        unsafe { ManuallyDrop::drop(self.unparker.get_mut()) };
     }
 }
 
@@ -375,6 +552,8 @@ pub(crate) struct WaitList {
     head: *const Waiter,
     tail: *const Waiter,
     len: usize,
+    /// Moves on at each [`WaitList::take`] (see the module's tables).
+    epoch: usize,
 }
 
 // SAFETY: the list only holds pointers to `Sync` waiters; who may touch them
@@ -393,7 +572,14 @@ impl WaitList {
             head: ptr::null(),
             tail: ptr::null(),
             len: 0,
+            epoch: 0,
         }
+    }
+
+    /// Whether `w` is queued in this list (not woken, not in a batch
+    /// detached from it).
+    pub(crate) fn holds(&self, w: &Waiter) -> bool {
+        w.was_on(self) && w.epoch.get() == self.epoch && !w.is_woken()
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -411,6 +597,7 @@ impl WaitList {
     /// out (`pop_front`, after which its wait returns) or its owner removes
     /// it with [`WaitList::remove`].
     pub(crate) unsafe fn push_back(&mut self, w: &Waiter) {
+        self.mark(w);
         w.next.set(ptr::null());
         w.prev.set(self.tail);
         if self.tail.is_null() {
@@ -429,6 +616,7 @@ impl WaitList {
     /// # Safety
     /// As [`WaitList::push_back`].
     pub(crate) unsafe fn push_front(&mut self, w: &Waiter) {
+        self.mark(w);
         w.prev.set(ptr::null());
         w.next.set(self.head);
         if self.head.is_null() {
@@ -442,11 +630,22 @@ impl WaitList {
         self.len += 1;
     }
 
-    /// Takes `w` out without waking it: its owner gives up waiting.
+    /// Records that `w` is queued here now, and registers it with its
+    /// thread.
+    fn mark(&self, w: &Waiter) {
+        debug_assert!(w.is_out(), "a waiter is pushed once");
+        w.list.set(self);
+        w.epoch.set(self.epoch);
+        w.register();
+    }
+
+    /// Takes `w` out without waking it: its owner gives up waiting (or its
+    /// terminator, for it).
     ///
     /// # Safety
     /// `w` is in this list (not woken).
     pub(crate) unsafe fn remove(&mut self, w: &Waiter) {
+        w.list.set(ptr::null());
         let (prev, next) = (w.prev.get(), w.next.get());
         if prev.is_null() {
             self.head = next;
@@ -482,35 +681,111 @@ impl WaitList {
                 (*next).prev.set(ptr::null());
             }
             self.len -= 1;
-            let unparker = (*w).unparker.clone();
+            let unparker = (*w).unparker().clone();
             (*w).woken.store(true, Release);
             Some(Wake(unparker))
         }
     }
 
     /// Detaches every waiter as a batch the caller owns, leaving this list
-    /// empty; wake the batch with [`WaitList::wake_all`] after dropping the
-    /// spinlock.
+    /// empty and moving its epoch on; wake the batch with
+    /// [`WaitList::wake_all`].
     pub(crate) fn take(&mut self) -> WaitList {
-        std::mem::take(self)
+        let batch = WaitList {
+            head: self.head,
+            tail: self.tail,
+            len: self.len,
+            epoch: self.epoch,
+        };
+        *self = WaitList {
+            epoch: self.epoch.wrapping_add(1),
+            ..WaitList::new()
+        };
+        batch
     }
 
-    /// Wakes every waiter of a batch detached with [`WaitList::take`].
+    /// Wakes every waiter of a batch detached with [`WaitList::take`],
+    /// leaving `entry` first; call it with the entry that detached the
+    /// batch, after dropping the spinlock. Each wake enters on its own, pop
+    /// and unpark together (a batch is no place to keep preemption off, but
+    /// one wake is); the batch is registered with the calling ferry thread
+    /// meanwhile, so that if it is terminated between two wakes, its
+    /// terminator wakes the rest.
     ///
     /// # Safety
     /// The waiters of this batch never [`remove`](WaitList::remove)
     /// themselves (they only leave when woken), so no one but the caller
-    /// touches them.
-    pub(crate) unsafe fn wake_all(mut self) {
-        while let Some(w) = self.pop_front() {
+    /// touches their links.
+    pub(crate) unsafe fn wake_all(self, entry: Entry) {
+        if self.is_empty() {
+            return;
+        }
+        let batch = Batch {
+            record: WaitRecord::new(Batch::abandon_record),
+            list: UnsafeCell::new(self),
+        };
+        let me = entry.thread_header();
+        if let Some(h) = me {
+            // SAFETY: our own block, alive while we run; `batch` stays on
+            // this frame until unregistered below.
+            unsafe { register_wait(h.as_ref(), &batch.record) };
+        }
+        drop(entry);
+        loop {
+            let e = Entry::enter();
+            // SAFETY: only this thread touches the batch while it runs (its
+            // terminator only once it has stopped for good, which cannot
+            // happen inside the entry).
+            let Some(w) = (unsafe { &mut *batch.list.get() }).pop_front() else {
+                break;
+            };
+            e.unpark(w);
+        }
+        if let Some(h) = me {
+            // SAFETY: as above.
+            unsafe { unregister_wait(h.as_ref(), &batch.record) };
+        }
+    }
+}
+
+/// A batch of waiters being woken, registered with the waking thread.
+#[repr(C)]
+struct Batch {
+    record: WaitRecord,
+    list: UnsafeCell<WaitList>,
+}
+
+impl Batch {
+    /// The terminator's side: wakes what is left of the batch.
+    ///
+    /// # Safety
+    /// `r` is the record of a live batch whose waker has stopped for good.
+    unsafe fn abandon_record(r: &WaitRecord) -> bool {
+        // SAFETY: `Batch` is `repr(C)` with `record` first, and records of
+        // this kind are only made by `wake_all`.
+        let batch = unsafe { &*ptr::from_ref(r).cast::<Batch>() };
+        // SAFETY: the waker never runs again, so the batch is ours.
+        let list = unsafe { &mut *batch.list.get() };
+        while let Some(w) = list.pop_front() {
             w.unpark();
         }
+        true
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A site for waiters no thread is terminated in.
+    fn site() -> Site {
+        /// Never called: these tests terminate no thread.
+        unsafe fn abandon(_: *const (), _: *const (), _: &Waiter) -> bool {
+            unreachable!("no waiter of these tests is abandoned")
+        }
+        // SAFETY: `abandon` is never called.
+        unsafe { Site::new(abandon, &(), None::<&()>) }
+    }
 
     /// The references a waiter and its wake take to the thread are dropped
     /// exactly once each, whichever way the waiter leaves: never queued,
@@ -524,13 +799,13 @@ mod tests {
                 let base = me.ref_count();
                 let entry = Entry::enter();
 
-                let never_queued = entry.waiter();
+                let never_queued = entry.waiter(site());
                 assert_eq!(me.ref_count(), base + 1);
                 drop(never_queued);
                 assert_eq!(me.ref_count(), base);
 
                 let mut list = WaitList::new();
-                let woken = entry.waiter();
+                let woken = entry.waiter(site());
                 // SAFETY: in no list, and it outlives its time in this one
                 // (popped below).
                 unsafe { list.push_back(&woken) };
@@ -543,7 +818,7 @@ mod tests {
                 drop(wake);
                 assert_eq!(me.ref_count(), base);
 
-                let removed = entry.waiter();
+                let removed = entry.waiter(site());
                 // SAFETY: as above (removed below).
                 unsafe {
                     list.push_back(&removed);
