@@ -284,3 +284,44 @@ fn terminating_a_waiting_thread_frees_its_stack_and_drops_its_locals() {
         assert_eq!(DROPPED.load(SeqCst), 1);
     });
 }
+
+#[test]
+fn a_late_wakeup_of_a_terminated_joiner_or_sleeper_touches_no_freed_stack() {
+    within_deadline(|| {
+        let m = Arc::new(Mutex::new(()));
+        let g = m.lock();
+        let mk = Arc::clone(&m);
+        let joinee = ferry::spawn(move || drop(mk.lock()));
+        settle();
+        let joiner = ferry::spawn(move || {
+            joinee.join().unwrap();
+            1u32
+        });
+        let sleeper = ferry::spawn(|| {
+            ferry::sleep(Duration::from_millis(20));
+            2u32
+        });
+        settle();
+        terminate(joiner, 7, 7);
+        terminate(sleeper, 8, 8);
+        // Reuse the freed stacks at once, and write over them.
+        let scribblers: Vec<_> = (0..4)
+            .map(|_| {
+                ferry::spawn(|| {
+                    let buf = [0xa5u8; 16 * 1024];
+                    std::hint::black_box(&buf)[..]
+                        .iter()
+                        .map(|&b| b as u32)
+                        .sum::<u32>()
+                })
+            })
+            .collect();
+        // The joinee ends and wakes its dead joiner; the timer fires for
+        // the dead sleeper: each finds only the thread's block.
+        drop(g);
+        ferry::sleep(Duration::from_millis(40));
+        for s in scribblers {
+            assert_eq!(s.join().unwrap(), 0xa5 * 16 * 1024);
+        }
+    });
+}
