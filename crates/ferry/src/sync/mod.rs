@@ -57,6 +57,7 @@ mod mutex;
 mod park;
 mod rwlock;
 mod semaphore;
+mod spin;
 mod waiter;
 
 pub use barrier::{Barrier, BarrierWaitResult};
@@ -69,4 +70,4 @@ pub use mutex::{Mutex, MutexGuard};
 pub use park::ParkWait;
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Semaphore, SemaphorePermit};
-pub use waiter::{SpinGuard, SpinLock};
+pub use spin::{SpinGuard, SpinLock};
