@@ -365,9 +365,19 @@ pub extern "C" fn thread_wait(t: cthread_t, wait: c_int) -> ferry_return_t {
 /// [`thread_wait`] stops it (a running one is interrupted), and this waits
 /// until it has; one in a blocking call has the call aborted (as
 /// [`thread_abort`]) and is stopped when it returns, and this waits for
-/// that too. Nothing on its stack is cleaned up
-/// (C++ destructors do not run; mutexes it holds stay locked), and its
-/// stack is kept, not reused: something may still point into it.
+/// that too.
+///
+/// A thread waiting in `mutex_lock`, `condition_wait` or `cthread_join`
+/// leaves that wait, and no wakeup is lost: if an unlock or a
+/// `condition_signal` had already chosen it, the next waiter is woken in
+/// its place (as POSIX asks of a cancelled waiter). Its stack is then
+/// freed for reuse, so nothing may point into it any more.
+///
+/// What it held stays held, as with `pthread_cancel` without cleanup
+/// handlers: nothing on its stack is cleaned up (C++ destructors do not
+/// run), and a mutex it locked stays locked for good. A thread terminated
+/// while waiting holds neither the mutex it waited for nor, in
+/// `condition_wait`, the condition's mutex.
 ///
 /// `FERRY_FAILURE` if `t` has already finished, or was not made by
 /// `cthread_fork` (the first thread, or a Rust one).

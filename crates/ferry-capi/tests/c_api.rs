@@ -348,6 +348,11 @@ fn join_detach_and_terminate_paths_of_the_join_right() {
 }
 
 #[test]
+fn a_terminated_waiter_passes_its_wakeup_on() {
+    run("terminate_waiters.c", &[("FERRY_PROCESSORS", "1")]);
+}
+
+#[test]
 fn suspend_wait_resume_and_info_on_another_thread() {
     run("control.c", &[("FERRY_PROCESSORS", "2")]);
 }

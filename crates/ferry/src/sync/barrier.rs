@@ -12,10 +12,15 @@
 //! which ends the generation (later arrivals start the next one in an empty
 //! list), then wakes the detached batch after dropping the spinlock. A waiter
 //! only leaves when woken, so a generation's batch never mixes with the next.
+//!
+//! A terminated waiter (see `waiter`'s termination table) still queued is
+//! removed and its arrival taken back (`arrived - 1`): the generation waits
+//! for `n` arrivals of threads that pass it. One already released (woken,
+//! or in the batch being woken) passed the barrier; nothing is given on.
 
 use std::fmt;
 
-use super::waiter::{Entry, SpinLock, WaitList};
+use super::waiter::{Entry, Site, SpinLock, WaitList, Waiter};
 
 struct State {
     arrived: usize,
@@ -81,7 +86,8 @@ impl Barrier {
     /// generation.
     pub fn wait(&self) -> BarrierWaitResult {
         let entry = Entry::enter();
-        let me = entry.waiter();
+        // SAFETY: `abandon` takes a barrier, which outlives its waits.
+        let me = entry.waiter(unsafe { Site::new(Barrier::abandon, self, None::<&()>) });
         {
             let mut st = self.state.lock_entered(&entry);
             st.arrived += 1;
@@ -89,21 +95,40 @@ impl Barrier {
                 st.arrived = 0;
                 let batch = st.waiters.take();
                 drop(st);
-                // Each wake enters on its own: a batch of them is no place
-                // to keep preemption off.
-                drop(entry);
-                // SAFETY: barrier waiters never remove themselves; the batch
-                // is ours.
-                unsafe { batch.wake_all() };
+                // SAFETY: barrier waiters never remove themselves (a
+                // terminator leaves a batch's waiter alone until it is
+                // woken); the batch is ours.
+                unsafe { batch.wake_all(entry) };
                 return BarrierWaitResult(true);
             }
             // SAFETY: `me` is in no list and stays on this frame until
-            // `entry.wait` returns, which is after the leader took it out.
+            // `entry.wait` returns, which is after the leader took it out
+            // (or its terminator did, for a thread that never runs again).
             unsafe { st.waiters.push_back(&me) };
         }
         let _waits = crate::waits::on(crate::waits::WaitsOn::Barrier, self);
         entry.wait(&me);
         BarrierWaitResult(false)
+    }
+
+    /// Leaves the wait of a terminated waiter `w` (see the module docs).
+    ///
+    /// # Safety
+    /// As `Site::new`'s `abandon`: `b` points at a barrier, `w` is a waiter
+    /// of it whose thread has stopped for good.
+    unsafe fn abandon(b: *const (), _: *const (), w: &Waiter) -> bool {
+        // SAFETY: the contract.
+        let b = unsafe { &*b.cast::<Barrier>() };
+        let entry = Entry::enter();
+        let mut st = b.state.lock_entered(&entry);
+        if st.waiters.holds(w) {
+            // SAFETY: queued in this list (checked under its spinlock).
+            unsafe { st.waiters.remove(w) };
+            st.arrived -= 1;
+            return true;
+        }
+        // Released (woken), or in the batch being released (wait for it).
+        w.is_woken() || w.is_out()
     }
 }
 

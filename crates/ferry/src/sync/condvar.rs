@@ -18,6 +18,14 @@
 //! notify after it) happens after the waiter's unlock, which came after the
 //! waiter's push, so the count it reads includes the waiter. A notifier that
 //! never locks the mutex gets no such guarantee (as with any condvar).
+//!
+//! A terminated waiter (see `waiter`'s termination table) that is still
+//! queued is removed; one that a `notify_one` had already woken passes the
+//! notification on to the next waiter, as POSIX asks of a cancelled
+//! `pthread_cond_wait`. One woken by a `notify_all` does so too, which
+//! gives the next waiter (if one queued since) a spurious wakeup. The
+//! waiter's wait ends (and its registration with it) before it locks the
+//! mutex again, so a thread terminated in `wait` never holds the mutex.
 
 use std::fmt;
 use std::sync::atomic::AtomicUsize;
@@ -25,7 +33,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::mutex::{Mutex, MutexGuard, NotOwner};
 use super::owner::Held;
-use super::waiter::{Entry, SpinLock, WaitList};
+use super::waiter::{Entry, Site, SpinLock, WaitList, Waiter};
 
 /// A condition variable for [`Mutex`], for ferry threads and plain kernel
 /// threads alike.
@@ -84,18 +92,22 @@ impl Condvar {
     pub fn wait<'a, T: ?Sized>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
         let mutex: &'a Mutex<T> = MutexGuard::mutex(&guard);
         let entry = Entry::enter();
-        let me = entry.waiter();
+        // SAFETY: `abandon` takes a condvar, which outlives its waits.
+        let me = entry.waiter(unsafe { Site::new(Condvar::abandon, self, None::<&()>) });
         {
             let mut list = self.waiters.lock_entered(&entry);
             // SAFETY: `me` is in no list and stays on this frame until
             // `entry.wait` returns, which is after a notifier took it out
-            // (a condvar waiter never removes itself).
+            // (a condvar waiter never removes itself; its terminator may,
+            // for a thread that never runs again).
             unsafe { list.push_back(&me) };
             self.queued.store(list.len(), Relaxed);
         }
         drop(guard);
         let _waits = crate::waits::on(crate::waits::WaitsOn::Condvar, self);
         entry.wait(&me);
+        // The wait is over: unregistered before the mutex wait begins.
+        drop(me);
         mutex.lock()
     }
 
@@ -126,6 +138,35 @@ impl Condvar {
     /// Whether threads wait on the condvar at the moment of the call.
     pub fn has_waiters(&self) -> bool {
         self.queued.load(Relaxed) != 0
+    }
+
+    /// Leaves the wait of a terminated waiter `w` (see the module docs).
+    ///
+    /// # Safety
+    /// As `Site::new`'s `abandon`: `cv` points at a condvar, `w` is a
+    /// waiter of it whose thread has stopped for good.
+    unsafe fn abandon(cv: *const (), _: *const (), w: &Waiter) -> bool {
+        // SAFETY: the contract.
+        let cv = unsafe { &*cv.cast::<Condvar>() };
+        let entry = Entry::enter();
+        let mut list = cv.waiters.lock_entered(&entry);
+        if list.holds(w) {
+            // SAFETY: queued in this list (checked under its spinlock).
+            unsafe { list.remove(w) };
+            cv.queued.store(list.len(), Relaxed);
+            return true;
+        }
+        if !w.is_woken() {
+            // Out already, or in a `notify_all` batch being woken.
+            return w.is_out();
+        }
+        let next = list.pop_front();
+        cv.queued.store(list.len(), Relaxed);
+        drop(list);
+        if let Some(next) = next {
+            entry.unpark(next);
+        }
+        true
     }
 
     /// Blocks while `condition` holds for the data: re-checks it after every
@@ -166,13 +207,16 @@ impl Condvar {
         if self.queued.load(Relaxed) == 0 {
             return;
         }
+        let entry = Entry::enter();
         let batch = {
-            let mut list = self.waiters.lock();
+            let mut list = self.waiters.lock_entered(&entry);
             self.queued.store(0, Relaxed);
             list.take()
         };
-        // SAFETY: condvar waiters never remove themselves; the batch is ours.
-        unsafe { batch.wake_all() };
+        // SAFETY: condvar waiters never remove themselves (a terminator
+        // leaves a batch's waiter alone until it is woken); the batch is
+        // ours.
+        unsafe { batch.wake_all(entry) };
     }
 }
 

@@ -58,6 +58,7 @@ pub(crate) mod owner;
 mod park;
 mod rwlock;
 mod semaphore;
+mod spin;
 mod waiter;
 
 pub use barrier::{Barrier, BarrierWaitResult};
@@ -70,4 +71,4 @@ pub use mutex::{Mutex, MutexGuard, NotOwner, WouldDeadlock};
 pub use park::ParkWait;
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Semaphore, SemaphorePermit};
-pub use waiter::{SpinGuard, SpinLock};
+pub use spin::{SpinGuard, SpinLock};

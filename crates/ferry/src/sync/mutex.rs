@@ -54,6 +54,14 @@
 //! needs no such check: only the holder has a guard, and guards are not
 //! `Send`.
 //!
+//! A terminated waiter (see `waiter`'s termination table) that is still
+//! queued is removed, and `QUEUED` cleared if it was the last; one that an
+//! unlock had already woken passes the wake on: if the lock is free, the
+//! next waiter is woken (clearing `QUEUED` if it was the last), and if a
+//! thread took the lock meanwhile, that thread's unlock wakes the next.
+//! Clearing `QUEUED` there, under the spinlock, is safe whether or not
+//! `LOCKED` is set: nobody is queued, and lockers only change `LOCKED`.
+//!
 //! There is no poisoning: a panic while the lock is held unlocks it (the
 //! guard's drop) and the next holder sees the data as the panicking thread
 //! left it, as with `parking_lot` and Tokio.
@@ -66,7 +74,7 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicU32, AtomicUsize};
 
 use super::owner::{self, Held};
-use super::waiter::{Entry, SpinLock, WaitList};
+use super::waiter::{Entry, Site, SpinLock, WaitList, Waiter};
 
 const LOCKED: u32 = 1;
 const QUEUED: u32 = 2;
@@ -321,7 +329,10 @@ impl<T: ?Sized> Mutex<T> {
                 continue;
             }
             let entry = Entry::enter();
-            let me = entry.waiter();
+            // SAFETY: `abandon` takes these two parts, which live as long as
+            // the mutex, and every waiter leaves before the mutex can go.
+            let site = unsafe { Site::new(abandon, &self.state, Some(&self.waiters)) };
+            let me = entry.waiter(site);
             {
                 let mut list = self.waiters.lock_entered(&entry);
                 let s = self.state.load(Relaxed);
@@ -338,7 +349,8 @@ impl<T: ?Sized> Mutex<T> {
                 }
                 // SAFETY: `me` is in no list and stays on this stack frame
                 // until `entry.wait` below returns, which is after a waker
-                // took it out of the list (no one else removes it).
+                // took it out of the list (no one else removes it, but for
+                // the terminator of a thread that never runs again).
                 unsafe {
                     if woken_before {
                         list.push_front(&me);
@@ -437,6 +449,43 @@ impl fmt::Display for NotOwner {
 }
 
 impl std::error::Error for NotOwner {}
+
+/// Leaves a mutex's wait for a terminated waiter `w` (see the module
+/// docs): `state` and `waiters` are the mutex's.
+///
+/// # Safety
+/// As `Site::new`'s `abandon`: `state` points at a mutex's `AtomicU32`,
+/// `waiters` at its `SpinLock<WaitList>`, and `w` is a waiter of it whose
+/// thread has stopped for good.
+unsafe fn abandon(state: *const (), waiters: *const (), w: &Waiter) -> bool {
+    // SAFETY: the contract.
+    let (state, waiters) = unsafe {
+        (
+            &*state.cast::<AtomicU32>(),
+            &*waiters.cast::<SpinLock<WaitList>>(),
+        )
+    };
+    let entry = Entry::enter();
+    let mut list = waiters.lock_entered(&entry);
+    if list.holds(w) {
+        // SAFETY: queued in this list (checked under its spinlock).
+        unsafe { list.remove(w) };
+    } else if !w.is_woken() || state.load(Relaxed) & LOCKED != 0 {
+        // Out of the list already, or the holder's unlock wakes the next.
+        return true;
+    } else if let Some(next) = list.pop_front() {
+        if list.is_empty() {
+            state.fetch_and(!QUEUED, Relaxed);
+        }
+        drop(list);
+        entry.unpark(next);
+        return true;
+    }
+    if list.is_empty() {
+        state.fetch_and(!QUEUED, Relaxed);
+    }
+    true
+}
 
 impl<T: Default> Default for Mutex<T> {
     fn default() -> Self {

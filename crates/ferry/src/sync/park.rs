@@ -21,6 +21,10 @@
 //! queued and pops it. A notifier that pops a waiter whose re-check was
 //! already succeeding passes the wakeup on (`notify_one` again), so a wakeup
 //! is never absorbed by a thread that does not need it.
+//!
+//! A terminated waiter (see `waiter`'s termination table) is handled the
+//! same way: still queued, it is removed; already popped, it passes the
+//! wakeup on (`notify_one`).
 
 use std::fmt;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
@@ -28,7 +32,7 @@ use std::sync::atomic::{AtomicUsize, fence};
 
 use ferry_queue::wait::Wait;
 
-use super::waiter::{Entry, SpinLock, WaitList};
+use super::waiter::{Entry, Site, SpinLock, WaitList, Waiter};
 
 /// Tries of `ready` (with the spin hint between them) before a waiter queues
 /// itself and parks.
@@ -75,6 +79,32 @@ impl ParkWait {
     }
 }
 
+impl ParkWait {
+    /// Leaves the wait of a terminated waiter `w` (see the module docs).
+    ///
+    /// # Safety
+    /// As `Site::new`'s `abandon`: `pw` points at a `ParkWait`, `w` is a
+    /// waiter of it whose thread has stopped for good.
+    unsafe fn abandon(pw: *const (), _: *const (), w: &Waiter) -> bool {
+        // SAFETY: the contract.
+        let pw = unsafe { &*pw.cast::<ParkWait>() };
+        let popped = {
+            let entry = Entry::enter();
+            let mut list = pw.list.lock_entered(&entry);
+            if list.holds(w) {
+                // SAFETY: queued in this list (checked under its spinlock).
+                unsafe { list.remove(w) };
+                pw.queued.store(list.len(), SeqCst);
+            }
+            w.is_woken()
+        };
+        if popped {
+            pw.notify_one();
+        }
+        true
+    }
+}
+
 impl Wait for ParkWait {
     fn wait_until<R>(&self, mut ready: impl FnMut() -> Option<R>) -> R {
         for _ in 0..SPINS {
@@ -92,12 +122,15 @@ impl Wait for ParkWait {
                 // Left before `ready` runs again: it is the caller's code,
                 // which may switch or block.
                 let entry = Entry::enter();
-                me = entry.waiter();
+                // SAFETY: `abandon` takes a strategy, which outlives its
+                // waits.
+                me = entry.waiter(unsafe { Site::new(ParkWait::abandon, self, None::<&()>) });
                 let mut list = self.list.lock_entered(&entry);
                 // SAFETY: `me` is in no list and stays on this frame until it
                 // is out again: either a notifier popped it (then the wait
                 // below returns) or we remove it ourselves below, under the
-                // lock.
+                // lock (or our terminator does, for a thread that never runs
+                // again).
                 unsafe { list.push_back(&me) };
                 self.queued.store(list.len(), SeqCst);
             }

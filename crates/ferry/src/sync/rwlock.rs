@@ -21,6 +21,16 @@
 //! over directly: the granted waiters' `woken` flags (Release/Acquire) carry
 //! it, and the state word already counts them.
 //!
+//! # Termination
+//!
+//! A terminated waiter (see `waiter`'s termination table) that is still
+//! queued is removed, and `QUEUED` cleared if both queues are then empty;
+//! if it was the last queued writer and no writer holds the lock, the
+//! readers queued behind it are admitted at once (a CAS that adds them
+//! and clears `QUEUED`: readers holding the lock may unlock meanwhile). A
+//! waiter already granted the lock (woken) unlocks it as a reader or
+//! writer would, which hands it on.
+//!
 //! # Fairness
 //!
 //! Phase-fair, which starves neither side: a reader that arrives while a
@@ -36,7 +46,7 @@ use std::ops::{Deref, DerefMut};
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
-use super::waiter::{Entry, SpinLock, WaitList};
+use super::waiter::{Entry, Site, SpinLock, WaitList, Waiter};
 
 const WRITER: usize = 1;
 const QUEUED: usize = 2;
@@ -201,7 +211,7 @@ impl<T: ?Sized> RwLock<T> {
             }
         }
         let entry = Entry::enter();
-        let me = entry.waiter();
+        let me = entry.waiter(self.site());
         {
             let mut q = self.queues.lock_entered(&entry);
             let mut s = self.state.load(Relaxed);
@@ -222,7 +232,8 @@ impl<T: ?Sized> RwLock<T> {
             }
             // SAFETY: `me` is in no list and stays on this frame until
             // `entry.wait` returns, which is after a granting unlocker took it
-            // out (a waiter never removes itself).
+            // out (a waiter never removes itself; its terminator may, for a
+            // thread that never runs again).
             unsafe { q.readers.push_back(&me) };
         }
         // Woken = granted: the state already counts us as a reader.
@@ -243,7 +254,7 @@ impl<T: ?Sized> RwLock<T> {
             }
         }
         let entry = Entry::enter();
-        let me = entry.waiter();
+        let me = entry.waiter(self.site());
         {
             let mut q = self.queues.lock_entered(&entry);
             let mut s = self.state.load(Relaxed);
@@ -270,63 +281,135 @@ impl<T: ?Sized> RwLock<T> {
         entry.wait(&me);
     }
 
+    /// The site this lock's waits are left through (see the module docs).
+    fn site(&self) -> Site {
+        // SAFETY: `abandon` takes these two parts, which live as long as the
+        // lock, and every waiter leaves before the lock can go.
+        unsafe { Site::new(abandon, &self.state, Some(&self.queues)) }
+    }
+
     fn read_unlock(&self) {
-        let prev = self.state.fetch_sub(READER, Release);
-        if prev == READER | QUEUED {
-            self.unlock_contended(false);
-        }
+        read_unlock(&self.state, &self.queues);
     }
 
     fn write_unlock(&self) {
-        if self
-            .state
-            .compare_exchange(WRITER, 0, Release, Relaxed)
-            .is_err()
-        {
-            self.unlock_contended(true);
+        write_unlock(&self.state, &self.queues);
+    }
+}
+
+fn read_unlock(state: &AtomicUsize, queues: &SpinLock<Queues>) {
+    let prev = state.fetch_sub(READER, Release);
+    if prev == READER | QUEUED {
+        unlock_contended(state, queues, false);
+    }
+}
+
+fn write_unlock(state: &AtomicUsize, queues: &SpinLock<Queues>) {
+    if state.compare_exchange(WRITER, 0, Release, Relaxed).is_err() {
+        unlock_contended(state, queues, true);
+    }
+}
+
+/// Hands the lock to queued waiters: called by the last reader out (the
+/// word reads `QUEUED` then, unless someone barged in) or by a writer
+/// whose fast unlock failed (`WRITER | QUEUED`, which it still holds).
+#[cold]
+fn unlock_contended(state: &AtomicUsize, queues: &SpinLock<Queues>, writer: bool) {
+    let entry = Entry::enter();
+    let mut q = queues.lock_entered(&entry);
+    let s = state.load(Acquire);
+    if writer {
+        debug_assert_eq!(s, WRITER | QUEUED);
+    } else if s != QUEUED {
+        // A reader or writer got in before us; its unlock hands over.
+        return;
+    }
+    // Readers first after a writer, writers first after readers.
+    if (writer && !q.readers.is_empty()) || q.writers.is_empty() {
+        let n = q.readers.len();
+        let batch = q.readers.take();
+        let queued = if q.writers.is_empty() { 0 } else { QUEUED };
+        state.store((n * READER) | queued, Release);
+        drop(q);
+        // SAFETY: waiters never remove themselves (a terminator leaves a
+        // batch's waiter alone until it is woken); the batch is ours.
+        unsafe { batch.wake_all(entry) };
+    } else {
+        let wake = q.writers.pop_front();
+        let queued = if q.writers.is_empty() && q.readers.is_empty() {
+            0
+        } else {
+            QUEUED
+        };
+        state.store(WRITER | queued, Release);
+        drop(q);
+        if let Some(w) = wake {
+            entry.unpark(w);
         }
     }
+}
 
-    /// Hands the lock to queued waiters: called by the last reader out (the
-    /// word reads `QUEUED` then, unless someone barged in) or by a writer
-    /// whose fast unlock failed (`WRITER | QUEUED`, which it still holds).
-    #[cold]
-    fn unlock_contended(&self, writer: bool) {
-        let entry = Entry::enter();
-        let mut q = self.queues.lock_entered(&entry);
-        let s = self.state.load(Acquire);
-        if writer {
-            debug_assert_eq!(s, WRITER | QUEUED);
-        } else if s != QUEUED {
-            // A reader or writer got in before us; its unlock hands over.
-            return;
-        }
-        // Readers first after a writer, writers first after readers.
-        if (writer && !q.readers.is_empty()) || q.writers.is_empty() {
-            let n = q.readers.len();
-            let batch = q.readers.take();
-            let queued = if q.writers.is_empty() { 0 } else { QUEUED };
-            self.state.store((n * READER) | queued, Release);
-            drop(q);
-            // Each wake enters on its own: a batch of them is no place to
-            // keep preemption off.
-            drop(entry);
-            // SAFETY: waiters never remove themselves; the batch is ours.
-            unsafe { batch.wake_all() };
-        } else {
-            let wake = q.writers.pop_front();
-            let queued = if q.writers.is_empty() && q.readers.is_empty() {
-                0
+/// Leaves a lock's wait for a terminated waiter `w` (see the module
+/// docs): `state` and `queues` are the lock's.
+///
+/// # Safety
+/// As `Site::new`'s `abandon`: `state` points at a lock's `AtomicUsize`,
+/// `queues` at its `SpinLock<Queues>`, and `w` is a waiter of it whose
+/// thread has stopped for good.
+unsafe fn abandon(state: *const (), queues: *const (), w: &Waiter) -> bool {
+    // SAFETY: the contract.
+    let (state, queues) = unsafe {
+        (
+            &*state.cast::<AtomicUsize>(),
+            &*queues.cast::<SpinLock<Queues>>(),
+        )
+    };
+    let entry = Entry::enter();
+    let mut q = queues.lock_entered(&entry);
+    let was_writer = q.writers.holds(w);
+    if was_writer || q.readers.holds(w) {
+        // SAFETY: queued in that list (checked under its spinlock).
+        unsafe {
+            if was_writer {
+                q.writers.remove(w);
             } else {
-                QUEUED
-            };
-            self.state.store(WRITER | queued, Release);
-            drop(q);
-            if let Some(w) = wake {
-                entry.unpark(w);
+                q.readers.remove(w);
             }
         }
+        let no_writer = q.writers.is_empty() && state.load(Relaxed) & WRITER == 0;
+        if was_writer && no_writer && !q.readers.is_empty() {
+            // The readers waited only for that writer: admit them. Readers
+            // holding the lock may unlock meanwhile, hence the CAS.
+            let n = q.readers.len();
+            let batch = q.readers.take();
+            let mut s = state.load(Relaxed);
+            while let Err(now) =
+                state.compare_exchange_weak(s, (s + n * READER) & !QUEUED, Release, Relaxed)
+            {
+                s = now;
+            }
+            drop(q);
+            // SAFETY: as in `unlock_contended`.
+            unsafe { batch.wake_all(entry) };
+        } else if q.writers.is_empty() && q.readers.is_empty() {
+            state.fetch_and(!QUEUED, Relaxed);
+        }
+        return true;
     }
+    if !w.is_woken() {
+        // Out already, or in a batch of readers being woken.
+        return w.is_out();
+    }
+    // Granted a lock it will never use: unlock it, which hands it on.
+    let reader = w.was_on(&q.readers);
+    drop(q);
+    drop(entry);
+    if reader {
+        read_unlock(state, queues);
+    } else {
+        write_unlock(state, queues);
+    }
+    true
 }
 
 impl<T: Default> Default for RwLock<T> {

@@ -19,12 +19,19 @@
 //! permit straight to the first waiter (its `woken` flag, Release/Acquire,
 //! carries the permit). So waiters are served in FIFO order and nobody can
 //! take a permit past them.
+//!
+//! A terminated waiter (see `waiter`'s termination table) that is still
+//! queued is removed, and the word goes from `QUEUED` to `0` under the
+//! spinlock if it was the last (the count is zero while `QUEUED` is set,
+//! and nobody changes the word without the spinlock then). One that was
+//! already handed a permit gives it back through
+//! [`release`](Semaphore::release): to the next waiter, or to the count.
 
 use std::fmt;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
-use super::waiter::{Entry, SpinLock, WaitList};
+use super::waiter::{Entry, Site, SpinLock, WaitList, Waiter};
 
 const QUEUED: usize = 1;
 const PERMIT: usize = 2;
@@ -136,7 +143,8 @@ impl Semaphore {
             }
         }
         let entry = Entry::enter();
-        let me = entry.waiter();
+        // SAFETY: `abandon` takes a semaphore, which outlives its waits.
+        let me = entry.waiter(unsafe { Site::new(Semaphore::abandon, self, None::<&()>) });
         {
             let mut list = self.waiters.lock_entered(&entry);
             let mut s = self.state.load(Relaxed);
@@ -157,12 +165,43 @@ impl Semaphore {
             }
             // SAFETY: `me` is in no list and stays on this frame until
             // `entry.wait` returns, which is after a releaser took it out (a
-            // semaphore waiter never removes itself).
+            // semaphore waiter never removes itself; its terminator may, for
+            // a thread that never runs again).
             unsafe { list.push_back(&me) };
         }
         // Woken = handed a permit.
         let _waits = crate::waits::on(crate::waits::WaitsOn::Semaphore, self);
         entry.wait(&me);
+    }
+
+    /// Leaves the wait of a terminated waiter `w` (see the module docs).
+    ///
+    /// # Safety
+    /// As `Site::new`'s `abandon`: `sem` points at a semaphore, `w` is a
+    /// waiter of it whose thread has stopped for good.
+    unsafe fn abandon(sem: *const (), _: *const (), w: &Waiter) -> bool {
+        // SAFETY: the contract.
+        let sem = unsafe { &*sem.cast::<Semaphore>() };
+        {
+            let entry = Entry::enter();
+            let mut list = sem.waiters.lock_entered(&entry);
+            if list.holds(w) {
+                // SAFETY: queued in this list (checked under its spinlock).
+                unsafe { list.remove(w) };
+                if list.is_empty() {
+                    // `QUEUED` with a zero count: nobody else changes the
+                    // word while we hold the spinlock.
+                    sem.state.store(0, Relaxed);
+                }
+                return true;
+            }
+            if !w.is_woken() {
+                return true; // out already
+            }
+        }
+        // Handed a permit it will never use: give it on.
+        sem.release();
+        true
     }
 
     /// Gives a permit back: to the longest waiting thread if one waits,

@@ -1,6 +1,7 @@
-//! The parts every blocking primitive of [`crate::sync`] is built from: a
-//! spinlock held for a few instructions, an intrusive FIFO of [`Waiter`]s that
-//! live on the (parked) stacks of their threads, and the park loop.
+//! The parts every blocking primitive of [`crate::sync`] is built from
+//! besides its [`SpinLock`] (`spin`): an intrusive FIFO of [`Waiter`]s that
+//! live on the (parked) stacks of their threads, the park loop, and how a
+//! terminated thread's waiter leaves.
 //!
 //! This room owns *how* a thread waits and is woken; it never decides *who*
 //! is woken (each primitive does), and nothing here parks, switches or calls
@@ -27,6 +28,48 @@
 //! leaves a stale token, and every park loop here tolerates a spurious
 //! return.
 //!
+//! # Where a waiter is
+//!
+//! Besides `woken`, a waiter records the list it was pushed on (`list`) and
+//! that list's `epoch` then; a list's epoch moves on each time a waker
+//! detaches its waiters as a batch ([`WaitList::take`]). All four fields
+//! are written under the list's spinlock, except the batch's pops, which
+//! the batch's one waker makes outside it. So, under the primitive's
+//! spinlock, a waiter is in exactly one of these places:
+//!
+//! | place | fields | who may touch the waiter |
+//! |-------|--------|--------------------------|
+//! | out | `list` null, `woken` false | its owner only (new, or it took itself out: [`WaitList::remove`]) |
+//! | queued | `list` = L, `epoch` = L's epoch, `woken` false | whoever holds L's spinlock |
+//! | in a batch | `list` = L, `epoch` older than L's, `woken` false | the batch's waker, without a lock, until it marks the waiter woken |
+//! | woken | `woken` true | nobody but its owner: the waker has let go of it |
+//!
+//! # Termination
+//!
+//! A ferry thread registers each waiter it pushes (and each batch it
+//! wakes) with its thread (`thread::ended`), and unregisters it when it
+//! drops it. If the thread is terminated, its terminator calls the
+//! primitive's [`Site`] for each registered waiter, which takes the
+//! primitive's spinlock and, by the waiter's place:
+//!
+//! | place | what the site does |
+//! |-------|--------------------|
+//! | out | nothing |
+//! | queued | removes it and fixes the primitive's word (its `QUEUED` bit, its count), as a waiter that gives up would |
+//! | in a batch | nothing yet: the terminator lets go of the spinlock and asks again, until the batch's waker has marked it woken |
+//! | woken | passes on what the wake carried, as the primitive would give it next: a mutex's or condvar's wake to the next waiter, a semaphore permit or a lock grant back through the primitive's own release |
+//!
+//! A waker pops (or detaches) under the same spinlock, so a terminator and
+//! a waker are ordered by it: either the terminator removes the waiter
+//! first and the waker never sees it, or the waker took it first and the
+//! terminator sees `woken` (or the batch) and passes the wake on. After the
+//! site returns, nothing outside the thread points at the waiter, and the
+//! terminator drops the waiter's reference to its thread; the thread's
+//! stack can then be freed. A batch's waker wakes each waiter inside one
+//! entry (pop and unpark together), so it is stopped only between two
+//! wakes, with the batch whole; if it is terminated there, its terminator
+//! wakes the rest of the batch.
+//!
 //! # One entry per wait or wake
 //!
 //! Naming the waiting thread, holding a spinlock, parking and queuing a
@@ -38,225 +81,17 @@
 //! outside it, and a woken thread's reference is dropped after it), nor
 //! across a batch of wakes (`notify_all`, a barrier's or a lock's batch:
 //! each wake enters on its own).
-//!
-//! | `SpinLock::locked` | written by | meaning |
-//! |--------------------|------------|---------|
-//! | `false` | the holder, on unlock (Release) | free |
-//! | `true` | a locker, CAS `false -> true` (Acquire) | held, for a few instructions, by a thread that will not switch or park before it unlocks |
 
 use std::cell::{Cell, UnsafeCell};
 use std::marker::PhantomPinned;
-use std::ops::{Deref, DerefMut};
-use std::ptr;
+use std::mem::ManuallyDrop;
+use std::ptr::{self, NonNull};
 use std::sync::atomic::AtomicBool;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{Acquire, Release};
 
+pub(crate) use super::spin::SpinLock;
 use crate::processor::{self, Entered};
-use crate::thread::Unparker;
-use crate::upcall::{Critical, critical_enter};
-use std::fmt;
-
-/// Spins with the CPU hint this many times before it starts giving the
-/// kernel thread's slice away while waiting for a [`SpinLock`].
-const SPINS_BEFORE_YIELD: u32 = 64;
-
-/// A test-and-test-and-set spinlock for critical sections of a few
-/// instructions, which every [`crate::sync`] primitive uses for its waiter
-/// bookkeeping.
-///
-/// Held only for a few instructions and never across a park, a switch or a
-/// blocking call, so its holder is always running: a waiter spins, then
-/// yields its *kernel* thread (`sched_yield`) so that a holder the kernel
-/// preempted on the same core can finish.
-///
-/// **Lock-holder care.** While a ferry thread holds a `SpinLock` it counts
-/// in its kernel thread's critical count: ferry never preempts it there
-/// (a time slice that ends, or its processor being removed, waits) and
-/// performs the preemption right after the last spinlock is released
-/// (Synthesis's procedure chaining, the lock-holder recovery of scheduler
-/// activations); and its processor is not taken over if it sleeps in the
-/// kernel while holding one, so do not block while holding it.
-///
-/// ```
-/// use std::sync::Arc;
-/// use ferry::sync::SpinLock;
-///
-/// let total = ferry::run(|| {
-///     let counter = Arc::new(SpinLock::new(0u64));
-///     let hs: Vec<_> = (0..4)
-///         .map(|_| {
-///             let c = Arc::clone(&counter);
-///             ferry::spawn(move || {
-///                 for _ in 0..1000 {
-///                     *c.lock() += 1;
-///                 }
-///             })
-///         })
-///         .collect();
-///     for h in hs {
-///         h.join().unwrap();
-///     }
-///     let total = *counter.lock();
-///     total
-/// })
-/// .unwrap();
-/// assert_eq!(total, 4000);
-/// ```
-pub struct SpinLock<T> {
-    locked: AtomicBool,
-    value: UnsafeCell<T>,
-}
-
-// SAFETY: `value` is only reached through a `SpinGuard`, and `locked` makes
-// guards exclusive; the value moves between threads, hence `T: Send`.
-unsafe impl<T: Send> Sync for SpinLock<T> {}
-// SAFETY: as above.
-unsafe impl<T: Send> Send for SpinLock<T> {}
-
-impl<T: Default> Default for SpinLock<T> {
-    fn default() -> Self {
-        SpinLock::new(T::default())
-    }
-}
-
-impl<T: fmt::Debug> fmt::Debug for SpinLock<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SpinLock")
-            .field("locked", &self.locked.load(Relaxed))
-            .finish_non_exhaustive()
-    }
-}
-
-impl<T> SpinLock<T> {
-    /// A free lock around `value`.
-    pub const fn new(value: T) -> Self {
-        SpinLock {
-            locked: AtomicBool::new(false),
-            value: UnsafeCell::new(value),
-        }
-    }
-
-    /// Takes the lock, spinning (then yielding the kernel thread) while it is
-    /// held.
-    #[inline]
-    pub fn lock(&self) -> SpinGuard<'_, T> {
-        self.acquire(critical_enter().map(|(c, _)| c))
-    }
-
-    /// Takes the lock inside the critical level `entry` holds, without
-    /// entering one of its own.
-    #[inline]
-    pub(crate) fn lock_entered<'a>(&'a self, entry: &'a Entry) -> SpinGuard<'a, T> {
-        match entry.0 {
-            Some(_) => self.acquire(None),
-            None => self.lock(),
-        }
-    }
-
-    /// Takes the lock for a holder whose critical level is `critical` (or
-    /// a caller's entry, when `None` on a ferry thread).
-    #[inline]
-    fn acquire(&self, critical: Option<Critical>) -> SpinGuard<'_, T> {
-        if self
-            .locked
-            .compare_exchange_weak(false, true, Acquire, Relaxed)
-            .is_err()
-        {
-            self.lock_contended();
-        }
-        SpinGuard {
-            lock: self,
-            _critical: critical,
-        }
-    }
-
-    /// Takes the lock if it is free.
-    pub fn try_lock(&self) -> Option<SpinGuard<'_, T>> {
-        let critical = critical_enter().map(|(c, _)| c);
-        self.locked
-            .compare_exchange(false, true, Acquire, Relaxed)
-            .ok()
-            .map(|_| SpinGuard {
-                lock: self,
-                _critical: critical,
-            })
-    }
-
-    /// Marks the lock free without a guard: for a fork child, where the
-    /// kernel thread that held it does not exist.
-    ///
-    /// # Safety
-    /// No guard of this lock is alive that will ever be used or dropped,
-    /// and the value is consistent (its holder did not stop halfway through
-    /// an update, or the caller repairs it).
-    pub unsafe fn force_unlock(&self) {
-        self.locked.store(false, Release);
-    }
-
-    /// The value, through exclusive access (no locking needed).
-    pub fn get_mut(&mut self) -> &mut T {
-        self.value.get_mut()
-    }
-
-    /// The value, consuming the lock.
-    pub fn into_inner(self) -> T {
-        self.value.into_inner()
-    }
-
-    #[cold]
-    fn lock_contended(&self) {
-        let mut spins = 0u32;
-        loop {
-            while self.locked.load(Relaxed) {
-                if spins < SPINS_BEFORE_YIELD {
-                    spins += 1;
-                    std::hint::spin_loop();
-                } else {
-                    std::thread::yield_now();
-                }
-            }
-            if self
-                .locked
-                .compare_exchange_weak(false, true, Acquire, Relaxed)
-                .is_ok()
-            {
-                return;
-            }
-        }
-    }
-}
-
-/// Holds a [`SpinLock`]; unlocks when dropped (and then performs a
-/// preemption that waited for it).
-pub struct SpinGuard<'a, T> {
-    lock: &'a SpinLock<T>,
-    /// Dropped after the unlock in `drop`: the kernel thread's critical
-    /// level, if it is one of a runtime's; `None` too when an [`Entry`]
-    /// holds the level for the guard ([`SpinLock::lock_entered`]).
-    _critical: Option<Critical>,
-}
-
-impl<T> Deref for SpinGuard<'_, T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        // SAFETY: the guard holds the lock, so no other reference to the
-        // value exists.
-        unsafe { &*self.lock.value.get() }
-    }
-}
-
-impl<T> DerefMut for SpinGuard<'_, T> {
-    fn deref_mut(&mut self) -> &mut T {
-        // SAFETY: as in `deref`, and `&mut self` makes this one unique.
-        unsafe { &mut *self.lock.value.get() }
-    }
-}
-
-impl<T> Drop for SpinGuard<'_, T> {
-    fn drop(&mut self) {
-        self.lock.locked.store(false, Release);
-    }
-}
+use crate::thread::{Header, Unparker, WaitRecord, register_wait, unregister_wait};
 
 /// One entry into the runtime for a whole wait or wake of a primitive.
 ///
@@ -281,10 +116,25 @@ impl Entry {
         Entry(processor::enter())
     }
 
-    /// A waiter for the calling thread (ferry or plain kernel thread).
+    /// Whether the entry holds a critical level (the calling kernel thread
+    /// drives a processor).
+    pub(super) fn is_entered(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// A waiter for the calling thread (ferry or plain kernel thread), in
+    /// the primitive `site` describes.
     #[inline]
-    pub(crate) fn waiter(&self) -> Waiter {
-        Waiter::with(Unparker::current_entered(self.0.as_ref()))
+    pub(crate) fn waiter(&self, site: Site) -> Waiter {
+        Waiter::with(Unparker::current_entered(self.0.as_ref()), site)
+    }
+
+    /// The block of the ferry thread this entry runs, if any.
+    fn thread_header(&self) -> Option<NonNull<Header>> {
+        self.0
+            .as_ref()
+            .and_then(|e| e.p.current_ref())
+            .map(|t| t.as_ptr())
     }
 
     /// Parks until `w` is woken, leaving the entry: after the first park
@@ -313,34 +163,135 @@ impl Entry {
     }
 }
 
+/// How to leave a primitive's wait for a terminated thread (see the
+/// module's termination table): `abandon(at, aux, w)` takes the
+/// primitive's spinlock and removes `w` or passes its wake on; false if
+/// `w` is in a batch a waker still owns (ask again).
+///
+/// `at` and `aux` point at the primitive (or at its parts, for a generic
+/// one whose address is not a thin pointer); the primitive outlives every
+/// wait in it.
+#[derive(Clone, Copy)]
+pub(crate) struct Site {
+    abandon: unsafe fn(*const (), *const (), &Waiter) -> bool,
+    at: *const (),
+    aux: *const (),
+}
+
+impl Site {
+    /// The site `abandon` undoes waits of, on `at` (and `aux`).
+    ///
+    /// # Safety
+    /// `abandon` may be called with `at` and `aux` for a waiter of this
+    /// primitive whose thread has stopped for good, at any time the
+    /// waiter is registered: while it is registered, `at` and `aux` point
+    /// at live parts of the primitive.
+    pub(crate) unsafe fn new<A, B>(
+        abandon: unsafe fn(*const (), *const (), &Waiter) -> bool,
+        at: &A,
+        aux: Option<&B>,
+    ) -> Site {
+        Site {
+            abandon,
+            at: ptr::from_ref(at).cast(),
+            aux: aux.map_or(ptr::null(), |b| ptr::from_ref(b).cast()),
+        }
+    }
+}
+
 /// One blocked thread, on its own stack, linked into one [`WaitList`].
+///
+/// `#[repr(C)]` with the record first, so that the record (registered
+/// with the thread) leads back to the waiter.
+#[repr(C)]
 pub(crate) struct Waiter {
-    unparker: Unparker,
+    record: WaitRecord,
+    /// Dropped by the waiter's drop, or by the terminator of its thread
+    /// (whose stack is freed without running destructors).
+    unparker: UnsafeCell<ManuallyDrop<Unparker>>,
     /// Links: touched only by whoever holds the spinlock guarding the list
     /// the waiter is in (or owns a list detached with [`WaitList::take`]).
     next: Cell<*const Waiter>,
     prev: Cell<*const Waiter>,
-    /// See the module's table.
+    /// See the module's tables.
     woken: AtomicBool,
+    /// The list it was pushed on (null while out of every list), and that
+    /// list's epoch then: written with the links.
+    list: Cell<*const WaitList>,
+    epoch: Cell<usize>,
+    site: Site,
     /// Linked by address: must not move while in a list.
     _pinned: PhantomPinned,
 }
 
-// SAFETY: the `Cell` links are only touched under the list's spinlock (see
-// the field doc), `unparker` is only cloned, and `woken` is atomic.
+// SAFETY: the `Cell` fields are only touched under the list's spinlock (see
+// the field docs), `unparker` is only cloned (dropped only by the owner, or
+// by its terminator once its thread has stopped for good), `site` is
+// read-only, and `woken` is atomic.
 unsafe impl Sync for Waiter {}
 
 impl Waiter {
-    /// A waiter that `unparker` wakes.
+    /// A waiter that `unparker` wakes, in `site`.
     #[inline]
-    fn with(unparker: Unparker) -> Waiter {
+    fn with(unparker: Unparker, site: Site) -> Waiter {
         Waiter {
-            unparker,
+            record: WaitRecord::new(Waiter::abandon_record),
+            unparker: UnsafeCell::new(ManuallyDrop::new(unparker)),
             next: Cell::new(ptr::null()),
             prev: Cell::new(ptr::null()),
             woken: AtomicBool::new(false),
+            list: Cell::new(ptr::null()),
+            epoch: Cell::new(0),
+            site,
             _pinned: PhantomPinned,
         }
+    }
+
+    fn unparker(&self) -> &Unparker {
+        // SAFETY: only dropped by `drop` or `abandon_record`, after which
+        // nobody reads it.
+        unsafe { &*self.unparker.get() }
+    }
+
+    /// The block of the waiter's thread, if it is a ferry thread.
+    fn thread_header(&self) -> Option<&Header> {
+        match self.unparker() {
+            Unparker::Ferry(t) => Some(t.header()),
+            Unparker::Kernel(_) => None,
+        }
+    }
+
+    /// Registers the waiter with its thread, as it is linked.
+    fn register(&self) {
+        if let Some(h) = self.thread_header() {
+            // SAFETY: only the waiter's own thread links it (every caller of
+            // `push_*` pushes its own waiter), and a linked waiter stays put
+            // until it is out again and dropped, which unregisters it.
+            unsafe { register_wait(h, &self.record) };
+        }
+    }
+
+    /// The terminator's side of the record: leaves the primitive through
+    /// the site, then drops the reference to the thread that the waiter's
+    /// destructor, which never runs, would have dropped.
+    ///
+    /// # Safety
+    /// `r` is the record of a live waiter whose thread has stopped for
+    /// good; called by its terminator until it returns true, then never
+    /// again.
+    unsafe fn abandon_record(r: &WaitRecord) -> bool {
+        // SAFETY: `Waiter` is `repr(C)` with `record` first, and records of
+        // this kind are only made by `Waiter::with`.
+        let w = unsafe { &*ptr::from_ref(r).cast::<Waiter>() };
+        // SAFETY: the site's contract (`Site::new`): the waiter is
+        // registered, so the primitive is alive.
+        if !unsafe { (w.site.abandon)(w.site.at, w.site.aux, w) } {
+            return false;
+        }
+        // SAFETY: the site let go of the waiter, nobody else reaches it, and
+        // its owner never runs again; dropped once (the contract).
+        unsafe { ManuallyDrop::drop(&mut *w.unparker.get()) };
+        true
     }
 
     /// Parks the calling thread (only its user-level thread if it is a ferry
@@ -355,6 +306,30 @@ impl Waiter {
     /// meaningful under the list's spinlock (or after [`Waiter::wait`]).
     pub(crate) fn is_woken(&self) -> bool {
         self.woken.load(Acquire)
+    }
+
+    /// Whether the waiter is in no list and was not woken: new, or its
+    /// owner took it out. Only meaningful under the list's spinlock.
+    pub(crate) fn is_out(&self) -> bool {
+        self.list.get().is_null() && !self.is_woken()
+    }
+
+    /// Whether the waiter was last pushed on `list` (queued there, in a
+    /// batch detached from it, or woken from it).
+    pub(crate) fn was_on(&self, list: &WaitList) -> bool {
+        ptr::eq(self.list.get(), list)
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        if let Some(h) = self.thread_header() {
+            // SAFETY: a waiter is dropped by its own thread, running.
+            unsafe { unregister_wait(h, &self.record) };
+        }
+        // SAFETY: dropped once, here (the terminator's drop happens only on
+        // a thread that never runs again, so never before this one).
+        unsafe { ManuallyDrop::drop(self.unparker.get_mut()) };
     }
 }
 
@@ -375,6 +350,8 @@ pub(crate) struct WaitList {
     head: *const Waiter,
     tail: *const Waiter,
     len: usize,
+    /// Moves on at each [`WaitList::take`] (see the module's tables).
+    epoch: usize,
 }
 
 // SAFETY: the list only holds pointers to `Sync` waiters; who may touch them
@@ -393,7 +370,14 @@ impl WaitList {
             head: ptr::null(),
             tail: ptr::null(),
             len: 0,
+            epoch: 0,
         }
+    }
+
+    /// Whether `w` is queued in this list (not woken, not in a batch
+    /// detached from it).
+    pub(crate) fn holds(&self, w: &Waiter) -> bool {
+        w.was_on(self) && w.epoch.get() == self.epoch && !w.is_woken()
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -411,6 +395,7 @@ impl WaitList {
     /// out (`pop_front`, after which its wait returns) or its owner removes
     /// it with [`WaitList::remove`].
     pub(crate) unsafe fn push_back(&mut self, w: &Waiter) {
+        self.mark(w);
         w.next.set(ptr::null());
         w.prev.set(self.tail);
         if self.tail.is_null() {
@@ -429,6 +414,7 @@ impl WaitList {
     /// # Safety
     /// As [`WaitList::push_back`].
     pub(crate) unsafe fn push_front(&mut self, w: &Waiter) {
+        self.mark(w);
         w.prev.set(ptr::null());
         w.next.set(self.head);
         if self.head.is_null() {
@@ -442,11 +428,22 @@ impl WaitList {
         self.len += 1;
     }
 
-    /// Takes `w` out without waking it: its owner gives up waiting.
+    /// Records that `w` is queued here now, and registers it with its
+    /// thread.
+    fn mark(&self, w: &Waiter) {
+        debug_assert!(w.is_out(), "a waiter is pushed once");
+        w.list.set(self);
+        w.epoch.set(self.epoch);
+        w.register();
+    }
+
+    /// Takes `w` out without waking it: its owner gives up waiting (or its
+    /// terminator, for it).
     ///
     /// # Safety
     /// `w` is in this list (not woken).
     pub(crate) unsafe fn remove(&mut self, w: &Waiter) {
+        w.list.set(ptr::null());
         let (prev, next) = (w.prev.get(), w.next.get());
         if prev.is_null() {
             self.head = next;
@@ -482,35 +479,111 @@ impl WaitList {
                 (*next).prev.set(ptr::null());
             }
             self.len -= 1;
-            let unparker = (*w).unparker.clone();
+            let unparker = (*w).unparker().clone();
             (*w).woken.store(true, Release);
             Some(Wake(unparker))
         }
     }
 
     /// Detaches every waiter as a batch the caller owns, leaving this list
-    /// empty; wake the batch with [`WaitList::wake_all`] after dropping the
-    /// spinlock.
+    /// empty and moving its epoch on; wake the batch with
+    /// [`WaitList::wake_all`].
     pub(crate) fn take(&mut self) -> WaitList {
-        std::mem::take(self)
+        let batch = WaitList {
+            head: self.head,
+            tail: self.tail,
+            len: self.len,
+            epoch: self.epoch,
+        };
+        *self = WaitList {
+            epoch: self.epoch.wrapping_add(1),
+            ..WaitList::new()
+        };
+        batch
     }
 
-    /// Wakes every waiter of a batch detached with [`WaitList::take`].
+    /// Wakes every waiter of a batch detached with [`WaitList::take`],
+    /// leaving `entry` first; call it with the entry that detached the
+    /// batch, after dropping the spinlock. Each wake enters on its own, pop
+    /// and unpark together (a batch is no place to keep preemption off, but
+    /// one wake is); the batch is registered with the calling ferry thread
+    /// meanwhile, so that if it is terminated between two wakes, its
+    /// terminator wakes the rest.
     ///
     /// # Safety
     /// The waiters of this batch never [`remove`](WaitList::remove)
     /// themselves (they only leave when woken), so no one but the caller
-    /// touches them.
-    pub(crate) unsafe fn wake_all(mut self) {
-        while let Some(w) = self.pop_front() {
+    /// touches their links.
+    pub(crate) unsafe fn wake_all(self, entry: Entry) {
+        if self.is_empty() {
+            return;
+        }
+        let batch = Batch {
+            record: WaitRecord::new(Batch::abandon_record),
+            list: UnsafeCell::new(self),
+        };
+        let me = entry.thread_header();
+        if let Some(h) = me {
+            // SAFETY: our own block, alive while we run; `batch` stays on
+            // this frame until unregistered below.
+            unsafe { register_wait(h.as_ref(), &batch.record) };
+        }
+        drop(entry);
+        loop {
+            let e = Entry::enter();
+            // SAFETY: only this thread touches the batch while it runs (its
+            // terminator only once it has stopped for good, which cannot
+            // happen inside the entry).
+            let Some(w) = (unsafe { &mut *batch.list.get() }).pop_front() else {
+                break;
+            };
+            e.unpark(w);
+        }
+        if let Some(h) = me {
+            // SAFETY: as above.
+            unsafe { unregister_wait(h.as_ref(), &batch.record) };
+        }
+    }
+}
+
+/// A batch of waiters being woken, registered with the waking thread.
+#[repr(C)]
+struct Batch {
+    record: WaitRecord,
+    list: UnsafeCell<WaitList>,
+}
+
+impl Batch {
+    /// The terminator's side: wakes what is left of the batch.
+    ///
+    /// # Safety
+    /// `r` is the record of a live batch whose waker has stopped for good.
+    unsafe fn abandon_record(r: &WaitRecord) -> bool {
+        // SAFETY: `Batch` is `repr(C)` with `record` first, and records of
+        // this kind are only made by `wake_all`.
+        let batch = unsafe { &*ptr::from_ref(r).cast::<Batch>() };
+        // SAFETY: the waker never runs again, so the batch is ours.
+        let list = unsafe { &mut *batch.list.get() };
+        while let Some(w) = list.pop_front() {
             w.unpark();
         }
+        true
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A site for waiters no thread is terminated in.
+    fn site() -> Site {
+        /// Never called: these tests terminate no thread.
+        unsafe fn abandon(_: *const (), _: *const (), _: &Waiter) -> bool {
+            unreachable!("no waiter of these tests is abandoned")
+        }
+        // SAFETY: `abandon` is never called.
+        unsafe { Site::new(abandon, &(), None::<&()>) }
+    }
 
     /// The references a waiter and its wake take to the thread are dropped
     /// exactly once each, whichever way the waiter leaves: never queued,
@@ -524,13 +597,13 @@ mod tests {
                 let base = me.ref_count();
                 let entry = Entry::enter();
 
-                let never_queued = entry.waiter();
+                let never_queued = entry.waiter(site());
                 assert_eq!(me.ref_count(), base + 1);
                 drop(never_queued);
                 assert_eq!(me.ref_count(), base);
 
                 let mut list = WaitList::new();
-                let woken = entry.waiter();
+                let woken = entry.waiter(site());
                 // SAFETY: in no list, and it outlives its time in this one
                 // (popped below).
                 unsafe { list.push_back(&woken) };
@@ -543,7 +616,7 @@ mod tests {
                 drop(wake);
                 assert_eq!(me.ref_count(), base);
 
-                let removed = entry.waiter();
+                let removed = entry.waiter(site());
                 // SAFETY: as above (removed below).
                 unsafe {
                     list.push_back(&removed);

@@ -129,6 +129,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 
+mod ended;
 mod local;
 mod panic;
 mod park_word;
@@ -139,6 +140,7 @@ mod atomic {
     pub(crate) use std::sync::atomic::{AtomicU32, Ordering};
 }
 
+pub(crate) use ended::{WaitRecord, register as register_wait, unregister as unregister_wait};
 pub use local::LocalKey;
 use local::LocalTable;
 pub(crate) use park_word::finish_parking;
@@ -440,20 +442,61 @@ impl Thread {
     /// stops it (a running one is interrupted, whether or not a time slice
     /// is set), and this waits until it has. A thread in a blocking call
     /// has the call aborted (as [`abort`](Thread::abort)) and is stopped
-    /// when it returns; this waits for that too. Its stack is not reclaimed (something
-    /// may still point into it: a lock's waiter list it was about to
-    /// leave), nor are its thread-locals dropped; locks it holds stay held.
+    /// when it returns; this waits for that too.
+    ///
+    /// Then, before it returns (and before the joiner sees the value):
+    ///
+    /// - **Waits are left, and no wakeup is lost.** If the thread waits in
+    ///   a [`crate::sync`] primitive (a [`Mutex`](crate::sync::Mutex), a
+    ///   [`Condvar`](crate::sync::Condvar), a
+    ///   [`Semaphore`](crate::sync::Semaphore), an
+    ///   [`RwLock`](crate::sync::RwLock), a [`Barrier`](crate::sync::Barrier),
+    ///   a [`channel`](crate::sync::channel) or any
+    ///   [`ParkWait`](crate::sync::ParkWait)), it is taken out of the
+    ///   wait list; if a wakeup had already been given to it, the wakeup
+    ///   goes on as the primitive would have given it next (an unlock's
+    ///   wake to the next waiter, a `notify_one` to the next waiter, a
+    ///   semaphore permit or an `RwLock` grant back to the primitive, and
+    ///   from there to the next waiter), as POSIX asks of a cancelled
+    ///   waiter. Its arrival at a barrier whose generation has not
+    ///   completed is taken back. If it was waking a batch (a
+    ///   `notify_all`, a barrier's release, an `RwLock`'s readers), the
+    ///   rest of the batch is woken.
+    /// - **Its thread-locals are dropped** ([`thread_local!`](crate::thread_local)):
+    ///   their destructors run here, on the caller's thread (a destructor
+    ///   that uses a key reaches the *caller's* value).
+    /// - **Its stack is freed** (to the stack cache, for the next thread).
+    ///   Nothing of ferry's points into it any more: a join it waited in,
+    ///   a sleep's timer and a wakeup that comes late hold only a
+    ///   reference to the thread, never to its stack.
+    ///
+    /// **What it held stays held.** The frames on its stack are abandoned
+    /// without running their destructors, as with `pthread_cancel` and no
+    /// cleanup handlers: a lock it holds (a guard on its stack, or a C
+    /// `mutex_lock` not yet unlocked) stays locked for good, a semaphore
+    /// permit it took is not given back, and memory its frames own leaks.
+    /// A thread terminated *while waiting* holds none of the lock it
+    /// waited for: not the mutex it was queued on, nor, in a
+    /// [`Condvar::wait`](crate::sync::Condvar::wait), the mutex (which the
+    /// wait had released and had not retaken).
     ///
     /// Gives `value` back if the thread has already finished (or is being
     /// terminated by someone else).
     ///
     /// # Safety
     /// As [`exit_with`], for the target's stack: nothing on it may rely on
-    /// its destructor running or on control coming back to it.
+    /// its destructor running or on control coming back to it, and nothing
+    /// outside the thread may point into its stack (apart from ferry's own
+    /// waits, which are left as above), since the stack is reused.
     ///
     /// # Panics
-    /// If the thread's closure returns another type than `T`.
+    /// If the thread's closure returns another type than `T` (then nothing
+    /// is done to the thread).
     pub unsafe fn terminate<T: Send + 'static>(&self, value: T) -> Result<(), T> {
+        assert!(
+            raw::returns::<T>(self.ptr),
+            "ferry::Thread::terminate: the thread's closure returns another type"
+        );
         let on_self = processor::enter()
             .and_then(|e| e.p.current_ref().map(|c| c.ptr == self.ptr))
             .unwrap_or(false);
@@ -491,12 +534,11 @@ impl Thread {
             return Err(value);
         }
         // SAFETY: the thread never runs again (it is off its processor and
-        // `TERMINATED` keeps it off), so nothing else touches its stage.
-        let done = unsafe { raw::finish_with(self.ptr, value) };
-        assert!(
-            done,
-            "ferry::Thread::terminate: the thread's closure returns another type"
-        );
+        // `TERMINATED` keeps it off): parked, held, or dropped by the
+        // processor that would have run it, its stack is idle and no
+        // kernel call uses it; we won the `TERMINATED` bit.
+        let done = unsafe { ended::finish_terminated(self.ptr, value) };
+        debug_assert!(done, "the result type was checked above");
         Ok(())
     }
 

@@ -38,7 +38,7 @@
 //! # Small blocks
 //!
 //! A block whose `Cell<F, T>` fits [`SMALL_BLOCK`] (most do: the header is
-//! 176 bytes, a closure that captures a few words and a small result fit
+//! 184 bytes, a closure that captures a few words and a small result fit
 //! beside it) is always allocated with that layout, so that a freed one
 //! can serve any other such thread: a spawn by a thread on a processor
 //! (`spawn`, `Builder::spawn`) takes one from that processor's cache
@@ -61,6 +61,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, fence};
 
+use super::ended::WaitRecord;
 use super::local::LocalTable;
 use super::{Panic, Thread, ThreadId, Unparker};
 use crate::arch::Context;
@@ -101,8 +102,12 @@ pub(crate) struct Header {
     /// Its stack, until it has exited and switched away; then taken by the
     /// processor that finishes the switch.
     pub(crate) stack: UnsafeCell<Option<Stack>>,
-    /// Its `thread_local!` values; touched only by the thread itself.
+    /// Its `thread_local!` values; touched only by the thread itself (and
+    /// by its terminator once it has stopped for good).
     pub(crate) locals: UnsafeCell<LocalTable>,
+    /// The innermost wait it registered (see `ended`): written only by the
+    /// thread itself, read by its terminator once it has stopped for good.
+    pub(crate) waits: AtomicPtr<WaitRecord>,
     /// Whom to wake when the thread completes: written by the joiner before
     /// it sets `JOIN_WAITING`, taken by the thread after it saw the bit.
     joiner: UnsafeCell<Option<Unparker>>,
@@ -373,6 +378,12 @@ pub(crate) unsafe fn finish_with<T: 'static>(ptr: NonNull<Header>, value: T) -> 
     true
 }
 
+/// Whether the closure of block `ptr` returns a `T`.
+pub(crate) fn returns<T: 'static>(ptr: NonNull<Header>) -> bool {
+    // SAFETY: callers hold a reference to the block.
+    (unsafe { ptr.as_ref() }.vtable.output_type)() == TypeId::of::<T>()
+}
+
 /// Whether the thread of block `ptr` has completed.
 pub(crate) fn is_complete(ptr: NonNull<Header>) -> bool {
     // SAFETY: callers hold a reference to the block.
@@ -386,6 +397,18 @@ pub(crate) fn is_complete(ptr: NonNull<Header>) -> bool {
 pub(crate) unsafe fn take_locals(ptr: NonNull<Header>) -> LocalTable {
     // SAFETY: the block is live and only the thread touches its table.
     unsafe { std::mem::take(&mut *ptr.as_ref().locals.get()) }
+}
+
+/// Takes the stack out of the block of a thread that never runs again.
+///
+/// # Safety
+/// Nothing runs on the stack any more and the thread's context is never
+/// resumed; the caller is the only one touching the field (the processor
+/// that finished the thread's last switch, or its terminator).
+pub(crate) unsafe fn take_stack(ptr: NonNull<Header>) -> Option<Stack> {
+    // SAFETY: the block is live (callers hold a reference); exclusive by
+    // the contract.
+    unsafe { (*ptr.as_ref().stack.get()).take() }
 }
 
 /// Settings of a block being made.
@@ -472,6 +495,7 @@ where
             context: UnsafeCell::new(spec.context),
             stack: UnsafeCell::new(spec.stack),
             locals: UnsafeCell::new(LocalTable::new()),
+            waits: AtomicPtr::new(std::ptr::null_mut()),
             joiner: UnsafeCell::new(None),
             shared: spec.shared,
             processor: AtomicPtr::new(std::ptr::null_mut()),
