@@ -30,9 +30,9 @@ use std::ffi::c_int;
 /// Use the address at once and do not keep it: after a call that may
 /// switch (any ferry call that may block or yield) the thread may run on
 /// another kernel thread, whose slot is another address. A time slice's
-/// preemption does not move a thread that holds an address of its kernel
-/// thread's TLS in a register, as between this call's return and the
-/// access (it waits for the monitor's next look), so errno read or
+/// preemption does not move a thread that holds its kernel thread's errno
+/// address in a register, as between this call's return and the access
+/// (it waits for the monitor's next look), so errno read or
 /// written as `errno` stays right under preemption; an address the
 /// program saved to memory (`int *e = &errno;` kept across a switch) is
 /// not covered.

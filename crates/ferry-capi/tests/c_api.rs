@@ -465,6 +465,38 @@ fn a_cpp_exception_out_of_a_cthread_aborts_with_a_message() {
     }
 }
 
+/// Two cthreads that each hold the mutex the other wants, and `main`
+/// joining them: the process aborts with a report naming both cthreads and
+/// the mutexes they wait on, instead of hanging.
+#[test]
+fn a_two_mutex_deadlock_is_reported_naming_both_cthreads() {
+    use std::os::unix::process::ExitStatusExt;
+    let source = crate_dir().join("tests/c/deadlock.c");
+    for compiler in compilers() {
+        let tag = format!("-{compiler}");
+        let cc = Cc {
+            compiler,
+            flags: &["-O2"],
+            tag: &tag,
+        };
+        for link in [Link::Shared, Link::Static] {
+            let exe = compile_with(&source, link, &cc);
+            for processors in ["1", "2"] {
+                let what = format!("deadlock.c ({link:?}, {compiler}, {processors} processors)");
+                let out = run_exe(&exe, &[("FERRY_PROCESSORS", processors)])
+                    .unwrap_or_else(|| panic!("{what} hung instead of reporting the deadlock"));
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{what}: {stderr}");
+                assert!(stderr.contains("deadlock"), "{what}: {stderr}");
+                for name in ["\"alpha\": Mutex at", "\"beta\": Mutex at"] {
+                    assert!(stderr.contains(name), "{what}: no {name} in\n{stderr}");
+                }
+                assert!(!String::from_utf8_lossy(&out.stdout).contains("not reached"));
+            }
+        }
+    }
+}
+
 /// The README's example, built the documented way: `pkg-config --cflags
 /// --libs ferry` with the `ferry.pc` cargo's build wrote.
 #[test]

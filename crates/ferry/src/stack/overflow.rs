@@ -146,7 +146,7 @@ extern "C" fn on_fault(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void)
 /// Replaces `snap`'s name with the one the registered [`TagNamer`] knows
 /// for its tag, if any; copies it with `process_vm_readv`, which reports a
 /// bad address as an error instead of faulting.
-fn tag_name(snap: &mut Snapshot) {
+pub(super) fn tag_name(snap: &mut Snapshot) {
     let namer = NAMER.load(Ordering::Acquire);
     if !snap.owned || snap.tag == 0 || namer == 0 {
         return;

@@ -348,10 +348,10 @@ pub(crate) fn set_waits(index: u32, waits: u64, on: usize) -> (u64, usize) {
     before
 }
 
-/// Calls `f(id, name, waits, waits_on)` for every owned stack whose owner
+/// Calls `f(owner, waits, waits_on)` for every owned stack whose owner
 /// belongs to `runtime`. The caller makes sure those owners are not
 /// running (their last writes happen before this reads).
-pub(crate) fn for_each_of_runtime(runtime: usize, mut f: impl FnMut(u64, &[u8], u64, usize)) {
+pub(crate) fn for_each_of_runtime(runtime: usize, mut f: impl FnMut(Snapshot, u64, usize)) {
     let high = HIGH.load(Ordering::Acquire);
     for index in 0..high {
         let Some(s) = slot(index) else {
@@ -363,8 +363,7 @@ pub(crate) fn for_each_of_runtime(runtime: usize, mut f: impl FnMut(u64, &[u8], 
         let snap = s.read();
         if snap.owned && snap.guard_lo != 0 {
             f(
-                snap.id,
-                snap.name(),
+                snap,
                 s.waits.load(Ordering::Relaxed),
                 s.waits_on.load(Ordering::Relaxed),
             );

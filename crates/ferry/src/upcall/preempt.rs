@@ -8,11 +8,8 @@
 //! spinlock (`Activation::critical` above zero: the preemption is chained
 //! to the moment the count returns to zero, Synthesis's procedure
 //! chaining), runs C library code (malloc's per-kernel-thread caches must
-//! not change hands mid-call), holds an address in its kernel thread's TLS
-//! in a register (C's errno between the header's accessor and the access,
-//! a `__thread` variable's address) or is panicking (std counts panics per
-//! kernel thread); in the last three cases the monitor asks again at its
-//! next look.
+//! not change hands mid-call) or is panicking (std counts panics per kernel
+//! thread); in the last two cases the monitor asks again at its next look.
 //! Code that needs the same care can say so with [`without_preemption`].
 //! A kernel thread in an announced blocking call is left alone altogether
 //! (its thread is stopped, if asked, when the call returns; see
@@ -101,29 +98,20 @@ fn in_count_update(pc: usize) -> bool {
     (raise..raise + COUNT_UPDATE_BYTES).contains(&pc)
 }
 
-/// Bytes below the kernel thread's thread pointer searched for its static
-/// TLS (the x86-64 TLS ABI puts the program's and the C library's
-/// initial-exec blocks, errno among them, right below it; glibc's static
-/// TLS is a few KiB unless a program declares large `__thread` arrays).
-const STATIC_TLS_BELOW: usize = 64 * 1024;
-
-/// Bytes from the thread pointer up that hold the C library's thread
-/// control block (glibc's `struct pthread` is about 2.3 KiB).
-const TCB_ABOVE: usize = 4096;
-
-/// Whether the interrupted code holds, in a register, an address in its
-/// kernel thread's static TLS or thread control block: the address of
-/// errno as C code keeps it between the header's accessor and the access,
-/// or of a `__thread` variable. Moved to another kernel thread there, the
-/// code would read or write the old kernel thread's variable, so the
-/// preemption waits for the monitor's next look (a pointer spilled to the
-/// stack is not seen; a register that holds such a number by chance
-/// merely delays the preemption).
-fn holds_kernel_thread_address(ucontext: *mut libc::c_void) -> bool {
-    let tp = sys::thread_pointer();
-    let range = tp.saturating_sub(STATIC_TLS_BELOW)..tp.saturating_add(TCB_ABOVE);
+/// Whether the interrupted code holds its kernel thread's errno address
+/// (`errno_slot`) in a register, as C code does between the header's
+/// `ferry_errno_location()` and the access through it. Moved to another
+/// kernel thread there, the code would read or write the errno of the
+/// kernel thread it left, so the preemption waits for the monitor's next
+/// look. Only the exact address counts: a register that holds it by chance
+/// merely delays a preemption, and any wider test (the whole static TLS)
+/// matched registers that keep such values for good, which made some
+/// loops unpreemptible. (An address saved to memory is not seen; the C
+/// headers say so.)
+fn holds_errno_address(ucontext: *mut libc::c_void, errno_slot: *mut i32) -> bool {
+    let at = errno_slot as usize;
     // SAFETY: the running handler's `ucontext`.
-    unsafe { sys::interrupted_registers_point_into(ucontext, range) }
+    unsafe { sys::interrupted_registers_point_into(ucontext, at..at + size_of::<i32>()) }
 }
 
 /// Whether `pc` lies in the C runtime's code.
@@ -149,7 +137,7 @@ extern "C" fn on_signal(_signal: i32, _info: *mut libc::siginfo_t, ucontext: *mu
                 a.chained.store(true, Relaxed);
             } else if !in_c_runtime(pc)
                 && !std::thread::panicking()
-                && !holds_kernel_thread_address(ucontext)
+                && !holds_errno_address(ucontext, errno_slot)
             {
                 // (A panicking thread must stay on its kernel thread until
                 // the panic is caught: std counts panics per kernel thread.)
