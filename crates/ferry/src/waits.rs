@@ -1,19 +1,20 @@
-//! What a blocked thread waits on: a record each blocking primitive sets
-//! around its park ([`on`], [`join`]), kept in the guard registry's slot of
-//! the thread's stack, for the deadlock report (`crate::deadlock`).
+//! What a blocked thread waits on, for the deadlock report
+//! (`crate::deadlock`): the words for it ([`WaitsOn`]), and where the
+//! report finds each thread of a runtime (the guard registry's slot of the
+//! thread's stack names its block).
 //!
-//! This room owns the record and its wording; it must not decide anything
-//! from it (the record says what a thread waits on, never whether it can
-//! be woken) and must not block. Setting it costs two plain stores on the
-//! waiting thread's own slot, and as many to put back what was there, on a
-//! primitive's slow path only.
+//! This room owns the wording and the slot's naming of the block; it must
+//! not decide anything from what it reads (a wait says what a thread waits
+//! on, never whether it can be woken) and must not block. The wait path
+//! pays nothing for it: a primitive's waiter says what it waits on in the
+//! record its thread registers anyway (`sync::waiter::Site::describing`,
+//! `thread::WaitRecord`), and a join registers one of its own.
 
-use std::sync::Arc;
+use std::ptr::NonNull;
 
-use crate::processor;
 use crate::runtime::Shared;
-use crate::stack::{Stack, registry_for_each_of_runtime, registry_set_runtime, registry_set_waits};
-use crate::thread::ThreadId;
+use crate::stack::{Stack, registry_for_each_of_runtime, registry_set_thread};
+use crate::thread::{Header, thread_waits_on};
 
 /// What a thread waits on, as the report words it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,8 +51,8 @@ impl WaitsOn {
     ];
 
     /// The report's words for a record (`code`, `on`); `0` is no record.
-    pub(crate) fn describe(code: u64, on: usize) -> String {
-        let what = Self::ALL.into_iter().find(|w| *w as u64 == code);
+    pub(crate) fn describe(code: u32, on: usize) -> String {
+        let what = Self::ALL.into_iter().find(|w| *w as u32 == code);
         match what {
             Some(WaitsOn::Mutex) => format!("Mutex at {on:#x}"),
             Some(WaitsOn::Condvar) => format!("Condvar at {on:#x}"),
@@ -66,68 +67,37 @@ impl WaitsOn {
     }
 }
 
-/// A thread's record of what it waits on, set for as long as this lives:
-/// dropping it puts back what was recorded before (a wait inside a wait:
-/// a condition variable's wait relocking its mutex).
-#[must_use = "the record lasts as long as the guard"]
-pub(crate) struct Waiting {
-    slot: u32,
-    before: (u64, usize),
-}
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        let _ = registry_set_waits(self.slot, self.before.0, self.before.1);
-    }
-}
-
-/// Records that the calling ferry thread waits on `what` at `obj`, until the
-/// returned guard drops; nothing on a plain kernel thread or an adopted
-/// thread (which has no ferry stack).
-#[inline]
-pub(crate) fn on<T: ?Sized>(what: WaitsOn, obj: &T) -> Option<Waiting> {
-    record(what, std::ptr::from_ref(obj).cast::<()>() as usize)
-}
-
-/// Records that the calling ferry thread waits for thread `id` to end.
-#[inline]
-pub(crate) fn join(id: ThreadId) -> Option<Waiting> {
-    record(
-        WaitsOn::Join,
-        usize::try_from(id.as_u64()).unwrap_or(usize::MAX),
-    )
-}
-
-fn record(what: WaitsOn, on: usize) -> Option<Waiting> {
-    let e = processor::enter()?;
-    // SAFETY: the processor's current thread is the caller, running.
-    let slot = unsafe { e.p.current_ref()?.own_stack_slot()? };
-    let before = registry_set_waits(slot, what as u64, on);
-    Some(Waiting { slot, before })
-}
-
-/// Names `shared` as the runtime of the thread about to run on `stack`
-/// (before it first runs).
-pub(crate) fn set_runtime(stack: &Stack, shared: &Arc<Shared>) {
-    registry_set_runtime(stack.registry_slot(), Arc::as_ptr(shared) as usize);
+/// Names `runtime` as the runtime, and `header` as the block, of the thread
+/// about to run on a stack (before it first runs)
+/// (`slot`: the stack's registry slot; `runtime`: the runtime's `Shared`'s
+/// address.)
+pub(crate) fn set_thread(slot: u32, runtime: usize, header: NonNull<Header>) {
+    registry_set_thread(slot, runtime, header.as_ptr() as usize);
 }
 
 /// Forgets the thread that ran on `stack` (it ended): no report lists it.
 pub(crate) fn forget_stack(stack: &Stack) {
-    registry_set_runtime(stack.registry_slot(), 0);
+    registry_set_thread(stack.registry_slot(), 0, 0);
 }
 
 /// One line per thread of `shared` that owns a ferry stack: id, name and
 /// what it waits on, by id. The caller makes sure none of them runs.
 pub(crate) fn describe_threads(shared: &Shared) -> Vec<String> {
     let mut threads = Vec::new();
-    registry_for_each_of_runtime(std::ptr::from_ref(shared) as usize, |id, name, code, on| {
+    registry_for_each_of_runtime(std::ptr::from_ref(shared) as usize, |id, name, thread| {
         let name = String::from_utf8_lossy(name);
         let name = if name.is_empty() {
             "(unnamed)".to_owned()
         } else {
             format!("\"{name}\"")
         };
+        // SAFETY: a stack's registry entry names its thread's block from the
+        // spawn until the block gives the stack up (`forget_stack`, while
+        // the block is still alive), and the caller makes sure no thread of
+        // the runtime runs: the block is alive and its thread parked or held.
+        let waits = NonNull::new(thread as *mut Header)
+            .and_then(|h| unsafe { thread_waits_on(h.as_ref()) });
+        let (code, on) = waits.unwrap_or((0, 0));
         threads.push((
             id,
             format!("thread {id} {name}: {}", WaitsOn::describe(code, on)),

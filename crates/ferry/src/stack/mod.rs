@@ -167,19 +167,16 @@ use rustix::mm::{self, Advice, MapFlags, MprotectFlags, ProtFlags};
 pub use cache::{CacheLimits, CacheStats, StackCache};
 pub use overflow::{TagNamer, ensure_signal_stack, install_overflow_handler, set_tag_namer};
 pub(crate) use registry::hold as hold_registry;
-pub(crate) use registry::{set_runtime as registry_set_runtime, set_waits as registry_set_waits};
+pub(crate) use registry::set_thread as registry_set_thread;
 
-/// Calls `f(id, name, waits, waits_on)` for every thread of `runtime` that
-/// owns a stack, named as the overflow report names it (the registered
-/// [`TagNamer`]'s name for its tag, else its spawn name). The caller makes
-/// sure none of them runs.
-pub(crate) fn registry_for_each_of_runtime(
-    runtime: usize,
-    mut f: impl FnMut(u64, &[u8], u64, usize),
-) {
-    registry::for_each_of_runtime(runtime, |mut owner, waits, on| {
+/// Calls `f(id, name, thread)` for every thread of `runtime` that owns a
+/// stack (`thread`: the address [`registry_set_thread`] recorded), named
+/// as the overflow report names it (the registered [`TagNamer`]'s name for
+/// its tag, else its spawn name). The caller makes sure none of them runs.
+pub(crate) fn registry_for_each_of_runtime(runtime: usize, mut f: impl FnMut(u64, &[u8], usize)) {
+    registry::for_each_of_runtime(runtime, |mut owner, thread| {
         overflow::tag_name(&mut owner);
-        f(owner.id, owner.name(), waits, on);
+        f(owner.id, owner.name(), thread);
     });
 }
 

@@ -27,13 +27,12 @@
 //!
 //! Beside them, outside the sequence lock (ordinary code reads them, never
 //! the handler), each slot keeps for the runtime's deadlock report the
-//! runtime its owner belongs to and what the owner waits on (see
-//! `crate::waits`):
+//! runtime its owner belongs to and the owner's thread block (see
+//! `crate::waits`), both opaque addresses here:
 //!
 //! | word | written by | read by |
 //! |------|------------|---------|
-//! | `runtime` | [`set_runtime`] (the spawn, before the thread runs; 0 when its stack is released), cleared with the owner | [`for_each_of_runtime`] |
-//! | `waits`, `waits_on` | [`set_waits`]: the owning thread itself, around each wait | [`for_each_of_runtime`], once every processor of that runtime sleeps |
+//! | `runtime`, `thread` | [`set_thread`] (the spawn, before the thread runs; 0 when its stack is released), cleared with the owner | [`for_each_of_runtime`], once every processor of that runtime sleeps |
 //!
 //! Writer: `seq = s + 1` (Relaxed), Release fence, field stores (Relaxed),
 //! `seq = s + 2` (Release). Reader: `s1 = seq` (Acquire), skip if odd, field
@@ -71,8 +70,7 @@ struct Slot {
     meta: AtomicU64,
     name: [AtomicU64; NAME_WORDS],
     runtime: AtomicUsize,
-    waits: AtomicU64,
-    waits_on: AtomicUsize,
+    thread: AtomicUsize,
 }
 
 impl Slot {
@@ -87,8 +85,7 @@ impl Slot {
             meta: AtomicU64::new(0),
             name: std::array::from_fn(|_| AtomicU64::new(0)),
             runtime: AtomicUsize::new(0),
-            waits: AtomicU64::new(0),
-            waits_on: AtomicUsize::new(0),
+            thread: AtomicUsize::new(0),
         }
     }
 
@@ -223,7 +220,7 @@ pub(crate) fn register(guard_lo: usize, guard_hi: usize, size: usize) -> io::Res
     let index = claim()?;
     let s = slot(index).expect("claimed slot's chunk is allocated");
     s.runtime.store(0, Ordering::Relaxed);
-    s.waits.store(0, Ordering::Relaxed);
+    s.thread.store(0, Ordering::Relaxed);
     s.write(|s| {
         s.size.store(size, Ordering::Relaxed);
         s.id.store(0, Ordering::Relaxed);
@@ -279,7 +276,7 @@ pub(crate) fn clear_owner(index: u32) {
         return;
     };
     s.runtime.store(0, Ordering::Relaxed);
-    s.waits.store(0, Ordering::Relaxed);
+    s.thread.store(0, Ordering::Relaxed);
     s.write(|s| {
         s.id.store(0, Ordering::Relaxed);
         s.tag.store(0, Ordering::Relaxed);
@@ -324,34 +321,19 @@ pub(crate) fn lookup(addr: usize) -> Option<Snapshot> {
     None
 }
 
-/// Records the runtime (an address naming it, 0 for none) of the thread
-/// that owns the stack in slot `index`, and that it waits on nothing.
-pub(crate) fn set_runtime(index: u32, runtime: usize) {
+/// Records the runtime and the thread block (addresses naming them, 0 for
+/// none) of the thread that owns the stack in slot `index`.
+pub(crate) fn set_thread(index: u32, runtime: usize, thread: usize) {
     if let Some(s) = slot(index as usize) {
-        s.waits.store(0, Ordering::Relaxed);
+        s.thread.store(thread, Ordering::Relaxed);
         s.runtime.store(runtime, Ordering::Relaxed);
     }
 }
 
-/// Records what the owner of the stack in slot `index` waits on (`0`: on
-/// nothing); returns what it recorded before. Only that owner calls it.
-pub(crate) fn set_waits(index: u32, waits: u64, on: usize) -> (u64, usize) {
-    let Some(s) = slot(index as usize) else {
-        return (0, 0);
-    };
-    let before = (
-        s.waits.load(Ordering::Relaxed),
-        s.waits_on.load(Ordering::Relaxed),
-    );
-    s.waits_on.store(on, Ordering::Relaxed);
-    s.waits.store(waits, Ordering::Relaxed);
-    before
-}
-
-/// Calls `f(owner, waits, waits_on)` for every owned stack whose owner
-/// belongs to `runtime`. The caller makes sure those owners are not
-/// running (their last writes happen before this reads).
-pub(crate) fn for_each_of_runtime(runtime: usize, mut f: impl FnMut(Snapshot, u64, usize)) {
+/// Calls `f(owner, thread)` for every owned stack whose owner belongs to
+/// `runtime`. The caller makes sure those owners are not running (their
+/// last writes happen before this reads).
+pub(crate) fn for_each_of_runtime(runtime: usize, mut f: impl FnMut(Snapshot, usize)) {
     let high = HIGH.load(Ordering::Acquire);
     for index in 0..high {
         let Some(s) = slot(index) else {
@@ -362,11 +344,7 @@ pub(crate) fn for_each_of_runtime(runtime: usize, mut f: impl FnMut(Snapshot, u6
         }
         let snap = s.read();
         if snap.owned && snap.guard_lo != 0 {
-            f(
-                snap,
-                s.waits.load(Ordering::Relaxed),
-                s.waits_on.load(Ordering::Relaxed),
-            );
+            f(snap, s.thread.load(Ordering::Relaxed));
         }
     }
 }

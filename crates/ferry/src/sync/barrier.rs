@@ -21,6 +21,7 @@
 use std::fmt;
 
 use super::waiter::{Entry, Site, SpinLock, WaitList, Waiter};
+use crate::waits::WaitsOn;
 
 struct State {
     arrived: usize,
@@ -87,7 +88,10 @@ impl Barrier {
     pub fn wait(&self) -> BarrierWaitResult {
         let entry = Entry::enter();
         // SAFETY: `abandon` takes a barrier, which outlives its waits.
-        let me = entry.waiter(unsafe { Site::new(Barrier::abandon, self, None::<&()>) });
+        let me = entry.waiter(
+            unsafe { Site::new(Barrier::abandon, self, None::<&()>) }
+                .describing(WaitsOn::Barrier, self),
+        );
         {
             let mut st = self.state.lock_entered(&entry);
             st.arrived += 1;
@@ -106,7 +110,6 @@ impl Barrier {
             // (or its terminator did, for a thread that never runs again).
             unsafe { st.waiters.push_back(&me) };
         }
-        let _waits = crate::waits::on(crate::waits::WaitsOn::Barrier, self);
         entry.wait(&me);
         BarrierWaitResult(false)
     }

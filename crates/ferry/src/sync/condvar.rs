@@ -34,6 +34,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use super::mutex::{Mutex, MutexGuard, NotOwner};
 use super::owner::Held;
 use super::waiter::{Entry, Site, SpinLock, WaitList, Waiter};
+use crate::waits::WaitsOn;
 
 /// A condition variable for [`Mutex`], for ferry threads and plain kernel
 /// threads alike.
@@ -93,7 +94,10 @@ impl Condvar {
         let mutex: &'a Mutex<T> = MutexGuard::mutex(&guard);
         let entry = Entry::enter();
         // SAFETY: `abandon` takes a condvar, which outlives its waits.
-        let me = entry.waiter(unsafe { Site::new(Condvar::abandon, self, None::<&()>) });
+        let me = entry.waiter(
+            unsafe { Site::new(Condvar::abandon, self, None::<&()>) }
+                .describing(WaitsOn::Condvar, self),
+        );
         {
             let mut list = self.waiters.lock_entered(&entry);
             // SAFETY: `me` is in no list and stays on this frame until
@@ -104,7 +108,6 @@ impl Condvar {
             self.queued.store(list.len(), Relaxed);
         }
         drop(guard);
-        let _waits = crate::waits::on(crate::waits::WaitsOn::Condvar, self);
         entry.wait(&me);
         // The wait is over: unregistered before the mutex wait begins.
         drop(me);

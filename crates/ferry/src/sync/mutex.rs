@@ -75,6 +75,7 @@ use std::sync::atomic::{AtomicU32, AtomicUsize};
 
 use super::owner::{self, Held};
 use super::waiter::{Entry, Site, SpinLock, WaitList, Waiter};
+use crate::waits::WaitsOn;
 
 const LOCKED: u32 = 1;
 const QUEUED: u32 = 2;
@@ -331,7 +332,8 @@ impl<T: ?Sized> Mutex<T> {
             let entry = Entry::enter();
             // SAFETY: `abandon` takes these two parts, which live as long as
             // the mutex, and every waiter leaves before the mutex can go.
-            let site = unsafe { Site::new(abandon, &self.state, Some(&self.waiters)) };
+            let site = unsafe { Site::new(abandon, &self.state, Some(&self.waiters)) }
+                .describing(WaitsOn::Mutex, self);
             let me = entry.waiter(site);
             {
                 let mut list = self.waiters.lock_entered(&entry);
@@ -359,7 +361,6 @@ impl<T: ?Sized> Mutex<T> {
                     }
                 }
             }
-            let _waits = crate::waits::on(crate::waits::WaitsOn::Mutex, self);
             entry.wait(&me);
             woken_before = true;
             spins = 0;

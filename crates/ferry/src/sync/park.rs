@@ -33,6 +33,7 @@ use std::sync::atomic::{AtomicUsize, fence};
 use ferry_queue::wait::Wait;
 
 use super::waiter::{Entry, Site, SpinLock, WaitList, Waiter};
+use crate::waits::WaitsOn;
 
 /// Tries of `ready` (with the spin hint between them) before a waiter queues
 /// itself and parks.
@@ -124,7 +125,10 @@ impl Wait for ParkWait {
                 let entry = Entry::enter();
                 // SAFETY: `abandon` takes a strategy, which outlives its
                 // waits.
-                me = entry.waiter(unsafe { Site::new(ParkWait::abandon, self, None::<&()>) });
+                me = entry.waiter(
+                    unsafe { Site::new(ParkWait::abandon, self, None::<&()>) }
+                        .describing(WaitsOn::Queue, self),
+                );
                 let mut list = self.list.lock_entered(&entry);
                 // SAFETY: `me` is in no list and stays on this frame until it
                 // is out again: either a notifier popped it (then the wait
@@ -152,7 +156,6 @@ impl Wait for ParkWait {
                 }
                 return r;
             }
-            let _waits = crate::waits::on(crate::waits::WaitsOn::Queue, self);
             Entry::enter().wait(&me);
         }
     }

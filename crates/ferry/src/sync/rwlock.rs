@@ -47,6 +47,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 use super::waiter::{Entry, Site, SpinLock, WaitList, Waiter};
+use crate::waits::WaitsOn;
 
 const WRITER: usize = 1;
 const QUEUED: usize = 2;
@@ -211,7 +212,7 @@ impl<T: ?Sized> RwLock<T> {
             }
         }
         let entry = Entry::enter();
-        let me = entry.waiter(self.site());
+        let me = entry.waiter(self.site(WaitsOn::RwLockRead));
         {
             let mut q = self.queues.lock_entered(&entry);
             let mut s = self.state.load(Relaxed);
@@ -237,7 +238,6 @@ impl<T: ?Sized> RwLock<T> {
             unsafe { q.readers.push_back(&me) };
         }
         // Woken = granted: the state already counts us as a reader.
-        let _waits = crate::waits::on(crate::waits::WaitsOn::RwLockRead, self);
         entry.wait(&me);
     }
 
@@ -254,7 +254,7 @@ impl<T: ?Sized> RwLock<T> {
             }
         }
         let entry = Entry::enter();
-        let me = entry.waiter(self.site());
+        let me = entry.waiter(self.site(WaitsOn::RwLockWrite));
         {
             let mut q = self.queues.lock_entered(&entry);
             let mut s = self.state.load(Relaxed);
@@ -277,15 +277,15 @@ impl<T: ?Sized> RwLock<T> {
             unsafe { q.writers.push_back(&me) };
         }
         // Woken = granted: the state already says `WRITER` for us.
-        let _waits = crate::waits::on(crate::waits::WaitsOn::RwLockWrite, self);
         entry.wait(&me);
     }
 
-    /// The site this lock's waits are left through (see the module docs).
-    fn site(&self) -> Site {
+    /// The site this lock's waits (to read or to write: `what`) are left
+    /// through (see the module docs).
+    fn site(&self, what: WaitsOn) -> Site {
         // SAFETY: `abandon` takes these two parts, which live as long as the
         // lock, and every waiter leaves before the lock can go.
-        unsafe { Site::new(abandon, &self.state, Some(&self.queues)) }
+        unsafe { Site::new(abandon, &self.state, Some(&self.queues)) }.describing(what, self)
     }
 
     fn read_unlock(&self) {

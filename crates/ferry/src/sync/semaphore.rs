@@ -32,6 +32,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 use super::waiter::{Entry, Site, SpinLock, WaitList, Waiter};
+use crate::waits::WaitsOn;
 
 const QUEUED: usize = 1;
 const PERMIT: usize = 2;
@@ -144,7 +145,10 @@ impl Semaphore {
         }
         let entry = Entry::enter();
         // SAFETY: `abandon` takes a semaphore, which outlives its waits.
-        let me = entry.waiter(unsafe { Site::new(Semaphore::abandon, self, None::<&()>) });
+        let me = entry.waiter(
+            unsafe { Site::new(Semaphore::abandon, self, None::<&()>) }
+                .describing(WaitsOn::Semaphore, self),
+        );
         {
             let mut list = self.waiters.lock_entered(&entry);
             let mut s = self.state.load(Relaxed);
@@ -170,7 +174,6 @@ impl Semaphore {
             unsafe { list.push_back(&me) };
         }
         // Woken = handed a permit.
-        let _waits = crate::waits::on(crate::waits::WaitsOn::Semaphore, self);
         entry.wait(&me);
     }
 

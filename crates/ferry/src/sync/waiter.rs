@@ -92,6 +92,7 @@ use std::sync::atomic::Ordering::{Acquire, Release};
 pub(crate) use super::spin::SpinLock;
 use crate::processor::{self, Entered};
 use crate::thread::{Header, Unparker, WaitRecord, register_wait, unregister_wait};
+use crate::waits::WaitsOn;
 
 /// One entry into the runtime for a whole wait or wake of a primitive.
 ///
@@ -171,11 +172,18 @@ impl Entry {
 /// `at` and `aux` point at the primitive (or at its parts, for a generic
 /// one whose address is not a thin pointer); the primitive outlives every
 /// wait in it.
+///
+/// A site also says, for the deadlock report, what a thread waiting in it
+/// waits on ([`Site::describing`]; `crate::waits`' code and the object's
+/// address), carried in the waiter's registered record: the report reads
+/// it there, so the wait path pays no store of its own for it.
 #[derive(Clone, Copy)]
 pub(crate) struct Site {
     abandon: unsafe fn(*const (), *const (), &Waiter) -> bool,
     at: *const (),
     aux: *const (),
+    what: u32,
+    obj: usize,
 }
 
 impl Site {
@@ -195,7 +203,17 @@ impl Site {
             abandon,
             at: ptr::from_ref(at).cast(),
             aux: aux.map_or(ptr::null(), |b| ptr::from_ref(b).cast()),
+            what: 0,
+            obj: 0,
         }
+    }
+
+    /// The site, saying that its waiters wait on `what` at `obj`.
+    #[inline]
+    pub(crate) fn describing<O: ?Sized>(mut self, what: WaitsOn, obj: &O) -> Site {
+        self.what = what as u32;
+        self.obj = ptr::from_ref(obj).cast::<()>() as usize;
+        self
     }
 }
 
@@ -235,7 +253,7 @@ impl Waiter {
     #[inline]
     fn with(unparker: Unparker, site: Site) -> Waiter {
         Waiter {
-            record: WaitRecord::new(Waiter::abandon_record),
+            record: WaitRecord::describing(Waiter::abandon_record, site.what, site.obj),
             unparker: UnsafeCell::new(ManuallyDrop::new(unparker)),
             next: Cell::new(ptr::null()),
             prev: Cell::new(ptr::null()),

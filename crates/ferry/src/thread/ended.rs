@@ -49,16 +49,67 @@ pub(crate) struct WaitRecord {
     abandon: unsafe fn(&WaitRecord) -> bool,
     /// The record registered before this one, or null.
     outer: Cell<*const WaitRecord>,
+    /// What the thread waits on, for the deadlock report (`crate::waits`'
+    /// code and the object's address or a thread id); code 0 for a record
+    /// that is no wait of the thread's own (a batch it is waking).
+    what: u32,
+    on: usize,
 }
 
 impl WaitRecord {
-    /// A record that `abandon` undoes.
+    /// A record that `abandon` undoes, of no wait of the thread's own.
     pub(crate) const fn new(abandon: unsafe fn(&WaitRecord) -> bool) -> WaitRecord {
+        WaitRecord::describing(abandon, 0, 0)
+    }
+
+    /// A record that `abandon` undoes, of the thread's wait `what` on `on`
+    /// (as `crate::waits` words them).
+    pub(crate) const fn describing(
+        abandon: unsafe fn(&WaitRecord) -> bool,
+        what: u32,
+        on: usize,
+    ) -> WaitRecord {
         WaitRecord {
             abandon,
             outer: Cell::new(ptr::null()),
+            what,
+            on,
         }
     }
+
+    /// A record of a wait with nothing to undo at termination (a join: the
+    /// joined thread holds no pointer into the waiter's stack).
+    pub(crate) const fn nothing_to_undo(what: u32, on: usize) -> WaitRecord {
+        WaitRecord::describing(nothing_to_abandon, what, on)
+    }
+}
+
+/// `abandon` of a record with nothing to undo.
+///
+/// # Safety
+/// None needed; `unsafe` for the record's function type.
+unsafe fn nothing_to_abandon(_: &WaitRecord) -> bool {
+    true
+}
+
+/// What the thread of `header` waits on, by its innermost registered
+/// record that describes a wait: `(code, on)` as `crate::waits` words them.
+///
+/// # Safety
+/// The thread of `header` is not running (parked or held) and stays so
+/// while this reads: its records are live and unchanging.
+pub(crate) unsafe fn waits_on(header: &Header) -> Option<(u32, usize)> {
+    let mut r = header.waits.load(Acquire).cast_const();
+    while let Some(rec) = NonNull::new(r.cast_mut()) {
+        // SAFETY: a registered record is live until unregistered, and the
+        // thread, not running, unregisters nothing meanwhile.
+        let rec = unsafe { rec.as_ref() };
+        if rec.what != 0 {
+            return Some((rec.what, rec.on));
+        }
+        r = rec.outer.get();
+    }
+    None
 }
 
 /// Registers `r` as the thread's innermost wait.

@@ -140,7 +140,10 @@ mod atomic {
     pub(crate) use std::sync::atomic::{AtomicU32, Ordering};
 }
 
-pub(crate) use ended::{WaitRecord, register as register_wait, unregister as unregister_wait};
+pub(crate) use ended::{
+    WaitRecord, register as register_wait, unregister as unregister_wait,
+    waits_on as thread_waits_on,
+};
 pub use local::LocalKey;
 use local::LocalTable;
 pub(crate) use park_word::finish_parking;
@@ -639,17 +642,6 @@ impl Thread {
             .map(|s| s.bottom() as usize..s.top() as usize)
     }
 
-    /// The guard-registry slot of this thread's stack (`None` for an
-    /// adopted thread, which runs on a stack ferry does not own).
-    ///
-    /// # Safety
-    /// `self` is the calling thread, running: only it and the processor
-    /// that takes its stack at its end touch the field.
-    pub(crate) unsafe fn own_stack_slot(&self) -> Option<u32> {
-        // SAFETY: the caller's contract.
-        unsafe { (*self.header().stack.get()).as_ref() }.map(Stack::registry_slot)
-    }
-
     /// Takes the stack out of an exited thread.
     ///
     /// # Safety
@@ -883,13 +875,29 @@ impl<T> JoinHandle<T> {
             if matches!(&me, Unparker::Ferry(t) if t.ptr == self.raw.thread_ptr()) {
                 return Err(self);
             }
+            // For the deadlock report: what this thread waits on.
+            let mine = match &me {
+                Unparker::Ferry(t) => Some(t.ptr),
+                Unparker::Kernel(_) => None,
+            };
             if self.raw.register(me) {
-                let _waits = crate::waits::join(self.thread().id());
+                let id = usize::try_from(self.thread().id().as_u64()).unwrap_or(usize::MAX);
+                let record = WaitRecord::nothing_to_undo(crate::waits::WaitsOn::Join as u32, id);
+                if let Some(h) = mine {
+                    // SAFETY: `h` is the calling thread's own block (it is
+                    // running), and `record` stays in place until it is
+                    // unregistered below.
+                    unsafe { register_wait(h.as_ref(), &record) };
+                }
                 // Spurious returns from `park` are possible; `COMPLETE` is
                 // the truth. A token left behind only makes a later `park`
                 // return once, which every caller of `park` tolerates.
                 while !self.raw.is_complete() {
                     park();
+                }
+                if let Some(h) = mine {
+                    // SAFETY: as above; the calling thread's own block.
+                    unsafe { unregister_wait(h.as_ref(), &record) };
                 }
             }
         }
@@ -1132,12 +1140,13 @@ impl Builder {
         T: Send + 'static,
     {
         stack.set_owner_tagged(id.0, self.name.as_deref(), self.tag);
-        crate::waits::set_runtime(&stack, &shared);
         // SAFETY: the stack is fresh or reused (nothing runs on it), and it
         // stays in the thread's block until the thread has exited and
         // switched away.
         let context = unsafe { arch::prepare(stack.top(), thread_entry, std::ptr::null_mut()) };
-        raw::new(
+        let slot = stack.registry_slot();
+        let runtime = Arc::as_ptr(&shared) as usize;
+        let (thread, join) = raw::new(
             block,
             raw::Spec {
                 id,
@@ -1149,7 +1158,9 @@ impl Builder {
                 tag: self.tag,
             },
             f,
-        )
+        );
+        crate::waits::set_thread(slot, runtime, thread.ptr);
+        (thread, join)
     }
 }
 
