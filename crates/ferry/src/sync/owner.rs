@@ -60,11 +60,30 @@ pub(crate) fn mark() -> usize {
     &here as *const u8 as usize
 }
 
+/// How far above the caller's own frame a mark is taken as the caller's
+/// without asking for its stack: one page. Above a stack's top, within a
+/// page, lies either more of the same stack, the guard of the next ferry
+/// stack (at least 64 KiB, never a mark), or a pthread stack's own thread
+/// control block; so a mark this close is on the caller's stack.
+const NEAR: usize = 4096;
+
 /// Whether `mark` (a lock's recorded mark, or zero) is on the caller's stack.
+#[inline]
 pub(crate) fn caller_holds(mark: usize) -> Held {
     if mark == 0 {
         return Held::No;
     }
+    // The usual case, a lock released or waited on from the frame that
+    // took it (or one near it): no entry into the runtime, no lookup.
+    if mark.wrapping_sub(self::mark()) < NEAR {
+        return Held::Yes;
+    }
+    caller_holds_slow(mark)
+}
+
+/// [`caller_holds`] by the caller's whole stack.
+#[cold]
+fn caller_holds_slow(mark: usize) -> Held {
     match caller_stack() {
         Some(r) if r.contains(&mark) => Held::Yes,
         Some(_) => Held::No,
