@@ -32,10 +32,17 @@ struct Refusing;
 
 thread_local! {
     static REFUSE: Cell<bool> = const { Cell::new(false) };
+    /// Requests still to refuse on this kernel thread, whatever runs on it.
+    static REFUSE_NEXT: Cell<u32> = const { Cell::new(0) };
 }
 
 fn refusing() -> bool {
     REFUSE.with(Cell::get)
+        || REFUSE_NEXT.with(|n| {
+            let left = n.get();
+            n.set(left.saturating_sub(1));
+            left > 0
+        })
 }
 
 // SAFETY: forwards to `System`, or returns null (a refusal, which the
@@ -116,6 +123,11 @@ const CASES: &[Case] = &[
     Case {
         name: "waking_threads_without_memory_loses_none",
         run: waking_threads_without_memory_loses_none,
+        expect: Expect::Success,
+    },
+    Case {
+        name: "blocking_calls_returning_without_memory_lose_nothing",
+        run: blocking_calls_returning_without_memory_lose_nothing,
         expect: Expect::Success,
     },
     Case {
@@ -287,6 +299,36 @@ fn waking_threads_without_memory_loses_none() {
             waker.join().unwrap();
             for (i, w) in waiters.into_iter().enumerate() {
                 assert_eq!(w.join().unwrap(), i);
+            }
+        })
+        .unwrap();
+}
+
+/// A blocking call that outlasts the handoff gives its processor away; on
+/// return the thread is handed back through the runtime's upcall queue, on
+/// the kernel thread that made the call. With that kernel thread's next
+/// allocations refused (the queue's growth among them), every thread still
+/// comes back.
+fn blocking_calls_returning_without_memory_lose_nothing() {
+    Runtime::builder()
+        .processors(1)
+        .handoff_after(Duration::from_micros(20))
+        .run(|| {
+            let threads: Vec<_> = (0..8)
+                .map(|i| {
+                    ferry::spawn(move || {
+                        ferry::blocking(|| {
+                            std::thread::sleep(Duration::from_millis(5));
+                            // Whatever this kernel thread allocates next
+                            // (the handback first) is refused twice.
+                            REFUSE_NEXT.with(|n| n.set(2));
+                        });
+                        i
+                    })
+                })
+                .collect();
+            for (i, t) in threads.into_iter().enumerate() {
+                assert_eq!(t.join().unwrap(), i);
             }
         })
         .unwrap();

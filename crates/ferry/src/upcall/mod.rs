@@ -113,8 +113,19 @@ impl Upcalls {
     }
 
     /// Posts an event caused at `at`; the caller then notifies processors.
+    ///
+    /// Never aborts and never drops the event (an `Unblocked` event carries
+    /// its thread): when the queue cannot grow because memory is short, the
+    /// posting kernel thread (an activation between its own kernel call and
+    /// its next assignment, or a processor leaving the set) waits a
+    /// millisecond at a time for memory, instead of aborting the process.
     pub(crate) fn post(&self, event: Posted, at: Instant) {
         let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        while q.try_reserve(1).is_err() {
+            drop(q);
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        }
         q.push_back((event, at));
         self.len.store(q.len(), Relaxed);
     }
