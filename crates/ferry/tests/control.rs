@@ -9,6 +9,9 @@ use std::time::Duration;
 
 use ferry::thread::Suspension;
 
+mod common;
+use common::WATCHDOG;
+
 fn rt(n: usize) -> ferry::Builder {
     let mut b = ferry::Runtime::builder();
     b.processors(n);
@@ -353,30 +356,13 @@ fn terminating_a_finished_thread_gives_the_value_back() {
 // terminated and aborted. Each runtime runs under a watchdog (as in
 // `sync.rs`): a stop that never comes fails the test instead of hanging it.
 
-/// How long one runtime of these tests may take before the test fails.
-const WATCHDOG: Duration = Duration::from_secs(60);
-
 /// Runs `f` as the first thread of a runtime of `n` processors with no
 /// time slice (whatever `FERRY_TIME_SLICE` says), under the watchdog.
 fn unsliced<T: Send + 'static>(what: &str, n: usize, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let k = std::thread::spawn(move || {
-        let value = rt(n).time_slice(None).run(f).unwrap();
-        let _ = tx.send(value);
-    });
-    match rx.recv_timeout(WATCHDOG) {
-        Ok(value) => {
-            k.join().unwrap();
-            value
-        }
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => match k.join() {
-            Err(p) => std::panic::resume_unwind(p),
-            Ok(()) => unreachable!("the runtime thread ended without sending"),
-        },
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-            panic!("{what}: hung for {WATCHDOG:?}: a thread that was told to stop did not")
-        }
-    }
+    let what = format!("{what}: a thread that was told to stop did not");
+    common::within(WATCHDOG, &what, move || {
+        rt(n).time_slice(None).run(f).unwrap()
+    })
 }
 
 /// Spawns a thread that counts in a loop that never switches, until `stop`.

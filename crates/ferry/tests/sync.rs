@@ -16,8 +16,8 @@ use ferry::sync::{
     TrySendError, WouldDeadlock, channel,
 };
 
-/// How long any one runtime of a test may take before the test fails.
-const WATCHDOG: Duration = Duration::from_secs(60);
+mod common;
+use common::WATCHDOG;
 
 /// Runs `f` on a runtime of 1 processor, then of 2, each under the watchdog.
 fn on_one_and_two(f: impl Fn(usize) + Send + Sync + Clone + 'static) {
@@ -32,23 +32,11 @@ fn on_one_and_two(f: impl Fn(usize) + Send + Sync + Clone + 'static) {
 /// Runs `f` on its own kernel thread and fails if it does not finish in time
 /// (the hung thread is abandoned; the test binary exits anyway).
 fn within(limit: Duration, what: &str, f: impl FnOnce() + Send + 'static) {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let k = std::thread::spawn(move || {
-        f();
-        let _ = tx.send(());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(()) => k.join().unwrap(),
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-            // `f` panicked: pass the panic on.
-            if let Err(p) = k.join() {
-                std::panic::resume_unwind(p);
-            }
-        }
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-            panic!("hung for {limit:?} on {what}: lost wakeup or blocked processor")
-        }
-    }
+    common::within(
+        limit,
+        &format!("{what}: lost wakeup or blocked processor"),
+        f,
+    );
 }
 
 /// A plain kernel thread started from a ferry thread, joinable without

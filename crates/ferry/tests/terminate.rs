@@ -15,20 +15,21 @@ use std::time::Duration;
 use ferry::sync::{Barrier, Condvar, Mutex, RwLock, Semaphore};
 use ferry::thread::Suspension;
 
+mod common;
+use common::WATCHDOG;
+
 /// Runs `f` as a one-processor runtime's first thread; fails if it has
 /// not returned within a minute (a thread slept for ever).
 fn within_deadline(f: impl FnOnce() + Send + 'static) {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut b = ferry::Runtime::builder();
-        b.processors(1).time_slice(None);
-        let r = b.run(f);
-        let _ = tx.send(r.map_err(|e| e.to_string()));
-    });
-    match rx.recv_timeout(Duration::from_secs(60)) {
-        Ok(r) => r.unwrap(),
-        Err(_) => panic!("a waiter slept for ever: the wakeup was lost"),
-    }
+    common::within(
+        WATCHDOG,
+        "a waiter slept for ever: the wakeup was lost",
+        move || {
+            let mut b = ferry::Runtime::builder();
+            b.processors(1).time_slice(None);
+            b.run(f).unwrap();
+        },
+    );
 }
 
 /// Lets every other runnable thread run until it blocks.

@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use ferry::Runtime;
 
+mod common;
+
 /// Runs `f` on a runtime of 1 processor, then of 2.
 fn on_one_and_two<T: Send + 'static>(f: impl Fn() -> T + Send + Sync + Clone + 'static) {
     for n in [1, 2] {
@@ -813,20 +815,7 @@ fn eventually_yielding(cond: impl Fn() -> bool) {
 
 /// Runs `f` on its own kernel thread; fails if it takes more than 60 s.
 fn within(what: &str, f: impl FnOnce() + Send + 'static) {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let k = std::thread::spawn(move || {
-        f();
-        let _ = tx.send(());
-    });
-    match rx.recv_timeout(std::time::Duration::from_secs(60)) {
-        Ok(()) => k.join().unwrap(),
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-            if let Err(p) = k.join() {
-                std::panic::resume_unwind(p);
-            }
-        }
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("hung on {what}"),
-    }
+    common::within(common::WATCHDOG, what, f);
 }
 
 /// `main` ending while other threads only yield (waiting for something

@@ -12,27 +12,12 @@ use std::time::Duration;
 use ferry::sync::{Mutex, SpinLock};
 use ferry::{Handle, Runtime};
 
-/// How long any one runtime of a test may take before the test fails.
-const WATCHDOG: Duration = Duration::from_secs(60);
+mod common;
+use common::WATCHDOG;
 
 /// Runs `f` on its own kernel thread and fails if it does not finish in time.
 fn within(what: &str, f: impl FnOnce() + Send + 'static) {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let k = std::thread::spawn(move || {
-        f();
-        let _ = tx.send(());
-    });
-    match rx.recv_timeout(WATCHDOG) {
-        Ok(()) => k.join().unwrap(),
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-            if let Err(p) = k.join() {
-                std::panic::resume_unwind(p);
-            }
-        }
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-            panic!("hung for {WATCHDOG:?} on {what}: a processor stalled")
-        }
-    }
+    common::within(WATCHDOG, &format!("{what}: a processor stalled"), f);
 }
 
 /// A thread that counts and yields until told to stop.

@@ -12,15 +12,14 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::net::Shutdown;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use ferry::Runtime;
 use ferry::fs::{self, File, OpenOptions};
 use ferry::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use ferry::process;
 
-/// How long any one runtime of a test may take before the test fails.
-const WATCHDOG: Duration = Duration::from_secs(60);
+mod common;
+use common::WATCHDOG;
 
 /// Processors of every test runtime: one, so that a thread blocked in the
 /// kernel would stop every other thread if its processor were not handed
@@ -30,25 +29,10 @@ const PROCESSORS: usize = 1;
 /// Runs `f` as the first thread of a one-processor runtime, under the
 /// watchdog, and returns its result.
 fn on_one_processor<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let k = std::thread::spawn(move || {
-        let value = Runtime::builder().processors(PROCESSORS).run(f).unwrap();
-        let _ = tx.send(value);
-    });
-    match rx.recv_timeout(WATCHDOG) {
-        Ok(value) => {
-            k.join().unwrap();
-            value
-        }
-        // The runtime thread panicked: pass the panic on.
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => match k.join() {
-            Err(p) => std::panic::resume_unwind(p),
-            Ok(()) => unreachable!("the runtime thread ended without sending"),
-        },
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-            panic!("{what}: hung for {WATCHDOG:?}: a blocked processor or a lost wakeup")
-        }
-    }
+    let what = format!("{what}: a blocked processor or a lost wakeup");
+    common::within(WATCHDOG, &what, move || {
+        Runtime::builder().processors(PROCESSORS).run(f).unwrap()
+    })
 }
 
 /// A path in the temporary directory unique to this process and `name`,
