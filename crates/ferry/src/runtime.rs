@@ -717,7 +717,7 @@ impl Builder {
     /// # Panics
     /// If the calling kernel thread already runs ferry threads.
     pub fn adopt(&self) -> io::Result<Handle> {
-        self.adopt_on(crate::sync::owner::caller_stack())
+        self.adopt_on(crate::thread::caller_stack())
     }
 
     /// [`adopt`](Builder::adopt), for a flow that runs on `stack` (what
@@ -763,7 +763,7 @@ impl Builder {
         // (queued by the driver only once it runs) keeps in place; `driver`
         // was just prepared and is resumed once.
         let _p = unsafe { thread::switch_in_adopted(from, &driver, header) };
-        crate::sync::owner::note_adopted_stack(stack);
+        crate::thread::note_adopted_stack(stack);
         Ok(Handle { shared })
     }
 
@@ -784,7 +784,7 @@ impl Builder {
     pub unsafe fn adopt_after_fork(&self) -> io::Result<Handle> {
         // The stack the flow runs on, read through the parent's state (the
         // forking thread's header) before that state is abandoned.
-        let stack = crate::sync::owner::caller_stack();
+        let stack = crate::thread::caller_stack();
         // SAFETY: the caller's contract: a fork child, nothing else of
         // ferry's has run in it.
         unsafe { upcall::forget_local() };

@@ -96,7 +96,7 @@ pub(crate) fn describe_threads(shared: &Shared) -> Vec<String> {
         // the block is still alive), and the caller makes sure no thread of
         // the runtime runs: the block is alive and its thread parked or held.
         let waits = NonNull::new(thread as *mut Header)
-            .and_then(|h| unsafe { thread_waits_on(h.as_ref()) });
+            .and_then(|h| unsafe { thread_waits_on(&h.as_ref().waits) });
         let (code, on) = waits.unwrap_or((0, 0));
         threads.push((
             id,

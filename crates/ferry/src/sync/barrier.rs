@@ -20,7 +20,8 @@
 
 use std::fmt;
 
-use super::waiter::{Entry, Site, SpinLock, WaitList, Waiter};
+use super::spin::SpinLock;
+use super::waiter::{Entry, Site, WaitList, Waiter};
 use crate::waits::WaitsOn;
 
 struct State {

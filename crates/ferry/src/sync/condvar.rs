@@ -33,7 +33,8 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::mutex::{Mutex, MutexGuard, NotOwner};
 use super::owner::Held;
-use super::waiter::{Entry, Site, SpinLock, WaitList, Waiter};
+use super::spin::SpinLock;
+use super::waiter::{Entry, Site, WaitList, Waiter};
 use crate::waits::WaitsOn;
 
 /// A condition variable for [`Mutex`], for ferry threads and plain kernel

@@ -74,7 +74,8 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicU32, AtomicUsize};
 
 use super::owner::{self, Held};
-use super::waiter::{Entry, Site, SpinLock, WaitList, Waiter};
+use super::spin::SpinLock;
+use super::waiter::{Entry, Site, WaitList, Waiter};
 use crate::waits::WaitsOn;
 
 const LOCKED: u32 = 1;

@@ -22,7 +22,7 @@
 //! | the caller | its stack | found by |
 //! |------------|-----------|----------|
 //! | a ferry thread ferry spawned | its ferry stack | the thread's header, inside an entry into the runtime |
-//! | the first thread of [`crate::Builder::adopt`] | the stack its flow ran on before it was adopted: the kernel thread's (or, in a fork child, the ferry thread's that forked) | [`note_adopted_stack`], called by the adoption, into a ferry thread-local |
+//! | the first thread of [`crate::Builder::adopt`] | the stack its flow ran on before it was adopted: the kernel thread's (or, in a fork child, the ferry thread's that forked) | `thread::note_adopted_stack`, called by the adoption, into a ferry thread-local |
 //! | a plain kernel thread (or a kernel thread between ferry threads) | its pthread stack | `pthread_getattr_np`, once per kernel thread |
 //!
 //! The stacks of live threads are disjoint, so a mark lies on one live
@@ -35,10 +35,7 @@
 //! ([`Held::No`] for the raw checks) — locking in a signal handler is not
 //! allowed anyway.
 
-use std::cell::Cell;
-use std::ops::Range;
-
-use crate::processor;
+use crate::thread::caller_stack;
 
 /// Whether the caller holds a lock, by its mark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,64 +85,5 @@ fn caller_holds_slow(mark: usize) -> Held {
         Some(r) if r.contains(&mark) => Held::Yes,
         Some(_) => Held::No,
         None => Held::Unknown,
-    }
-}
-
-crate::thread_local! {
-    /// The stack range an adopted flow runs on (ferry did not make it, so
-    /// its header has none); set by [`note_adopted_stack`].
-    static ADOPTED_STACK: Cell<Option<(usize, usize)>> = Cell::new(None);
-}
-
-std::thread_local! {
-    /// The calling kernel thread's pthread stack, once asked.
-    static KERNEL_STACK: Cell<Option<Option<(usize, usize)>>> = const { Cell::new(None) };
-}
-
-/// The range of the stack the caller runs on, if known.
-pub(crate) fn caller_stack() -> Option<Range<usize>> {
-    if let Some(e) = processor::enter()
-        && let Some(t) = e.p.current_ref()
-    {
-        if let Some(r) = t.stack_range() {
-            return Some(r);
-        }
-        // An adopted flow: the entry must not be held across the
-        // thread-local's lookup, which enters on its own.
-        drop(e);
-        return ADOPTED_STACK.with(Cell::get).map(|(lo, hi)| lo..hi);
-    }
-    let (lo, hi) = KERNEL_STACK.with(|c| {
-        if let Some(known) = c.get() {
-            return known;
-        }
-        let asked = kernel_thread_stack();
-        c.set(Some(asked));
-        asked
-    })?;
-    Some(lo..hi)
-}
-
-/// Records `stack` as the range the calling (just adopted) ferry thread runs
-/// on; `Builder::adopt` calls it with what [`caller_stack`] said before the
-/// adoption.
-pub(crate) fn note_adopted_stack(stack: Option<Range<usize>>) {
-    ADOPTED_STACK.with(|c| c.set(stack.map(|r| (r.start, r.end))));
-}
-
-/// The calling kernel thread's stack as the C library describes it.
-fn kernel_thread_stack() -> Option<(usize, usize)> {
-    let mut attr = std::mem::MaybeUninit::<libc::pthread_attr_t>::uninit();
-    // SAFETY: `attr` is written by a successful `pthread_getattr_np`, read
-    // only then, and destroyed once.
-    unsafe {
-        if libc::pthread_getattr_np(libc::pthread_self(), attr.as_mut_ptr()) != 0 {
-            return None;
-        }
-        let mut base = std::ptr::null_mut();
-        let mut size = 0;
-        let got = libc::pthread_attr_getstack(attr.as_ptr(), &mut base, &mut size);
-        libc::pthread_attr_destroy(attr.as_mut_ptr());
-        (got == 0 && size != 0).then(|| (base as usize, base as usize + size))
     }
 }

@@ -32,7 +32,8 @@ use std::sync::atomic::{AtomicUsize, fence};
 
 use ferry_queue::wait::Wait;
 
-use super::waiter::{Entry, Site, SpinLock, WaitList, Waiter};
+use super::spin::SpinLock;
+use super::waiter::{Entry, Site, WaitList, Waiter};
 use crate::waits::WaitsOn;
 
 /// Tries of `ready` (with the spin hint between them) before a waiter queues

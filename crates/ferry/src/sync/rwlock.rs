@@ -46,7 +46,8 @@ use std::ops::{Deref, DerefMut};
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
-use super::waiter::{Entry, Site, SpinLock, WaitList, Waiter};
+use super::spin::SpinLock;
+use super::waiter::{Entry, Site, WaitList, Waiter};
 use crate::waits::WaitsOn;
 
 const WRITER: usize = 1;

@@ -1,11 +1,11 @@
 //! The parts every blocking primitive of [`crate::sync`] is built from
-//! besides its [`SpinLock`] (`spin`): an intrusive FIFO of [`Waiter`]s that
+//! besides its [`SpinLock`](super::SpinLock) (`spin`): an intrusive FIFO of [`Waiter`]s that
 //! live on the (parked) stacks of their threads, the park loop, and how a
 //! terminated thread's waiter leaves.
 //!
 //! This room owns *how* a thread waits and is woken; it never decides *who*
 //! is woken (each primitive does), and nothing here parks, switches or calls
-//! out while a [`SpinLock`] is held.
+//! out while a [`SpinLock`](super::SpinLock) is held.
 //!
 //! # A waiter's life
 //!
@@ -74,7 +74,7 @@
 //!
 //! Naming the waiting thread, holding a spinlock, parking and queuing a
 //! woken thread each need the kernel thread's critical level (see
-//! [`SpinLock`]). A primitive enters once with an [`Entry`] and runs all of
+//! [`SpinLock`](super::SpinLock)). A primitive enters once with an [`Entry`] and runs all of
 //! its steps inside that level: a condition variable's wait enters once
 //! instead of three times, its signal once instead of twice. The level is
 //! never held across the program's code (`ParkWait`'s `ready` closure runs
@@ -89,7 +89,6 @@ use std::ptr::{self, NonNull};
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::{Acquire, Release};
 
-pub(crate) use super::spin::SpinLock;
 use crate::processor::{self, Entered};
 use crate::thread::{Header, Unparker, WaitRecord, register_wait, unregister_wait};
 use crate::waits::WaitsOn;
@@ -97,10 +96,10 @@ use crate::waits::WaitsOn;
 /// One entry into the runtime for a whole wait or wake of a primitive.
 ///
 /// Blocking takes three steps that each need the calling thread's critical
-/// level (see [`SpinLock`]): naming the thread for its [`Waiter`], holding
+/// level (see [`SpinLock`](super::SpinLock)): naming the thread for its [`Waiter`], holding
 /// the primitive's spinlock, and parking; waking takes two (the spinlock, and
 /// queuing the woken thread). An `Entry` enters once and the steps run
-/// inside that one level: [`Entry::waiter`], [`SpinLock::lock_entered`],
+/// inside that one level: [`Entry::waiter`], [`SpinLock::lock_entered`](super::SpinLock::lock_entered),
 /// then [`Entry::wait`] or [`Entry::unpark`]. On a plain kernel thread (or
 /// an activation between processors) it holds nothing, and each step enters
 /// on its own as it would without it.
@@ -285,7 +284,7 @@ impl Waiter {
             // SAFETY: only the waiter's own thread links it (every caller of
             // `push_*` pushes its own waiter), and a linked waiter stays put
             // until it is out again and dropped, which unregisters it.
-            unsafe { register_wait(h, &self.record) };
+            unsafe { register_wait(&h.waits, &self.record) };
         }
     }
 
@@ -343,7 +342,7 @@ impl Drop for Waiter {
     fn drop(&mut self) {
         if let Some(h) = self.thread_header() {
             // SAFETY: a waiter is dropped by its own thread, running.
-            unsafe { unregister_wait(h, &self.record) };
+            unsafe { unregister_wait(&h.waits, &self.record) };
         }
         // SAFETY: dropped once, here (the terminator's drop happens only on
         // a thread that never runs again, so never before this one).
@@ -363,7 +362,7 @@ impl Wake {
 }
 
 /// A FIFO of waiters, linked through the waiters themselves. Lives inside a
-/// [`SpinLock`] (or is a detached batch owned by one waker).
+/// [`SpinLock`](super::SpinLock) (or is a detached batch owned by one waker).
 pub(crate) struct WaitList {
     head: *const Waiter,
     tail: *const Waiter,
@@ -544,7 +543,7 @@ impl WaitList {
         if let Some(h) = me {
             // SAFETY: our own block, alive while we run; `batch` stays on
             // this frame until unregistered below.
-            unsafe { register_wait(h.as_ref(), &batch.record) };
+            unsafe { register_wait(&h.as_ref().waits, &batch.record) };
         }
         drop(entry);
         loop {
@@ -559,7 +558,7 @@ impl WaitList {
         }
         if let Some(h) = me {
             // SAFETY: as above.
-            unsafe { unregister_wait(h.as_ref(), &batch.record) };
+            unsafe { unregister_wait(&h.as_ref().waits, &batch.record) };
         }
     }
 }

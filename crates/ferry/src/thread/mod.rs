@@ -129,26 +129,29 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 
+mod caller_stack;
 mod ended;
 mod local;
 mod panic;
 mod park_word;
 mod raw;
+mod wait_record;
 
 /// The atomics `park_word` uses (its loom model swaps in loom's).
 mod atomic {
     pub(crate) use std::sync::atomic::{AtomicU32, Ordering};
 }
 
-pub(crate) use ended::{
-    WaitRecord, register as register_wait, unregister as unregister_wait,
-    waits_on as thread_waits_on,
-};
+pub(crate) use caller_stack::{caller_stack, note_adopted_stack};
 pub use local::LocalKey;
 use local::LocalTable;
 pub(crate) use park_word::finish_parking;
 pub(crate) use raw::Header;
 use raw::RawJoin;
+pub(crate) use wait_record::{
+    WaitRecord, register as register_wait, unregister as unregister_wait,
+    waits_on as thread_waits_on,
+};
 
 pub use crate::sched::Priority;
 pub(crate) use raw::{Block, SmallBlock, Spec, abandon, new as raw_new};
@@ -887,7 +890,7 @@ impl<T> JoinHandle<T> {
                     // SAFETY: `h` is the calling thread's own block (it is
                     // running), and `record` stays in place until it is
                     // unregistered below.
-                    unsafe { register_wait(h.as_ref(), &record) };
+                    unsafe { register_wait(&h.as_ref().waits, &record) };
                 }
                 // Spurious returns from `park` are possible; `COMPLETE` is
                 // the truth. A token left behind only makes a later `park`
@@ -897,7 +900,7 @@ impl<T> JoinHandle<T> {
                 }
                 if let Some(h) = mine {
                     // SAFETY: as above; the calling thread's own block.
-                    unsafe { unregister_wait(h.as_ref(), &record) };
+                    unsafe { unregister_wait(&h.as_ref().waits, &record) };
                 }
             }
         }

@@ -61,8 +61,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, fence};
 
-use super::ended::WaitRecord;
 use super::local::LocalTable;
+use super::wait_record::WaitRecord;
 use super::{Panic, Thread, ThreadId, Unparker};
 use crate::arch::Context;
 use crate::processor::{Entered, Processor};
@@ -105,7 +105,7 @@ pub(crate) struct Header {
     /// Its `thread_local!` values; touched only by the thread itself (and
     /// by its terminator once it has stopped for good).
     pub(crate) locals: UnsafeCell<LocalTable>,
-    /// The innermost wait it registered (see `ended`): written only by the
+    /// The innermost wait it registered (see `wait_record`): written only by the
     /// thread itself, read by its terminator once it has stopped for good.
     pub(crate) waits: AtomicPtr<WaitRecord>,
     /// Whom to wake when the thread completes: written by the joiner before
