@@ -106,37 +106,62 @@ impl<T> RawLock<T> {
         }
     }
 
+    /// Takes the lock, with preemption and thread control's stops held off
+    /// until the guard drops: a holder stopped for good (terminated) would
+    /// keep the lock from every later caller.
     #[inline]
     pub(crate) fn lock(&self) -> RawGuard<'_, T> {
+        let off = ferry_rt::upcall::preemption_off();
         if self
             .locked
             .compare_exchange_weak(false, true, Acquire, Relaxed)
-            .is_err()
+            .is_ok()
         {
-            self.lock_contended();
+            return RawGuard {
+                lock: self,
+                _off: off,
+            };
         }
-        RawGuard { lock: self }
+        drop(off);
+        let off = self.lock_contended();
+        RawGuard {
+            lock: self,
+            _off: off,
+        }
     }
 
+    /// Spins, then yields, until the lock is taken; returns with preemption
+    /// held off (it is let go around each yield: a switch must not carry
+    /// it).
     #[cold]
-    fn lock_contended(&self) {
+    fn lock_contended(&self) -> ferry_rt::upcall::PreemptionOff {
         let mut spins = 0u32;
         loop {
+            let off = ferry_rt::upcall::preemption_off();
             if !self.locked.load(Relaxed)
                 && self
                     .locked
                     .compare_exchange_weak(false, true, Acquire, Relaxed)
                     .is_ok()
             {
-                return;
+                return off;
             }
+            drop(off);
             back_off(&mut spins);
         }
     }
 
-    /// Takes the lock without a guard (before a fork; `spin_lock`).
+    /// Takes the lock without a guard and without holding preemption off
+    /// (before a fork; `spin_lock`, whose holder runs the program's code).
     pub(crate) fn lock_raw(&self) {
-        std::mem::forget(self.lock());
+        let mut spins = 0u32;
+        while self
+            .locked
+            .compare_exchange_weak(false, true, Acquire, Relaxed)
+            .is_err()
+        {
+            back_off(&mut spins);
+        }
     }
 
     /// Takes the lock without a guard if it is free (`spin_try_lock`).
@@ -158,9 +183,11 @@ impl<T> RawLock<T> {
     }
 }
 
-/// Access to a [`RawLock`]'s value; unlocks when dropped.
+/// Access to a [`RawLock`]'s value; unlocks when dropped (then lets
+/// preemption act again).
 pub(crate) struct RawGuard<'a, T> {
     lock: &'a RawLock<T>,
+    _off: ferry_rt::upcall::PreemptionOff,
 }
 
 impl<T> std::ops::Deref for RawGuard<'_, T> {
@@ -335,6 +362,9 @@ struct Locked {
     generation: u32,
     /// The flags to store at the unlock (without `LOCKED`).
     flags: u64,
+    /// Preemption and stops are held off while the slot is locked; let go
+    /// after the unlock (a field drops after `Drop::drop`).
+    _off: ferry_rt::upcall::PreemptionOff,
 }
 
 impl Locked {
@@ -412,6 +442,8 @@ fn lock(h: cthread_t) -> Option<Locked> {
     let s = slot(index)?;
     let mut spins = 0u32;
     loop {
+        // Held off while the slot is locked, as for `RawLock::lock`.
+        let off = ferry_rt::upcall::preemption_off();
         let now = s.state.load(Relaxed);
         if generation_of(now) != generation || now & LIVE == 0 {
             return None;
@@ -426,8 +458,10 @@ fn lock(h: cthread_t) -> Option<Locked> {
                 index,
                 generation,
                 flags: now & FLAGS,
+                _off: off,
             });
         }
+        drop(off);
         back_off(&mut spins);
     }
 }

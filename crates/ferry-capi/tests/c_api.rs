@@ -399,6 +399,21 @@ fn errno_is_per_cthread_under_preemption() {
     );
 }
 
+/// A thread forking and joining without pause, terminated fifty times:
+/// the C API's own locks are never left held by a stopped thread.
+#[test]
+fn terminating_a_forking_thread_leaves_no_lock_held() {
+    for processors in ["1", "2"] {
+        run(
+            "terminate_forker.c",
+            &[
+                ("FERRY_PROCESSORS", processors),
+                ("FERRY_TIME_SLICE", "off"),
+            ],
+        );
+    }
+}
+
 /// Every name in the headers, in one program built with `-Wall -Wextra
 /// -Werror` by gcc and clang.
 #[test]

@@ -129,6 +129,16 @@ impl Detector {
 /// threads), a fingerprint of every processor's switch count, for
 /// [`confirm`] after [`GRACE`].
 pub(crate) fn quiet(shared: &Shared) -> Option<u64> {
+    // The activations first: one that hands its thread back posts the
+    // event before it clears `away` (Release), so a look that finds
+    // `away` clear (Acquire) then finds the event pending.
+    let mut away = false;
+    shared.activations.for_each(|a| {
+        away |= a.away.load(Acquire) || a.orphaned.load(Acquire);
+    });
+    if away {
+        return None;
+    }
     if shared.is_shut_down()
         || shared.timers.until_next().is_some()
         || shared.upcalls.pending()
@@ -153,11 +163,7 @@ pub(crate) fn quiet(shared: &Shared) -> Option<u64> {
     if members == 0 || shared.sleepers() != members {
         return None;
     }
-    let mut away = false;
-    shared.activations.for_each(|a| {
-        away |= a.away.load(Acquire) || a.orphaned.load(Acquire);
-    });
-    (!away).then_some(seen)
+    Some(seen)
 }
 
 /// The second look, [`GRACE`] after [`quiet`] gave `seen`: still quiet, no

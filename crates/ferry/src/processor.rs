@@ -80,7 +80,9 @@ use crate::runtime::Shared;
 use crate::sched::{self, Cx, NextSlot, Policy, Ready, RunQueue, WorkStealing};
 use crate::stack::{Stack, StackCache};
 use crate::sys;
-use crate::thread::{DROPPED, HELD, Header, SUSPENDED, SmallBlock, TERMINATED, Thread, ThreadId};
+use crate::thread::{
+    DROPPED, EXITING, HELD, Header, SUSPENDED, SmallBlock, TERMINATED, Thread, ThreadId,
+};
 use crate::upcall::{self, Activation, Critical, Event, Kind, Posted};
 
 /// A processor looks at the timers at least once per this many switches.
@@ -809,10 +811,11 @@ impl Processor {
         // A suspended thread is held, not run (see `thread`'s docs).
         while next
             .as_ref()
-            .is_some_and(|t| t.header().control.load(Relaxed) & (SUSPENDED | TERMINATED) != 0)
+            .is_some_and(|t| crate::thread::held_back(t.header().control.load(Relaxed)))
         {
             let held = next.take().expect("checked above");
-            if held.header().control.load(Acquire) & TERMINATED != 0 {
+            let c = held.header().control.load(Acquire);
+            if c & TERMINATED != 0 && c & EXITING == 0 {
                 // It never runs again: drop the runtime's reference.
                 held.header().control.fetch_or(DROPPED, AcqRel);
                 drop(held);

@@ -79,9 +79,17 @@ impl Shared {
             // Off the runtime (a kernel thread, or another runtime's processor).
             _ => match self.injector.push(t) {
                 Ok(()) => self.notify_work(),
-                // The runtime ended: nothing runs it any more (as the
-                // threads still queued then, it is abandoned).
-                Err(t) => drop(t),
+                // The runtime ended: nothing runs it any more. One that
+                // never ran (a thread made suspended, resumed after the
+                // end) is completed as abandoned, so that its join says
+                // so, as for the threads still queued at the end.
+                Err(t) => {
+                    // SAFETY: the injector refuses pushes only once every
+                    // processor has stopped, so the thread never runs; we
+                    // hold the reference the queue would have held.
+                    unsafe { thread::abandon(t.as_ptr()) };
+                    drop(t);
+                }
             },
         }
     }

@@ -592,3 +592,43 @@ fn a_thread_built_suspended_runs_only_once_resumed() {
         assert!(ran.load(SeqCst));
     });
 }
+
+/// Terminations that race the target's own end, on two processors: the
+/// thread either finishes on its own (its joiner gets its value, and the
+/// terminate gives the value back) or is terminated (its joiner gets the
+/// terminator's), and the join always returns: a termination that lands
+/// while the thread publishes its result must not lose its joiner's wakeup.
+#[test]
+fn a_termination_racing_the_threads_end_never_loses_its_joiner() {
+    unsliced("terminate racing the end", 2, || {
+        let mut own = 0u32;
+        for i in 0..20_000u64 {
+            let h = ferry::spawn(move || {
+                let mut x = i;
+                for _ in 0..(i % 64) {
+                    x = std::hint::black_box(x.wrapping_mul(3));
+                }
+                std::hint::black_box(x);
+                i
+            });
+            let t = h.thread();
+            // Give way now and then, so that the thread has run a little.
+            if i % 3 == 0 {
+                ferry::yield_now();
+            }
+            // SAFETY: the thread's closure holds nothing that relies on
+            // running to its end.
+            let r = unsafe { t.terminate(u64::MAX) };
+            let v = h.join().unwrap();
+            match r {
+                Ok(()) => assert_eq!(v, u64::MAX),
+                Err(back) => {
+                    assert_eq!(back, u64::MAX);
+                    assert_eq!(v, i);
+                    own += 1;
+                }
+            }
+        }
+        own
+    });
+}

@@ -45,6 +45,7 @@
 //! | `SUSPENDED \| HELD` | held: in no queue, switched out; only `resume` brings it back | the processor that held it (`SUSPENDED -> SUSPENDED \| HELD`, CAS); [`Builder::suspended`] (a store, before the thread is shared) |
 //! | `\| TERMINATED` | never runs again; sticky (`resume` leaves it) | [`Thread::terminate`] (`fetch_or`) |
 //! | `\| TERMINATED \| DROPPED` | a processor about to run it dropped the runtime's reference instead | that processor (`fetch_or`) |
+//! | `\| EXITING` | its closure returned (or it called [`exit_with`]): its result is being published; no stop or termination acts on it any more, and a `TERMINATED` set after it is ignored | the thread itself, unless `TERMINATED` came first (`begin_exit`, CAS) |
 //!
 //! A thread that is running when it becomes `SUSPENDED` or `TERMINATED`
 //! is stopped by the preemption signal (`upcall::preempt`): promptly,
@@ -172,6 +173,38 @@ pub(crate) const SUSPENDED: u32 = 2;
 pub(crate) const HELD: u32 = 4;
 pub(crate) const TERMINATED: u32 = 8;
 pub(crate) const DROPPED: u32 = 16;
+pub(crate) const EXITING: u32 = 32;
+
+/// Whether a thread whose `control` word is `c` must not run now: it is
+/// suspended, or terminated before it began to exit.
+#[inline]
+pub(crate) const fn held_back(c: u32) -> bool {
+    c & EXITING == 0 && c & (SUSPENDED | TERMINATED) != 0
+}
+
+/// Marks the calling thread as exiting: its result is about to be
+/// published and its joiner woken, and from here on neither a stop nor a
+/// termination acts on it. False if it was terminated first: then it must
+/// stop at once ([`stop_terminated`]) and leave its end to the
+/// terminator. The CAS decides the race with [`Thread::terminate`]'s
+/// `fetch_or`: exactly one of the two sees the other's bit.
+pub(crate) fn begin_exit(header: &Header) -> bool {
+    header
+        .control
+        .fetch_update(SeqCst, SeqCst, |c| {
+            (c & TERMINATED == 0).then_some(c | EXITING)
+        })
+        .is_ok()
+}
+
+/// Stops the calling thread, which was terminated before it began to exit:
+/// it switches away and the processor drops it; its terminator completes
+/// it. Never returns.
+pub(crate) fn stop_terminated() -> ! {
+    let e = processor::enter().expect("a ferry thread stopped outside a processor");
+    let _ = e.p.switch_away_held();
+    unreachable!("a terminated thread was resumed")
+}
 
 /// Where a thread stands in Mach's suspension protocol (003 §4); see
 /// [`Thread::suspension`].
@@ -300,10 +333,10 @@ impl Thread {
         let control = &self.header().control;
         let mut c = control.load(Relaxed);
         loop {
-            if c & TERMINATED != 0 || c == RUNNING {
+            if c & TERMINATED != 0 || c & !EXITING == RUNNING {
                 return;
             }
-            match control.compare_exchange_weak(c, RUNNING, AcqRel, Relaxed) {
+            match control.compare_exchange_weak(c, RUNNING | (c & EXITING), AcqRel, Relaxed) {
                 Ok(_) => break,
                 Err(now) => c = now,
             }
@@ -390,7 +423,7 @@ impl Thread {
     /// Whether the thread was asked to stop (suspended and waited for, or
     /// terminated) and so must not go on running.
     pub(crate) fn must_stop(&self) -> bool {
-        self.header().control.load(SeqCst) & (SUSPENDED | TERMINATED) != 0
+        held_back(self.header().control.load(SeqCst))
     }
 
     /// Sends the preemption signal to the kernel thread that may be running
@@ -467,7 +500,10 @@ impl Thread {
     ///   waiter. Its arrival at a barrier whose generation has not
     ///   completed is taken back. If it was waking a batch (a
     ///   `notify_all`, a barrier's release, an `RwLock`'s readers), the
-    ///   rest of the batch is woken.
+    ///   rest of the batch is woken. One limit: a thread that waits in a
+    ///   batch another thread is waking, while that waker is *suspended*
+    ///   between two of its wakes, is left only once the waker is resumed,
+    ///   and `terminate` waits for that.
     /// - **Its thread-locals are dropped** ([`thread_local!`](crate::thread_local)):
     ///   their destructors run here, on the caller's thread (a destructor
     ///   that uses a key reaches the *caller's* value).
@@ -512,7 +548,9 @@ impl Thread {
         }
         // SeqCst: pairs with the thread's leaving a blocking call.
         let prev = self.header().control.fetch_or(TERMINATED, SeqCst);
-        if prev & TERMINATED != 0 || self.is_finished() {
+        // An exiting thread is finishing on its own (`begin_exit`): its
+        // joiner gets its own result, and the bit set here is ignored.
+        if prev & (TERMINATED | EXITING) != 0 || self.is_finished() {
             return Err(value);
         }
         if prev & HELD != 0 {
@@ -551,6 +589,13 @@ impl Thread {
     /// Where the thread stands in the suspension protocol.
     pub fn suspension(&self) -> Suspension {
         let c = self.header().control.load(Acquire);
+        // An exiting thread ends on its own: a termination after it began
+        // does not count.
+        let c = if c & EXITING != 0 {
+            c & !(EXITING | TERMINATED)
+        } else {
+            c
+        };
         if c & TERMINATED != 0 {
             Suspension::Terminated
         } else if c & HELD != 0 {
@@ -1196,6 +1241,11 @@ pub unsafe fn exit_with<T: Send + 'static>(value: T) -> ! {
     let me = processor::enter()
         .and_then(|e| e.p.current_ref().map(Thread::as_ptr))
         .expect("ferry::thread::exit_with: not on a ferry thread");
+    // SAFETY: `me` is this running thread's block, alive while it runs.
+    if !begin_exit(unsafe { me.as_ref() }) {
+        drop(value);
+        stop_terminated();
+    }
     // SAFETY: `me` is this running thread's block; we exit right after, and
     // never return to the closure.
     let done = unsafe { raw::finish_with(me, value) };

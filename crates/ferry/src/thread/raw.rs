@@ -181,6 +181,13 @@ impl<F: FnOnce() -> T + Send + 'static, T: Send + 'static> Cell<F, T> {
             _ => return,
         };
         let result = catch_unwind(AssertUnwindSafe(f)).map_err(Panic);
+        // SAFETY: as above: the block lives while the thread runs.
+        if !super::begin_exit(unsafe { ptr.as_ref() }) {
+            // Terminated first: its terminator completes it. The result
+            // goes (a panicking destructor is kept from the runtime).
+            let _ = catch_unwind(AssertUnwindSafe(move || drop(result)));
+            super::stop_terminated();
+        }
         // SAFETY: as above; called once, by the thread.
         unsafe { Self::complete(ptr, result) };
     }

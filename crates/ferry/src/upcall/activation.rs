@@ -351,9 +351,13 @@ impl Activation {
             if let Some(p) = assignment.and_then(|a| self.take(shared, a)) {
                 let end = self.drive(shared, p);
                 if let Some((t, at)) = self.lost.take() {
-                    // Our thread is switched out now: hand it back.
-                    self.away.store(false, Relaxed);
+                    // Our thread is switched out now: hand it back. Posted
+                    // before `away` is cleared, so that the deadlock check,
+                    // which sees neither an away activation nor a pending
+                    // upcall only once both are done, never sees the
+                    // thread nowhere (the post may wait for memory).
                     shared.upcalls.post(Posted::Unblocked(t), at);
+                    self.away.store(false, Release);
                     shared.notify_work_anywhere();
                 }
                 if end == RunEnd::ShutDown {
@@ -388,6 +392,9 @@ impl Activation {
                 next = Some(Assignment::Watch);
             }
         }
+        // The kernel thread ends: a late signal (thread control on a thread
+        // kept past the run) must not reach whichever thread reuses its id.
+        self.tid.store(0, Relaxed);
         LOCAL.with(|l| l.set(ptr::null()));
     }
 
@@ -882,6 +889,11 @@ pub(crate) struct Activations {
     /// How many activations there are (read without the lock).
     count: AtomicUsize,
     max: usize,
+    /// The activations of an ended run, joined: kept until the runtime
+    /// itself goes, because a driver word may still name one (thread
+    /// control on a `Thread` kept past the run reads the word and signals
+    /// its kernel thread, which then has exited: the signal is refused).
+    retired: std::sync::Mutex<Vec<Arc<Activation>>>,
 }
 
 impl Activations {
@@ -891,6 +903,7 @@ impl Activations {
             pool: std::sync::Mutex::new(Vec::new()),
             count: AtomicUsize::new(0),
             max,
+            retired: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -1078,12 +1091,14 @@ impl Activations {
     /// ferry thread's kernel call (those end when their call returns).
     pub(crate) fn join_all(&self) {
         let all = std::mem::take(&mut *self.all.lock().unwrap_or_else(PoisonError::into_inner));
+        let mut retired = self.retired.lock().unwrap_or_else(PoisonError::into_inner);
         for (a, k) in all {
             if let Some(k) = k
                 && !a.away.load(Acquire)
             {
                 let _ = k.join();
             }
+            retired.push(a);
         }
     }
 }

@@ -46,7 +46,7 @@ pub(crate) use activation::{
 pub use blocking::blocking;
 pub(crate) use blocking::{AbortStep, abort_step, call_aborted, thread_in_call};
 pub(crate) use monitor::Monitor;
-pub use preempt::without_preemption;
+pub use preempt::{PreemptionOff, preemption_off, without_preemption};
 pub(crate) use preempt::{install as install_preemption, signal, signal_driver};
 pub(crate) use stand_in::wake as wake_stand_in;
 

@@ -75,7 +75,8 @@ pub(crate) fn signal_driver(p: &Processor) {
         return;
     }
     // SAFETY: `d` is a driver word of a live runtime (the caller holds a
-    // thread of it).
+    // thread of it, so its `Shared`), and a runtime keeps every activation,
+    // joined ones too (`Activations::retired`), for as long as it lives.
     if let Some(a) = unsafe { Activation::from_word(d) } {
         signal(a);
     }
@@ -231,6 +232,26 @@ fn interrupt(a: &Activation, was_chained: bool) {
 /// assert_eq!(n, 42);
 /// ```
 pub fn without_preemption<R>(f: impl FnOnce() -> R) -> R {
-    let _critical = activation::critical_enter();
+    let _off = preemption_off();
     f()
+}
+
+/// Holds off the calling ferry thread's preemption and thread control's
+/// stops for as long as the guard lives, as [`without_preemption`] does
+/// for a closure: for a section that takes and releases a lock of its own
+/// which others spin on (a stopped holder would keep it for good). The
+/// section must not block or switch, and the guard must be dropped on the
+/// thread that made it (it is not `Send`). Off a processor it does
+/// nothing.
+pub fn preemption_off() -> PreemptionOff {
+    PreemptionOff {
+        _critical: activation::critical_enter().map(|(c, _)| c),
+    }
+}
+
+/// What [`preemption_off`] returns: preemption and stops wait until it is
+/// dropped.
+#[must_use = "preemption is held off only while the guard lives"]
+pub struct PreemptionOff {
+    _critical: Option<activation::Critical>,
 }
