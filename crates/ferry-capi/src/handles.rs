@@ -80,10 +80,14 @@ use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU64, AtomicUsize};
 pub type any_t = *mut std::ffi::c_void;
 
 /// The free list's lock, and C-Threads' spin locks (`spin_lock_t`, in
-/// `cthreads`): a test-and-set flag held for a few loads and stores. Unlike `ferry::sync::SpinLock` it does not raise the runtime's
-/// critical count (which costs as much as the whole critical section
-/// here): a holder preempted by a time slice is waited out by contenders
-/// that spin a little, then yield (their processor then runs the holder).
+/// `locks`): a test-and-set flag held for a few loads and stores, which
+/// contenders wait out by spinning a little, then yielding (their
+/// processor then runs the holder). Through a guard ([`RawLock::lock`])
+/// the holder also holds preemption and thread control's stops off
+/// (`ferry::upcall::preemption_off`, about 4 ns a section): a holder
+/// suspended or terminated there would keep the free list from every
+/// later fork. A spin lock (`lock_raw`) does not: its holder runs the
+/// program's code, which may block.
 ///
 /// | `locked` | written by | meaning |
 /// |----------|------------|---------|
