@@ -57,11 +57,13 @@ pub(crate) fn mark() -> usize {
     &here as *const u8 as usize
 }
 
-/// How far above the caller's own frame a mark is taken as the caller's
-/// without asking for its stack: one page. Above a stack's top, within a
-/// page, lies either more of the same stack, the guard of the next ferry
-/// stack (at least 64 KiB, never a mark), or a pthread stack's own thread
-/// control block; so a mark this close is on the caller's stack.
+/// How far from the caller's own frame, up or down, a mark is taken as the
+/// caller's without asking for its stack: one page. Within a page of a
+/// live frame lies either more of the same stack or a guard (below every
+/// ferry stack at least 64 KiB, below a pthread stack glibc's page; above
+/// a ferry stack the next one's guard, above a pthread stack its own
+/// thread control block), never a mark of another thread's. (A pthread
+/// made with `guardsize` 0 has no guard below: the one exception.)
 const NEAR: usize = 4096;
 
 /// Whether `mark` (a lock's recorded mark, or zero) is on the caller's stack.
@@ -71,8 +73,9 @@ pub(crate) fn caller_holds(mark: usize) -> Held {
         return Held::No;
     }
     // The usual case, a lock released or waited on from the frame that
-    // took it (or one near it): no entry into the runtime, no lookup.
-    if mark.wrapping_sub(self::mark()) < NEAR {
+    // took it, or one near it (a condition wait relocks a few frames
+    // deeper): no entry into the runtime, no lookup.
+    if mark.abs_diff(self::mark()) < NEAR {
         return Held::Yes;
     }
     caller_holds_slow(mark)
