@@ -80,9 +80,7 @@ use crate::runtime::Shared;
 use crate::sched::{self, Cx, NextSlot, Policy, Ready, RunQueue, WorkStealing};
 use crate::stack::{Stack, StackCache};
 use crate::sys;
-use crate::thread::{
-    DROPPED, EXITING, HELD, Header, SUSPENDED, SmallBlock, TERMINATED, Thread, ThreadId,
-};
+use crate::thread::{DROPPED, HELD, Header, SUSPENDED, SmallBlock, TERMINATED, Thread, ThreadId};
 use crate::upcall::{self, Activation, Critical, Event, Kind, Posted};
 
 /// A processor looks at the timers at least once per this many switches.
@@ -809,13 +807,13 @@ impl Processor {
     #[inline]
     fn enter_context(&self, mut next: Option<Thread>) -> *const Context {
         // A suspended thread is held, not run (see `thread`'s docs).
-        while next
-            .as_ref()
-            .is_some_and(|t| crate::thread::held_back(t.header().control.load(Relaxed)))
-        {
+        while next.as_ref().is_some_and(|t| {
+            let h = t.header();
+            crate::thread::held_back(h.control.load(Relaxed), h.exiting.load(Relaxed))
+        }) {
             let held = next.take().expect("checked above");
             let c = held.header().control.load(Acquire);
-            if c & TERMINATED != 0 && c & EXITING == 0 {
+            if c & TERMINATED != 0 && !held.header().exiting.load(Relaxed) {
                 // It never runs again: drop the runtime's reference.
                 held.header().control.fetch_or(DROPPED, AcqRel);
                 drop(held);

@@ -45,7 +45,6 @@
 //! | `SUSPENDED \| HELD` | held: in no queue, switched out; only `resume` brings it back | the processor that held it (`SUSPENDED -> SUSPENDED \| HELD`, CAS); [`Builder::suspended`] (a store, before the thread is shared) |
 //! | `\| TERMINATED` | never runs again; sticky (`resume` leaves it) | [`Thread::terminate`] (`fetch_or`) |
 //! | `\| TERMINATED \| DROPPED` | a processor about to run it dropped the runtime's reference instead | that processor (`fetch_or`) |
-//! | `\| EXITING` | its closure returned (or it called [`exit_with`]): its result is being published; no stop or termination acts on it any more, and a `TERMINATED` set after it is ignored | the thread itself, unless `TERMINATED` came first (`begin_exit`, CAS) |
 //!
 //! A thread that is running when it becomes `SUSPENDED` or `TERMINATED`
 //! is stopped by the preemption signal (`upcall::preempt`): promptly,
@@ -173,28 +172,32 @@ pub(crate) const SUSPENDED: u32 = 2;
 pub(crate) const HELD: u32 = 4;
 pub(crate) const TERMINATED: u32 = 8;
 pub(crate) const DROPPED: u32 = 16;
-pub(crate) const EXITING: u32 = 32;
-
-/// Whether a thread whose `control` word is `c` must not run now: it is
-/// suspended, or terminated before it began to exit.
+/// Whether a thread whose `control` word is `c`, and whose `exiting` flag
+/// is `exiting`, must not run now: it is suspended, or terminated before it
+/// began to exit.
 #[inline]
-pub(crate) const fn held_back(c: u32) -> bool {
-    c & EXITING == 0 && c & (SUSPENDED | TERMINATED) != 0
+pub(crate) const fn held_back(c: u32, exiting: bool) -> bool {
+    !exiting && c & (SUSPENDED | TERMINATED) != 0
 }
 
 /// Marks the calling thread as exiting: its result is about to be
 /// published and its joiner woken, and from here on neither a stop nor a
 /// termination acts on it. False if it was terminated first: then it must
-/// stop at once ([`stop_terminated`]) and leave its end to the
-/// terminator. The CAS decides the race with [`Thread::terminate`]'s
-/// `fetch_or`: exactly one of the two sees the other's bit.
+/// stop at once ([`stop_terminated`]) and leave its end to the terminator.
+///
+/// No fence and no read-modify-write: the flag is read by the thread's own
+/// kernel thread (the preemption handler) or after a switch or park of the
+/// thread, which orders it; a termination whose `TERMINATED` this load
+/// misses finds the thread exiting (or finished) when it looks, after the
+/// thread is off its processor, and leaves it to finish on its own.
+#[inline]
 pub(crate) fn begin_exit(header: &Header) -> bool {
-    header
-        .control
-        .fetch_update(SeqCst, SeqCst, |c| {
-            (c & TERMINATED == 0).then_some(c | EXITING)
-        })
-        .is_ok()
+    header.exiting.store(true, Relaxed);
+    if header.control.load(Acquire) & TERMINATED != 0 {
+        header.exiting.store(false, Relaxed);
+        return false;
+    }
+    true
 }
 
 /// Stops the calling thread, which was terminated before it began to exit:
@@ -333,10 +336,10 @@ impl Thread {
         let control = &self.header().control;
         let mut c = control.load(Relaxed);
         loop {
-            if c & TERMINATED != 0 || c & !EXITING == RUNNING {
+            if c & TERMINATED != 0 || c == RUNNING {
                 return;
             }
-            match control.compare_exchange_weak(c, RUNNING | (c & EXITING), AcqRel, Relaxed) {
+            match control.compare_exchange_weak(c, RUNNING, AcqRel, Relaxed) {
                 Ok(_) => break,
                 Err(now) => c = now,
             }
@@ -423,7 +426,8 @@ impl Thread {
     /// Whether the thread was asked to stop (suspended and waited for, or
     /// terminated) and so must not go on running.
     pub(crate) fn must_stop(&self) -> bool {
-        held_back(self.header().control.load(SeqCst))
+        let h = self.header();
+        held_back(h.control.load(SeqCst), h.exiting.load(Relaxed))
     }
 
     /// Sends the preemption signal to the kernel thread that may be running
@@ -548,9 +552,7 @@ impl Thread {
         }
         // SeqCst: pairs with the thread's leaving a blocking call.
         let prev = self.header().control.fetch_or(TERMINATED, SeqCst);
-        // An exiting thread is finishing on its own (`begin_exit`): its
-        // joiner gets its own result, and the bit set here is ignored.
-        if prev & (TERMINATED | EXITING) != 0 || self.is_finished() {
+        if prev & TERMINATED != 0 || self.is_finished() {
             return Err(value);
         }
         if prev & HELD != 0 {
@@ -574,7 +576,11 @@ impl Thread {
                 let _ = crate::upcall::abort_step(self.shared(), self.ptr.as_ptr() as usize);
             },
         );
-        if self.is_finished() {
+        // A thread that began to exit before it saw `TERMINATED` finishes
+        // on its own (`begin_exit`): its joiner gets its own result. (Off
+        // its processor now, its flag is seen: its switch or park ordered
+        // the store.)
+        if self.is_finished() || self.header().exiting.load(Acquire) {
             return Err(value);
         }
         // SAFETY: the thread never runs again (it is off its processor and
@@ -591,8 +597,8 @@ impl Thread {
         let c = self.header().control.load(Acquire);
         // An exiting thread ends on its own: a termination after it began
         // does not count.
-        let c = if c & EXITING != 0 {
-            c & !(EXITING | TERMINATED)
+        let c = if self.header().exiting.load(Acquire) {
+            c & !TERMINATED
         } else {
             c
         };

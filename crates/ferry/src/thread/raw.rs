@@ -59,7 +59,7 @@ use std::ptr;
 use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, fence};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, fence};
 
 use super::local::LocalTable;
 use super::wait_record::WaitRecord;
@@ -93,6 +93,12 @@ pub(crate) struct Header {
     /// The embedder's word (`Thread::tag`); ferry never reads it.
     pub(crate) tag: AtomicUsize,
     pub(crate) priority: Priority,
+    /// Set by the thread itself as it begins to exit (`thread::begin_exit`),
+    /// cleared again only if a termination came first; read by the
+    /// preemption handler on the thread's own kernel thread, by a processor
+    /// about to run the thread, and by its terminator (each after the
+    /// thread's switch or park that orders the store).
+    pub(crate) exiting: AtomicBool,
     pub(crate) id: ThreadId,
     pub(crate) name: Option<Box<str>>,
     /// Saved while the thread is not running; written by the kernel thread
@@ -497,6 +503,7 @@ where
             cpu_ticks: AtomicU64::new(0),
             tag: AtomicUsize::new(spec.tag),
             priority: spec.priority,
+            exiting: AtomicBool::new(false),
             id: spec.id,
             name: spec.name,
             context: UnsafeCell::new(spec.context),
