@@ -809,7 +809,7 @@ impl Processor {
         // A suspended thread is held, not run (see `thread`'s docs).
         while next.as_ref().is_some_and(|t| {
             let h = t.header();
-            crate::thread::held_back(h.control.load(Relaxed), h.exiting.load(Relaxed))
+            crate::thread::held_back(h, h.control.load(Relaxed))
         }) {
             let held = next.take().expect("checked above");
             let c = held.header().control.load(Acquire);

@@ -172,12 +172,12 @@ pub(crate) const SUSPENDED: u32 = 2;
 pub(crate) const HELD: u32 = 4;
 pub(crate) const TERMINATED: u32 = 8;
 pub(crate) const DROPPED: u32 = 16;
-/// Whether a thread whose `control` word is `c`, and whose `exiting` flag
-/// is `exiting`, must not run now: it is suspended, or terminated before it
-/// began to exit.
+/// Whether the thread of `h` must not run now: it is suspended, or
+/// terminated before it began to exit. One load of `control` in the usual
+/// case; the `exiting` flag is read only when a stop is asked for.
 #[inline]
-pub(crate) const fn held_back(c: u32, exiting: bool) -> bool {
-    !exiting && c & (SUSPENDED | TERMINATED) != 0
+pub(crate) fn held_back(h: &Header, control: u32) -> bool {
+    control & (SUSPENDED | TERMINATED) != 0 && !h.exiting.load(Relaxed)
 }
 
 /// Marks the calling thread as exiting: its result is about to be
@@ -427,7 +427,7 @@ impl Thread {
     /// terminated) and so must not go on running.
     pub(crate) fn must_stop(&self) -> bool {
         let h = self.header();
-        held_back(h.control.load(SeqCst), h.exiting.load(Relaxed))
+        held_back(h, h.control.load(SeqCst))
     }
 
     /// Sends the preemption signal to the kernel thread that may be running

@@ -705,15 +705,27 @@ pub(crate) fn critical_enter() -> Option<(Critical, &'static Activation)> {
     {
         let d = p.driver.load(Acquire);
         if d != a.word() {
-            // Back from a blocking call (or entering from inside one): it
-            // is over.
-            super::blocking::leave_call(a);
-            p.reclaim_or_give_back(a, d);
-            // Possibly resumed on another kernel thread: ask again.
-            return Some((critical, local()?));
+            return back_from_call(critical, a, p, d);
         }
     }
     Some((critical, a))
+}
+
+/// [`critical_enter`]'s rare branch, out of line (inlined, it made every
+/// entry save more registers): back from a blocking call (or entering from
+/// inside one) to processor `p`, whose driver word is `d`: the call is over.
+#[cold]
+#[inline(never)]
+fn back_from_call(
+    critical: Critical,
+    a: &'static Activation,
+    p: &'static Processor,
+    d: usize,
+) -> Option<(Critical, &'static Activation)> {
+    super::blocking::leave_call(a);
+    p.reclaim_or_give_back(a, d);
+    // Possibly resumed on another kernel thread: ask again.
+    Some((critical, local()?))
 }
 
 /// What [`raise`] returns for a count it could not raise: the calling code

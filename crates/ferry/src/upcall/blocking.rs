@@ -95,7 +95,11 @@ pub(crate) fn call_aborted() -> bool {
 }
 
 /// Leaves the blocking call `a`'s kernel thread is in, if any (see the
-/// module docs). Runs on that kernel thread, inside the runtime.
+/// module docs). Runs on that kernel thread, inside the runtime. Out of
+/// line: inlined into `critical_enter`'s rare branch, its loop made every
+/// entry into the runtime save four more registers.
+#[cold]
+#[inline(never)]
 pub(crate) fn leave_call(a: &Activation) {
     let mut w = a.call.load(SeqCst);
     loop {
