@@ -281,3 +281,37 @@ impl Protocol for Mpsc {
         Step::Done(item)
     }
 }
+
+/// MP-SC's multi-item insert (Synthesis Figure 2) on the shared-memory
+/// form; the in-process form's is above.
+#[cfg(not(ferry_loom))]
+impl<'r, T: bytemuck::Pod> crate::shm::Producer<'r, T, Mpsc> {
+    /// Pushes all of `items` as one contiguous batch, or nothing (one CAS
+    /// claims room for the whole batch).
+    ///
+    /// # Errors
+    /// [`crate::shm::PushError::Full`], [`crate::shm::PushError::TooLarge`], or [`crate::shm::PushError::Corrupt`].
+    pub fn try_push_many(&self, items: &[T]) -> Result<(), crate::shm::PushError> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        if items.len() as u64 > self.ring.capacity {
+            return Err(crate::shm::PushError::TooLarge {
+                len: items.len(),
+                capacity: self.capacity(),
+            });
+        }
+        match Mpsc::claim(&self.ring, &self.side, false, items.len() as u64) {
+            Step::Done(first) => {
+                for (i, item) in items.iter().enumerate() {
+                    // SAFETY: positions first..first + len were claimed for
+                    // this call by the CAS in `claim`; each is published once.
+                    unsafe { Mpsc::publish(&self.ring, first.wrapping_add(i as u64), *item) };
+                }
+                Ok(())
+            }
+            Step::NotNow => Err(crate::shm::PushError::Full),
+            Step::Corrupt => Err(crate::shm::PushError::Corrupt),
+        }
+    }
+}

@@ -65,7 +65,6 @@ use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use bytemuck::Pod;
 
 use crate::local::MAX_CAPACITY;
-use crate::mpsc::Mpsc;
 use crate::ring::{MultiConsumer, MultiProducer, Ring, Side, Step};
 use crate::{Corrupt, Kind};
 
@@ -330,10 +329,10 @@ pub fn init<T: Pod, K: Kind>(region: Region<'_>, capacity: usize) -> Result<(), 
 /// Capacity and item size come from the header once, at attach, and are never
 /// re-read.
 #[derive(Debug, Clone, Copy)]
-struct ShmRing<'r, T> {
+pub(crate) struct ShmRing<'r, T> {
     header: &'r Header,
     slots: &'r [AtomicU64],
-    capacity: u64,
+    pub(crate) capacity: u64,
     stride: usize,
     item: PhantomData<T>,
 }
@@ -451,8 +450,8 @@ unsafe impl<T: Pod> Ring for ShmRing<'_, T> {
 /// the queue cannot check (breaking it yields garbage, not a crash).
 #[derive(Debug)]
 pub struct Producer<'r, T, K: Kind> {
-    ring: ShmRing<'r, T>,
-    side: Side,
+    pub(crate) ring: ShmRing<'r, T>,
+    pub(crate) side: Side,
     kind: PhantomData<fn() -> K>,
 }
 
@@ -561,37 +560,6 @@ impl<'r, T: Pod, K: Kind> Consumer<'r, T, K> {
     /// [`Corrupt`] if the indices contradict each other.
     pub fn is_empty(&self) -> Result<bool, Corrupt> {
         self.len().map(|n| n == 0)
-    }
-}
-
-impl<'r, T: Pod> Producer<'r, T, Mpsc> {
-    /// Pushes all of `items` as one contiguous batch, or nothing (one CAS
-    /// claims room for the whole batch).
-    ///
-    /// # Errors
-    /// [`PushError::Full`], [`PushError::TooLarge`], or [`PushError::Corrupt`].
-    pub fn try_push_many(&self, items: &[T]) -> Result<(), PushError> {
-        if items.is_empty() {
-            return Ok(());
-        }
-        if items.len() as u64 > self.ring.capacity {
-            return Err(PushError::TooLarge {
-                len: items.len(),
-                capacity: self.capacity(),
-            });
-        }
-        match Mpsc::claim(&self.ring, &self.side, false, items.len() as u64) {
-            Step::Done(first) => {
-                for (i, item) in items.iter().enumerate() {
-                    // SAFETY: positions first..first + len were claimed for
-                    // this call by the CAS in `claim`; each is published once.
-                    unsafe { Mpsc::publish(&self.ring, first.wrapping_add(i as u64), *item) };
-                }
-                Ok(())
-            }
-            Step::NotNow => Err(PushError::Full),
-            Step::Corrupt => Err(PushError::Corrupt),
-        }
     }
 }
 
