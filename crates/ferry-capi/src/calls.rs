@@ -21,7 +21,7 @@ use std::sync::Once;
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
-use crate::control::{self, set_errno};
+use crate::start::{self, set_errno};
 use crate::{any_t, call_c};
 
 /// Runs `func(arg)`, which may block in the kernel, and returns its result.
@@ -40,7 +40,7 @@ pub unsafe extern "C" fn ferry_blocking(
         set_errno(libc::EINVAL);
         return std::ptr::null_mut();
     };
-    control::ensure();
+    start::ensure();
     let arg = arg as usize;
     let (r, e) = ferry_rt::blocking(move || {
         let r = call_c(func, arg as any_t, "ferry_blocking's function") as usize;
@@ -53,7 +53,7 @@ pub unsafe extern "C" fn ferry_blocking(
 
 /// Runs system call `f` as a blocking call, keeping its errno.
 fn syscall<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
-    control::ensure();
+    start::ensure();
     let (r, e) = ferry_rt::blocking(move || {
         let r = f();
         // SAFETY: this kernel thread's errno, right after the call.
@@ -254,7 +254,7 @@ pub unsafe extern "C" fn ferry_signal_wait(set: *const libc::sigset_t, signo: *m
     } {
         return libc::EINVAL;
     }
-    control::ensure();
+    start::ensure();
     if !open_pipe() {
         return libc::EMFILE;
     }

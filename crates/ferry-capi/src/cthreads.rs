@@ -11,7 +11,7 @@ use std::ffi::c_char;
 use std::ptr;
 
 use crate::handles::{self, Outcome, Peek, Taken, cthread_t};
-use crate::{any_t, call_c, control};
+use crate::{any_t, call_c, start};
 
 /// The function a cthread runs: takes the argument given to
 /// [`cthread_fork`], returns the thread's result (what [`cthread_join`]
@@ -44,15 +44,15 @@ pub unsafe extern "C" fn cthread_fork(func: cthread_fn_t, arg: any_t) -> cthread
 /// As [`cthread_fork`].
 pub(crate) unsafe fn fork(func: cthread_fn_t, arg: any_t, suspended: bool) -> cthread_t {
     let Some(func) = func else {
-        control::set_errno(libc::EINVAL);
+        start::set_errno(libc::EINVAL);
         return NO_CTHREAD;
     };
-    let Some(rt) = control::ensure() else {
-        control::set_errno(libc::EAGAIN);
+    let Some(rt) = start::ensure() else {
+        start::set_errno(libc::EAGAIN);
         return NO_CTHREAD;
     };
     let Some(record) = handles::alloc_forked() else {
-        control::set_errno(libc::EAGAIN);
+        start::set_errno(libc::EAGAIN);
         return NO_CTHREAD;
     };
     let h = record.handle();
@@ -80,7 +80,7 @@ pub(crate) unsafe fn fork(func: cthread_fn_t, arg: any_t, suspended: bool) -> ct
         }
         Err(_) => {
             handles::unalloc(h);
-            control::set_errno(libc::EAGAIN);
+            start::set_errno(libc::EAGAIN);
             NO_CTHREAD
         }
     }
@@ -95,9 +95,9 @@ pub(crate) unsafe fn fork(func: cthread_fn_t, arg: any_t, suspended: bool) -> ct
 /// `EINVAL`) and changes nothing.
 #[unsafe(no_mangle)]
 pub extern "C" fn cthread_join(t: cthread_t) -> any_t {
-    control::ensure();
+    start::ensure();
     let refused = |own: bool| {
-        control::set_errno(if own { libc::EDEADLK } else { libc::EINVAL });
+        start::set_errno(if own { libc::EDEADLK } else { libc::EINVAL });
         ptr::null_mut()
     };
     let own = || ferry_rt::thread::current_tag() == Some(t as usize);
@@ -127,7 +127,7 @@ pub extern "C" fn cthread_join(t: cthread_t) -> any_t {
             return match join.join_unless_current() {
                 // The record is freed already.
                 Ok(Ok(outcome)) => outcome.disarm() as any_t,
-                Ok(Err(_)) => control::FERRY_TERMINATED as any_t,
+                Ok(Err(_)) => start::FERRY_TERMINATED as any_t,
                 Err(_) => unreachable!("a finished thread is not the caller"),
             };
         }
@@ -140,13 +140,13 @@ pub extern "C" fn cthread_join(t: cthread_t) -> any_t {
         Ok(Ok(outcome)) => outcome.into_value() as any_t,
         Ok(Err(_)) => {
             handles::free(t);
-            control::FERRY_TERMINATED as any_t
+            start::FERRY_TERMINATED as any_t
         }
         Err(join) => {
             // The caller's own handle (checked above; kept for safety): put
             // the right to join back.
             handles::untake_join(t, join);
-            control::set_errno(libc::EDEADLK);
+            start::set_errno(libc::EDEADLK);
             ptr::null_mut()
         }
     }
@@ -162,7 +162,7 @@ pub extern "C" fn cthread_join(t: cthread_t) -> any_t {
 /// thread the C API did not create (a Rust one), prints why and aborts.
 #[unsafe(no_mangle)]
 pub extern "C" fn cthread_exit(result: any_t) -> ! {
-    control::ensure();
+    start::ensure();
     let me = cthread_self();
     match handles::forked(me) {
         Some(true) => {
@@ -171,7 +171,7 @@ pub extern "C" fn cthread_exit(result: any_t) -> ! {
             // contract: cthread_exit abandons the frames between).
             unsafe { ferry_rt::thread::exit_with(Outcome::new(result as usize, me)) }
         }
-        Some(false) if control::is_first_thread(me) => {
+        Some(false) if start::is_first_thread(me) => {
             while handles::live_count() > 1 {
                 ferry_rt::sleep(std::time::Duration::from_millis(1));
             }
@@ -206,7 +206,7 @@ pub extern "C" fn cthread_detach(t: cthread_t) {
 /// ferry thread).
 #[unsafe(no_mangle)]
 pub extern "C" fn cthread_yield() {
-    control::ensure();
+    start::ensure();
     // Off a ferry thread this is the kernel's `sched_yield`.
     ferry_rt::yield_now();
 }
@@ -217,7 +217,7 @@ pub extern "C" fn cthread_yield() {
 /// module docs say.
 #[unsafe(no_mangle)]
 pub extern "C" fn cthread_self() -> cthread_t {
-    control::ensure();
+    start::ensure();
     match ferry_rt::thread::current_tag() {
         None => return NO_CTHREAD,
         Some(0) => {}

@@ -52,14 +52,14 @@ pub extern "C" fn ferry_errno_location() -> *mut c_int {
 /// kernel thread outside the runtime (see `cthread_self`).
 #[unsafe(no_mangle)]
 pub extern "C" fn cthread_wire() {
-    crate::control::ensure();
-    crate::control::set_errno(libc::ENOTSUP);
+    crate::start::ensure();
+    crate::start::set_errno(libc::ENOTSUP);
 }
 
 /// Mach's `cthread_unwire`: undoes `cthread_wire`. As no cthread is ever
 /// wired, this changes nothing and sets errno to `ENOTSUP`.
 #[unsafe(no_mangle)]
 pub extern "C" fn cthread_unwire() {
-    crate::control::ensure();
-    crate::control::set_errno(libc::ENOTSUP);
+    crate::start::ensure();
+    crate::start::set_errno(libc::ENOTSUP);
 }

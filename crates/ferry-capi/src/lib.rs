@@ -37,7 +37,7 @@
 //! # Starting
 //!
 //! The first call of any function here starts the runtime with defaults
-//! ([`control::ferry_init`] sets them first). What becomes of the caller
+//! ([`start::ferry_init`] sets them first). What becomes of the caller
 //! depends on where that call is made:
 //!
 //! - on the process's main kernel thread (`gettid() == getpid()`, where a
@@ -144,6 +144,7 @@ pub mod cthreads;
 pub mod handles;
 pub mod kernel;
 pub mod locks;
+pub mod start;
 
 pub use handles::any_t;
 

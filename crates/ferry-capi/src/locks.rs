@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use ferry_rt::sync::{Condvar, Mutex};
 
-use crate::{control, handles};
+use crate::{handles, start};
 
 // ---------------------------------------------------------------------------
 // Mutexes and conditions
@@ -121,7 +121,7 @@ pub unsafe extern "C" fn mutex_clear(m: mutex_t) {
     // SAFETY: the caller's contract.
     let m = unsafe { as_mutex(m) };
     if m.sync.is_locked() || m.sync.has_waiters() {
-        control::set_errno(libc::EBUSY);
+        start::set_errno(libc::EBUSY);
     }
 }
 
@@ -170,7 +170,7 @@ pub unsafe extern "C" fn condition_init(c: condition_t) {
 pub unsafe extern "C" fn condition_clear(c: condition_t) {
     // SAFETY: the caller's contract.
     if unsafe { as_condition(c) }.sync.has_waiters() {
-        control::set_errno(libc::EBUSY);
+        start::set_errno(libc::EBUSY);
     }
 }
 
@@ -235,7 +235,7 @@ pub unsafe extern "C" fn mutex_free(m: mutex_t) {
 pub unsafe extern "C" fn mutex_lock(m: mutex_t) {
     // SAFETY: the caller's contract.
     if unsafe { as_mutex(m) }.sync.lock_raw().is_err() {
-        control::set_errno(libc::EDEADLK);
+        start::set_errno(libc::EDEADLK);
     }
 }
 
@@ -264,7 +264,7 @@ pub unsafe extern "C" fn mutex_try_lock(m: mutex_t) -> i32 {
 pub unsafe extern "C" fn mutex_unlock(m: mutex_t) {
     // SAFETY: the caller's contract; C holds no borrow of the (empty) data.
     if unsafe { as_mutex(m).sync.unlock_raw() }.is_err() {
-        control::set_errno(libc::EPERM);
+        start::set_errno(libc::EPERM);
     }
 }
 
@@ -324,7 +324,7 @@ pub unsafe extern "C" fn condition_wait(c: condition_t, m: mutex_t) {
     // mutex's (empty) data.
     let waited = unsafe { as_condition(c).sync.wait_raw(&as_mutex(m).sync) };
     if waited.is_err() {
-        control::set_errno(libc::EPERM);
+        start::set_errno(libc::EPERM);
     }
 }
 
