@@ -97,21 +97,10 @@ pub(crate) fn task_state(stat: &File) -> TaskState {
     }
 }
 
-/// The calling kernel thread's thread pointer (`%fs:0`, which the x86-64
-/// TLS ABI makes the address of the thread's own control block): a value
-/// no two live kernel threads share.
+/// The calling kernel thread's thread pointer: a value no two live kernel
+/// threads share (see `arch::thread_pointer`).
 pub(crate) fn thread_pointer() -> usize {
-    let tp: usize;
-    // SAFETY: on x86-64 Linux `%fs` always addresses the thread control
-    // block, whose first word points to itself.
-    unsafe {
-        std::arch::asm!(
-            "mov {}, qword ptr fs:[0]",
-            out(reg) tp,
-            options(nostack, readonly, preserves_flags)
-        );
-    }
-    tp
+    crate::arch::thread_pointer()
 }
 
 /// The instruction pointer saved in a signal handler's `ucontext`.

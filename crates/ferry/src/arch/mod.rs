@@ -2,9 +2,11 @@
 //! stack, [`switch`] from one to another directly (handoff), [`resume`] one
 //! when the current one is finished.
 //!
-//! This module owns the register-level switch and nothing else: it must never
-//! allocate, schedule, lock, or know what a thread is; it saves only the
-//! state the ABI makes a callee keep (a voluntary switch is a procedure call).
+//! This module owns the register-level switch, and the two other places
+//! where ferry needs assembly (the thread pointer, and a count raised only
+//! on its own kernel thread); it must never allocate, schedule, lock, or
+//! know what a thread is; it saves only the state the ABI makes a callee
+//! keep (a voluntary switch is a procedure call).
 //!
 //! ## What a switch saves
 //!
@@ -92,6 +94,7 @@ mod x86_64;
 use x86_64 as imp;
 
 pub use imp::{FCW_DEFAULT, MXCSR_DEFAULT};
+pub(crate) use imp::{raise_on_home, thread_pointer};
 
 /// A suspended execution context: the stack pointer of the frame [`switch`]
 /// saved (or [`prepare`] built) on its stack.

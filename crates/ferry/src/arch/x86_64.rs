@@ -232,3 +232,58 @@ pub unsafe extern "C" fn resume(to: *const Context) -> ! {
         "jmp rcx",
     )
 }
+
+/// The calling kernel thread's thread pointer (`%fs:0`, which the x86-64
+/// TLS ABI makes the address of the thread's own control block): a value
+/// no two live kernel threads share.
+#[inline(always)]
+pub(crate) fn thread_pointer() -> usize {
+    let tp: usize;
+    // SAFETY: on x86-64 Linux `%fs` always addresses the thread control
+    // block, whose first word points to itself.
+    unsafe {
+        core::arch::asm!(
+            "mov {}, qword ptr fs:[0]",
+            out(reg) tp,
+            options(nostack, readonly, preserves_flags)
+        );
+    }
+    tp
+}
+
+/// Raises `*count` by one if the calling kernel thread's thread pointer is
+/// `*home`, and returns the count before; returns `u32::MAX` (and writes
+/// nothing) if it is not. The check and the store are one block: a signal
+/// handler that moves the code to another kernel thread cannot come between
+/// them if it leaves the code of the function this is inlined into alone.
+///
+/// # Safety
+/// `home` and `count` point at live words; `*count` is written only from
+/// the kernel thread whose thread pointer `*home` holds, with plain stores.
+#[inline(always)]
+pub(crate) unsafe fn raise_on_home(home: *const usize, count: *mut u32) -> u32 {
+    let before: u32;
+    // SAFETY: the caller's contract: both pointers are live, and the count
+    // is read and written as a plain load and store only after the thread
+    // pointer matched its owner's.
+    unsafe {
+        core::arch::asm!(
+            "mov {tp}, qword ptr fs:[0]",
+            "cmp {tp}, qword ptr [{home}]",
+            "jne 2f",
+            "mov {before:e}, dword ptr [{count}]",
+            "lea {tp:e}, [{before:r} + 1]",
+            "mov dword ptr [{count}], {tp:e}",
+            "jmp 3f",
+            "2:",
+            "mov {before:e}, -1",
+            "3:",
+            home = in(reg) home,
+            count = in(reg) count,
+            tp = out(reg) _,
+            before = out(reg) before,
+            options(nostack),
+        );
+    }
+    before
+}

@@ -736,8 +736,8 @@ const MOVED: u32 = u32::MAX;
 /// raises its count by one, returning it with the count before; or the
 /// count [`MOVED`] if the code no longer runs on the activation's kernel
 /// thread (it was moved after the read, and that count belongs to whatever
-/// runs there now). The check and the store are one `asm!` block in a
-/// function of its own, whose code the preemption handler leaves alone
+/// runs there now). The check and the store are one `asm!` block
+/// (`arch::raise_on_home`, always inlined) in a function of its own, whose code the preemption handler leaves alone
 /// (`preempt::in_count_update`): no move can come between them, whatever
 /// the compiler makes of the code around it. The read of `LOCAL` is in the
 /// same function (one call per entry instead of two); where the compiler
@@ -750,31 +750,11 @@ fn raise() -> (*const Activation, u32) {
     let Some(act) = (unsafe { a.as_ref() }) else {
         return (a, 0);
     };
-    let before: u32;
     // SAFETY: both pointers are to fields of a live activation (activations
-    // outlive their runtime's threads); the block reads the thread pointer
-    // and `home`, and reads and writes `critical` as the plain relaxed load
-    // and store `critical_exit` uses (the count is only ever written from
-    // the kernel thread it belongs to, which the comparison checks).
-    unsafe {
-        std::arch::asm!(
-            "mov {tp}, qword ptr fs:[0]",
-            "cmp {tp}, qword ptr [{home}]",
-            "jne 2f",
-            "mov {before:e}, dword ptr [{count}]",
-            "lea {tp:e}, [{before:r} + 1]",
-            "mov dword ptr [{count}], {tp:e}",
-            "jmp 3f",
-            "2:",
-            "mov {before:e}, -1",
-            "3:",
-            home = in(reg) act.home.as_ptr(),
-            count = in(reg) act.critical.as_ptr(),
-            tp = out(reg) _,
-            before = out(reg) before,
-            options(nostack),
-        );
-    }
+    // outlive their runtime's threads); `critical` is only ever written from
+    // the kernel thread it belongs to, whose thread pointer `home` holds,
+    // with plain relaxed stores (`critical_exit`).
+    let before = unsafe { crate::arch::raise_on_home(act.home.as_ptr(), act.critical.as_ptr()) };
     (a, before)
 }
 
