@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ferry::sync::{Barrier, Mutex, RwLock, Semaphore, channel};
 use ferry::thread::Builder;
@@ -32,16 +32,20 @@ struct Refusing;
 
 thread_local! {
     static REFUSE: Cell<bool> = const { Cell::new(false) };
-    /// Requests still to refuse on this kernel thread, whatever runs on it.
-    static REFUSE_NEXT: Cell<u32> = const { Cell::new(0) };
+    /// Requests still to refuse on this kernel thread, whatever runs on it,
+    /// until a deadline (so that refusals a case did not use expire).
+    static REFUSE_NEXT: Cell<(u32, Option<Instant>)> = const { Cell::new((0, None)) };
 }
 
 fn refusing() -> bool {
     REFUSE.with(Cell::get)
         || REFUSE_NEXT.with(|n| {
-            let left = n.get();
-            n.set(left.saturating_sub(1));
-            left > 0
+            let (left, until) = n.get();
+            if left == 0 || until.is_none_or(|u| Instant::now() >= u) {
+                return false;
+            }
+            n.set((left - 1, until));
+            true
         })
 }
 
@@ -304,24 +308,34 @@ fn waking_threads_without_memory_loses_none() {
         .unwrap();
 }
 
-/// A blocking call that outlasts the handoff gives its processor away; on
-/// return the thread is handed back through the runtime's upcall queue, on
-/// the kernel thread that made the call. With that kernel thread's next
-/// allocations refused (the queue's growth among them), every thread still
-/// comes back.
+/// A blocking call that outlasts the handoff gives its processor away (a
+/// spare takes it to run a thread that computes meanwhile); on return the
+/// thread is handed back through the runtime's upcall queue, on the kernel
+/// thread that made the call. With that kernel thread's allocations refused
+/// for a moment after the call (the queue's growth among them), every
+/// thread still comes back.
 fn blocking_calls_returning_without_memory_lose_nothing() {
     Runtime::builder()
         .processors(1)
         .handoff_after(Duration::from_micros(20))
         .run(|| {
+            let stop = Arc::new(AtomicBool::new(false));
+            let s = Arc::clone(&stop);
+            // Keeps the processor busy, so that it is not free to reclaim.
+            let busy = ferry::spawn(move || {
+                while !s.load(Acquire) {
+                    ferry::yield_now();
+                }
+            });
             let threads: Vec<_> = (0..8)
                 .map(|i| {
                     ferry::spawn(move || {
                         ferry::blocking(|| {
-                            std::thread::sleep(Duration::from_millis(5));
-                            // Whatever this kernel thread allocates next
-                            // (the handback first) is refused twice.
-                            REFUSE_NEXT.with(|n| n.set(2));
+                            std::thread::sleep(Duration::from_millis(20));
+                            // This kernel thread's next two allocations in
+                            // the next 3 ms (the handback's first) fail.
+                            let until = Instant::now() + Duration::from_millis(3);
+                            REFUSE_NEXT.with(|n| n.set((2, Some(until))));
                         });
                         i
                     })
@@ -330,6 +344,8 @@ fn blocking_calls_returning_without_memory_lose_nothing() {
             for (i, t) in threads.into_iter().enumerate() {
                 assert_eq!(t.join().unwrap(), i);
             }
+            stop.store(true, Release);
+            busy.join().unwrap();
         })
         .unwrap();
 }

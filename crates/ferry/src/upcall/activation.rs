@@ -913,10 +913,15 @@ impl Activations {
     /// first), which the caller then runs.
     pub(crate) fn register_caller(&self) -> Arc<Activation> {
         let a = Arc::new(Activation::new());
-        self.all
+        let mut all = self.all.lock().unwrap_or_else(PoisonError::into_inner);
+        all.push((Arc::clone(&a), None));
+        // Room in the pool for every activation (see `to_pool`); at the
+        // runtime's start, where a failure would abort anyway.
+        self.pool
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push((Arc::clone(&a), None));
+            .reserve(all.len());
+        drop(all);
         self.count.fetch_add(1, Relaxed);
         a
     }
@@ -936,6 +941,17 @@ impl Activations {
             return Err(std::io::Error::other(
                 "ferry: the runtime's activation bound is reached",
             ));
+        }
+        // Room for the new activation in the list and in the pool, made
+        // now, where a failure is an error: an activation going back to the
+        // pool (after a blocking call, with memory short) then never
+        // allocates.
+        let out_of_memory = |_| std::io::Error::from(std::io::ErrorKind::OutOfMemory);
+        all.try_reserve(1).map_err(out_of_memory)?;
+        {
+            let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
+            let room = (all.len() + 1).saturating_sub(pool.len());
+            pool.try_reserve(room).map_err(out_of_memory)?;
         }
         let a = Arc::new(Activation::new());
         if let Some(Assignment::Take(p, _) | Assignment::StandIn(p, _)) = first {
@@ -959,11 +975,15 @@ impl Activations {
     /// Both under the pool's lock, which `hand_watch` holds to leave the
     /// watch vacant: either it finds this activation in the pool, or this
     /// finds the watch vacant.
+    ///
+    /// Never allocates: `spawn` and `register_caller` keep room in the pool
+    /// for every activation there is.
     fn to_pool(&self, shared: &Shared, a: Arc<Activation>) -> bool {
         let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
         if shared.monitor.claim_vacancy() {
             return false;
         }
+        debug_assert!(pool.len() < pool.capacity(), "the pool's room was kept");
         pool.push(a);
         true
     }
