@@ -595,6 +595,9 @@ mod tests {
     /// A site for waiters no thread is terminated in.
     fn site() -> Site {
         /// Never called: these tests terminate no thread.
+        ///
+        /// # Safety
+        /// None: it is never called.
         unsafe fn abandon(_: *const (), _: *const (), _: &Waiter) -> bool {
             unreachable!("no waiter of these tests is abandoned")
         }

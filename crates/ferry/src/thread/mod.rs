@@ -55,6 +55,21 @@
 //! when the call returns, before it runs anything after it; meanwhile it
 //! counts as stopped, in the call ([`Suspension::StoppedInCall`]).
 //!
+//! A thread whose closure has returned (or that called [`exit_with`]) is
+//! past stopping: it sets `Header::exiting` and then loads `control`
+//! (`begin_exit`). From then on a stop or a termination leaves it alone,
+//! so a termination can never drop it between publishing its result and
+//! waking its joiner:
+//!
+//! | `exiting` | written by | read by |
+//! |-----------|------------|---------|
+//! | `false -> true` (Relaxed store) | the thread itself, before it publishes its result | the preemption handler on its own kernel thread; a processor about to run it and its terminator, after its switch or park ordered the store |
+//! | `true -> false` (Relaxed store) | the thread itself, when the load after the store found `TERMINATED`: it stops at once and its terminator completes it | as above |
+//!
+//! A termination whose `TERMINATED` the thread's load missed finds the
+//! thread exiting (or finished) once it is off its processor, and leaves it
+//! to finish on its own.
+//!
 //! A processor checks the word (one relaxed load) each time it is about to
 //! switch to a thread, and holds a `SUSPENDED` one instead: it keeps the
 //! runtime's reference to the thread in the word's owner (the `HELD` bit)
