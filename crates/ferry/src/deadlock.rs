@@ -151,11 +151,11 @@ pub(crate) fn quiet(shared: &Shared) -> Option<u64> {
     for p in shared.processors.iter() {
         match p.membership.load(Acquire) {
             STOPPED => {}
-            ACTIVE if p.driver.load(Acquire) & upcall::LENT == 0 => {
+            ACTIVE if p.upcall.driver.load(Acquire) & upcall::LENT == 0 => {
                 members += 1;
                 seen = seen
                     .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-                    .wrapping_add(u64::from(p.dispatch.load(Acquire)));
+                    .wrapping_add(u64::from(p.upcall.dispatch.load(Acquire)));
             }
             _ => return None,
         }

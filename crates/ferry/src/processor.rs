@@ -71,8 +71,8 @@ use std::cell::UnsafeCell;
 use std::io;
 use std::ops::Range;
 use std::ptr;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize};
 use std::time::Instant;
 
 use crate::arch::{self, Context};
@@ -81,7 +81,7 @@ use crate::sched::{self, Cx, NextSlot, Policy, Ready, RunQueue, WorkStealing};
 use crate::stack::{Stack, StackCache};
 use crate::sys;
 use crate::thread::{DROPPED, HELD, Header, SUSPENDED, SmallBlock, TERMINATED, Thread, ThreadId};
-use crate::upcall::{self, Activation, Critical, Event, Kind, Posted};
+use crate::upcall::{self, Activation, Critical, Event, Kind, PerProcessor, Posted};
 
 /// A processor looks at the timers at least once per this many switches.
 const TIMER_CHECK_EVERY: u32 = 64;
@@ -202,37 +202,9 @@ pub(crate) struct Processor {
     sleep: AtomicU32,
     /// See the module docs.
     willing_to_yield: AtomicBool,
-    /// Which activation drives it; see `upcall::activation`'s docs.
-    pub(crate) driver: AtomicUsize,
-    /// `dispatches << 1 | running a thread`, written by the driver at every
-    /// switch, read by the monitor: a value that stays the same while the
-    /// low bit is set means one thread has run (or blocked) all along.
-    pub(crate) dispatch: AtomicU32,
-    /// The `dispatch` value a preemption was asked for (by the monitor),
-    /// so that a late signal does not preempt the next thread.
-    pub(crate) preempt_dispatch: AtomicU32,
-    /// When the processor was lent (ns since the runtime's epoch).
-    pub(crate) lent_at: AtomicU64,
-    /// The CPU the lender ran on when it lent an unpinned processor (a
-    /// spare moves there before it competes for the processor), or
-    /// [`NO_CORE`]: the spare need not move (the processor is pinned, or the
-    /// monitor saw the lender asleep).
-    pub(crate) lent_cpu: AtomicUsize,
-    /// Who takes this processor when it is lent: `0` nobody (a lend hands
-    /// it to a spare), `upcall::ON_WAY` a taker is being picked, else the
-    /// word of the activation on its way or standing in; see
-    /// `upcall::activation` ("Handing a lent processor over").
-    pub(crate) standby: AtomicUsize,
-    /// Whether the current lend asked to be handed over at once (work
-    /// waited and the runtime hands off at once), for a stand-in; written by
-    /// the lender before its driver-word store publishes it.
-    pub(crate) lent_hand_now: AtomicBool,
-    /// The processor's stand-in: the word of the activation that waits on
-    /// its core, `| upcall::ASLEEP` while it sleeps; `0` if none. See
-    /// `upcall::stand_in`.
-    pub(crate) stand_in: AtomicUsize,
-    /// When the last change of membership was asked for (ns since epoch).
-    pub(crate) changed_at: AtomicU64,
+    /// The activation protocols' words (driver, standby, stand-in,
+    /// dispatch): `upcall` owns them and their transitions.
+    pub(crate) upcall: PerProcessor,
     /// See [`ACTIVE`].
     pub(crate) membership: AtomicU8,
     /// The core its driver is pinned to, or [`NO_CORE`] for the default.
@@ -317,7 +289,7 @@ pub(crate) fn enter() -> Option<Entered> {
     // probing it (`A|PROBING`): it finds our count above zero and puts the
     // word back, and nobody else may take it meanwhile, so it is still ours.
     debug_assert_eq!(
-        p.driver.load(Relaxed) & !upcall::PROBING,
+        p.upcall.driver.load(Relaxed) & !upcall::PROBING,
         act.word(),
         "entered a processor we do not drive"
     );
@@ -353,15 +325,7 @@ impl Processor {
                 next: NextSlot::new(),
                 sleep: AtomicU32::new(0),
                 willing_to_yield: AtomicBool::new(false),
-                driver: AtomicUsize::new(0),
-                dispatch: AtomicU32::new(0),
-                preempt_dispatch: AtomicU32::new(u32::MAX),
-                lent_at: AtomicU64::new(0),
-                lent_cpu: AtomicUsize::new(NO_CORE),
-                standby: AtomicUsize::new(0),
-                lent_hand_now: AtomicBool::new(false),
-                stand_in: AtomicUsize::new(0),
-                changed_at: AtomicU64::new(0),
+                upcall: PerProcessor::new(),
                 membership: AtomicU8::new(STOPPED),
                 core: AtomicUsize::new(NO_CORE),
                 home: AtomicUsize::new(NO_CORE),
@@ -467,109 +431,18 @@ impl Processor {
         self.membership.load(Acquire) == STOPPING
     }
 
-    /// The driver's side of a lost race: `d` is not our own word. A lent
-    /// word of ours is taken back; otherwise the processor is gone and our
-    /// thread is handed back (see [`Activation::give_back_thread`]).
-    #[cold]
-    #[inline(never)]
-    pub(crate) fn reclaim_or_give_back(
-        &'static self,
-        act: &Activation,
-        mut d: usize,
-    ) -> &'static Processor {
-        let flags = upcall::LENT | upcall::UNANNOUNCED | upcall::PROBING;
-        while d & !flags == act.word() && d & flags != 0 {
-            match self
-                .driver
-                .compare_exchange(d, act.word(), Acquire, Acquire)
-            {
-                Ok(_) => {
-                    act.away.store(false, Relaxed);
-                    self.shared().counters.reclaimed.fetch_add(1, Relaxed);
-                    return self;
-                }
-                Err(now) => d = now,
-            }
-        }
-        if d == act.word() {
-            return self;
-        }
-        act.give_back_thread()
-    }
-
-    /// The running thread is about to make a call that may block in the
-    /// kernel: lends this processor (see `upcall::activation`), and hands it
-    /// to a spare at once if work waits for it and the runtime hands off at
-    /// once. The caller must not touch the processor again until it got it
-    /// back through [`enter`].
-    pub(crate) fn lend(&'static self) {
-        let owner = self.owner();
-        // SAFETY: the driver set `act` in `bind`; it outlives its drive.
-        let act = unsafe { &*owner.act };
-        let shared = self.shared();
-        let hand_now = shared.handoff_after.is_zero() && self.sees_work(shared);
-        self.lent_at.store(shared.now_ns(), Relaxed);
-        crate::probe_mark!(0);
-        #[cfg(ferry_probe)]
-        match self.stand_in.load(Relaxed) {
-            0 => {
-                crate::probe_mark!(29);
-            }
-            2 => {
-                crate::probe_mark!(30);
-            }
-            s if s & 1 != 0 => {
-                crate::probe_mark!(31);
-            }
-            _ => {}
-        }
-        let cpu = if hand_now && self.core(shared).is_none() {
-            crate::sys::current_cpu().unwrap_or(NO_CORE)
-        } else {
-            NO_CORE
-        };
-        self.lent_cpu.store(cpu, Relaxed);
-        self.lent_hand_now.store(hand_now, Relaxed);
-        act.away.store(true, Relaxed);
-        // SeqCst: pairs with the standby spare's `standby` store and driver
-        // load (`Activation::take`): one of the two sees the other.
-        self.driver.store(act.word() | upcall::LENT, SeqCst);
-        if hand_now {
-            // A spare still on its way (waiting for this core to go idle),
-            // or the processor's stand-in, will take this lend too: wake
-            // nobody else.
-            shared.hand_lent(self, true);
-        }
-    }
-
-    /// A spare took this lent processor: the thread that was running on it
-    /// is blocked (tell the policy), and the spare's loop takes over.
-    pub(crate) fn deliver_blocked(&self, shared: &Shared) {
-        let owner = self.owner();
-        let blocked = owner.current.take();
+    /// A spare took this lent processor: takes the thread that was
+    /// running on it (it is blocked in the kernel) out of `current`, and
+    /// publishes that no thread runs.
+    pub(crate) fn take_blocked(&self) -> Option<Thread> {
+        let blocked = self.owner().current.take();
         self.mark_dispatch(false);
-        if let Some(t) = blocked {
-            self.with_policy(|policy, cx| policy.event(cx, Event::Blocked(&t)));
-            crate::probe_mark!(13);
-            shared
-                .counters
-                .record(Kind::Blocked, shared.instant_of(self.lent_at.load(Relaxed)));
-            // The blocked thread's own kernel thread carries this reference
-            // on and gives it back with `Unblocked` (`give_back_thread`).
-            std::mem::forget(t);
-        }
+        blocked
     }
 
-    /// A spare started this processor: it joins the set.
-    pub(crate) fn deliver_added(&self, shared: &Shared) {
-        self.membership
-            .compare_exchange(STARTING, ACTIVE, AcqRel, Acquire)
-            .ok();
-        self.with_policy(|policy, cx| policy.event(cx, Event::ProcessorAdded(self.index)));
-        shared.counters.record(
-            Kind::ProcessorAdded,
-            shared.instant_of(self.changed_at.load(Relaxed)),
-        );
+    /// Tells this processor's policy of `event`.
+    pub(crate) fn policy_event(&self, event: Event<'_>) {
+        self.with_policy(|policy, cx| policy.event(cx, event));
     }
 
     /// Leaves the set: gives every queued thread to the injector and lets
@@ -592,7 +465,7 @@ impl Processor {
         // see our count (the scheduler loop runs at one level) and fail to
         // put the word back, so its mark on `away` is ours to undo, and the
         // flag must not come back with the word.
-        let me = self.driver.swap(0, AcqRel);
+        let me = self.upcall.release();
         debug_assert_eq!(
             me & !upcall::PROBING,
             act.word(),
@@ -606,36 +479,16 @@ impl Processor {
             .compare_exchange(STOPPING, STOPPED, AcqRel, Acquire)
             .is_err()
         {
-            self.driver.store(act.word(), Release);
+            self.upcall.restore(act.word());
             return false;
         }
         self.mark_dispatch(false);
         shared.upcalls.post(
             Posted::ProcessorRemoved(self.index),
-            shared.instant_of(self.changed_at.load(Relaxed)),
+            shared.instant_of(self.upcall.changed_at.load(Relaxed)),
         );
         shared.notify_work();
         true
-    }
-
-    /// Delivers the events posted for any processor.
-    #[cold]
-    fn deliver_upcalls(&self, shared: &Shared) {
-        for (event, at) in shared.upcalls.take() {
-            match event {
-                Posted::Unblocked(t) => {
-                    self.with_policy(|policy, cx| policy.event(cx, Event::Unblocked(t)));
-                    shared.counters.record(Kind::Unblocked, at);
-                }
-                Posted::ProcessorRemoved(i) => {
-                    self.with_policy(|policy, cx| policy.event(cx, Event::ProcessorRemoved(i)));
-                    shared.counters.record(Kind::ProcessorRemoved, at);
-                }
-            }
-        }
-        if shared.processors.len() > 1 {
-            shared.notify_work();
-        }
     }
 
     /// Publishes whether a thread runs, for the monitor.
@@ -643,8 +496,7 @@ impl Processor {
     fn mark_dispatch(&self, running: bool) {
         let owner = self.owner();
         owner.dispatches = owner.dispatches.wrapping_add(1);
-        self.dispatch
-            .store((owner.dispatches << 1) | u32::from(running), Release);
+        self.upcall.publish_dispatch(owner.dispatches, running);
     }
 
     /// Preempts the running thread (time slice over, or the processor is
@@ -652,12 +504,6 @@ impl Processor {
     pub(crate) fn preempt_current(&self) {
         let at = Instant::now();
         self.switch_away(|t| Pending::Preempted(t, at));
-    }
-
-    /// Whether the monitor asked to preempt the thread running now.
-    pub(crate) fn slice_expired(&self) -> bool {
-        let d = self.dispatch.load(Relaxed);
-        d & 1 != 0 && self.preempt_dispatch.load(Relaxed) == d
     }
 
     /// The owner-only part.
@@ -790,7 +636,7 @@ impl Processor {
         let shared = self.shared();
         shared.timers.fire_due();
         if shared.upcalls.pending() {
-            self.deliver_upcalls(shared);
+            upcall::deliver_posted(self, shared);
         }
         match self.with_policy(|policy, cx| policy.next_local(cx)) {
             Some(next) => self.switch_to(To::Thread(next), Pending::Requeue),
@@ -936,7 +782,7 @@ impl Processor {
             }
         }
         if self.shared().upcalls.pending() {
-            self.deliver_upcalls(self.shared());
+            upcall::deliver_posted(self, self.shared());
         }
         let owner = self.owner();
         let me = owner.current.take().expect("switch_away outside a thread");
@@ -987,7 +833,7 @@ impl Processor {
                 return RunEnd::Stopped;
             }
             if shared.upcalls.pending() {
-                self.deliver_upcalls(shared);
+                upcall::deliver_posted(self, shared);
             }
             act.pin_for(shared, self);
             shared.timers.fire_due();
@@ -1016,7 +862,7 @@ impl Processor {
 
     /// Whether there looks to be work for this processor (or a reason to
     /// stop idling): cheap loads only.
-    fn sees_work(&self, shared: &Shared) -> bool {
+    pub(crate) fn sees_work(&self, shared: &Shared) -> bool {
         shared.is_shut_down()
             || self.is_stopping()
             || shared.upcalls.pending()
@@ -1178,7 +1024,7 @@ impl Processor {
         if let Some(t) = self.next.take() {
             abandon(t);
         }
-        if self.driver.load(Acquire) & upcall::LENT != 0 {
+        if self.upcall.is_lent() {
             // Its thread runs on, away in the kernel, on this reference.
             std::mem::forget(owner.current.take());
         }

@@ -163,10 +163,7 @@ impl Shared {
     /// this lend too. `patient`: the lender itself asks, and the spare waits
     /// for the lender's core to go idle (see `upcall::activation`).
     pub(crate) fn hand_lent(&self, p: &'static Processor, patient: bool) {
-        if p.standby
-            .compare_exchange(0, upcall::ON_WAY, SeqCst, Relaxed)
-            .is_err()
-        {
+        if !p.upcall.raise_standby(upcall::ON_WAY) {
             return;
         }
         crate::probe_mark!(1);
@@ -175,7 +172,7 @@ impl Shared {
             .hand(&self.arc(), Assignment::Take(p, patient))
         {
             // Nobody was started: the word is still ours.
-            p.standby.store(0, SeqCst);
+            p.upcall.standby.store(0, SeqCst);
         }
     }
 
@@ -195,7 +192,7 @@ impl Shared {
             m == STOPPED
                 || (m == ACTIVE
                     && p.is_willing_to_yield()
-                    && p.driver.load(Relaxed) & upcall::LENT == 0)
+                    && p.upcall.driver.load(Relaxed) & upcall::LENT == 0)
         })
     }
 
@@ -220,7 +217,7 @@ impl Shared {
                     for q in self.processors.iter() {
                         q.reset_home();
                     }
-                    p.changed_at.store(now, Relaxed);
+                    p.upcall.changed_at.store(now, Relaxed);
                     if !self.activations.hand(&self.arc(), Assignment::Start(p)) {
                         p.membership.store(STOPPED, Release);
                         return Err(io::Error::other(
@@ -238,7 +235,7 @@ impl Shared {
                     })
                     .is_ok();
                 if stopping {
-                    p.changed_at.store(now, Relaxed);
+                    p.upcall.changed_at.store(now, Relaxed);
                     self.nudge_stopping(p);
                 }
             }
@@ -254,10 +251,10 @@ impl Shared {
         p.wake();
         // A sleeping stand-in leaves (or takes a lend to stop it).
         upcall::wake_stand_in(p);
-        let d = p.driver.load(Acquire);
+        let d = p.upcall.driver.load(Acquire);
         if d & upcall::LENT != 0 {
             self.hand_lent(p, false);
-        } else if p.dispatch.load(Relaxed) & 1 != 0
+        } else if p.upcall.dispatch.load(Relaxed) & 1 != 0
             // SAFETY: `d` is a driver word of this live runtime.
             && let Some(a) = unsafe { Activation::from_word(d) }
         {

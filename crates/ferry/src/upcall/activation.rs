@@ -111,20 +111,7 @@ use crate::runtime::Shared;
 use crate::sys::{self, SchedClass};
 use crate::thread::{Header, Thread};
 
-/// Driver-word flag: the driver is off in a kernel call.
-pub(crate) const LENT: usize = 1;
-/// Driver-word flag: the monitor lent the processor on the driver's behalf.
-pub(crate) const UNANNOUNCED: usize = 2;
-/// Driver-word flag: the monitor is checking whether the driver is outside
-/// the runtime; nobody may take the processor yet, the driver may take the
-/// word back.
-pub(crate) const PROBING: usize = 4;
-pub(crate) const FLAGS: usize = LENT | UNANNOUNCED | PROBING;
-
-/// `Processor::standby` value: a hander raised the word and is picking the
-/// taker, whose own word replaces it before that taker runs (an activation's
-/// word is never 1: activations are aligned).
-pub(crate) const ON_WAY: usize = 1;
+pub(crate) use super::per_processor::{FLAGS, LENT, ON_WAY, UNANNOUNCED};
 
 /// `Activation::pinned` before the activation first pins itself: a new
 /// kernel thread inherits its creator's CPU mask, whatever it is, so the
@@ -457,7 +444,7 @@ impl Activation {
                     self.set_class(SchedClass::Normal);
                 }
                 let watcher = self.hands_watch_on.get();
-                let lent_cpu = p.lent_cpu.load(Relaxed);
+                let lent_cpu = p.upcall.lent_cpu.load(Relaxed);
                 let want = p.core(shared).or((lent_cpu != NO_CORE).then_some(lent_cpu));
                 // A spare runs where the processor lives before it looks;
                 // the watcher takes first and may settle it where it is.
@@ -469,19 +456,9 @@ impl Activation {
                 // lend we do not see finds the word down and wakes another
                 // spare. A taker that was not on standby leaves the word to
                 // its holder, who looks after us.
-                let _ = p.standby.compare_exchange(self.word(), 0, SeqCst, Relaxed);
-                let mut d = p.driver.load(SeqCst);
                 let stood_in = self.stood_in.replace(false);
-                loop {
-                    if d & LENT == 0 {
-                        // Reclaimed, or stopped, before we came.
-                        return None;
-                    }
-                    match p.driver.compare_exchange(d, self.word(), Acquire, Acquire) {
-                        Ok(_) => break,
-                        Err(now) => d = now,
-                    }
-                }
+                // (`None`: reclaimed, or stopped, before we came.)
+                let d = p.upcall.take_lent(self.word())?;
                 if stood_in {
                     shared.counters.by_stand_in.fetch_add(1, Relaxed);
                 }
@@ -502,7 +479,7 @@ impl Activation {
                 }
                 crate::probe_mark!(12);
                 self.begin(shared, p);
-                p.deliver_blocked(shared);
+                super::handover::deliver_blocked(p, shared);
                 // Back in the normal class only now that the policy knows
                 // (the system call is off the way from the lend to
                 // `Blocked`), and before any thread runs here.
@@ -518,14 +495,11 @@ impl Activation {
             }
             Assignment::Start(p) => {
                 self.set_class(SchedClass::Normal);
-                if p.driver
-                    .compare_exchange(0, self.word(), Acquire, Acquire)
-                    .is_err()
-                {
+                if !p.upcall.start(self.word()) {
                     return None;
                 }
                 self.begin(shared, p);
-                p.deliver_added(shared);
+                super::handover::deliver_added(p, shared);
                 Some(p)
             }
             Assignment::Watch | Assignment::StandIn(..) => {
@@ -551,9 +525,7 @@ impl Activation {
     /// Names this activation, picked by a hander that raised `p`'s
     /// `standby` word, as its holder (before it is woken or started).
     fn put_on_standby(&self, p: &Processor) {
-        let _ = p
-            .standby
-            .compare_exchange(ON_WAY, self.word(), SeqCst, Relaxed);
+        p.upcall.name_standby(self.word());
     }
 
     /// Pins this kernel thread to the core `p` runs on, if it changed.
@@ -703,7 +675,7 @@ pub(crate) fn critical_enter() -> Option<(Critical, &'static Activation)> {
     if c == 0
         && let Some(p) = a.processor()
     {
-        let d = p.driver.load(Acquire);
+        let d = p.upcall.driver.load(Acquire);
         if d != a.word() {
             return back_from_call(critical, a, p, d);
         }
@@ -723,7 +695,7 @@ fn back_from_call(
     d: usize,
 ) -> Option<(Critical, &'static Activation)> {
     super::blocking::leave_call(a);
-    p.reclaim_or_give_back(a, d);
+    super::handover::reclaim_or_give_back(p, a, d);
     // Possibly resumed on another kernel thread: ask again.
     Some((critical, local()?))
 }
@@ -1004,7 +976,7 @@ impl Activations {
                         a.set_class_remotely(SchedClass::Batch);
                         crate::probe_mark!(3);
                         a.put_on_standby(p);
-                        let lent_cpu = p.lent_cpu.load(Relaxed);
+                        let lent_cpu = p.upcall.lent_cpu.load(Relaxed);
                         match p.core(shared) {
                             Some(core) => a.pin_remotely(core),
                             None if lent_cpu != NO_CORE => a.pin_remotely(lent_cpu),

@@ -246,10 +246,9 @@ pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
                     drop(e);
                     continue;
                 }
-                if let Some(a) = activation::local() {
-                    a.call.store(me.as_ptr().as_ptr() as usize, Release);
-                }
-                e.p.lend();
+                let a = activation::local().expect("an entered kernel thread is an activation");
+                a.call.store(me.as_ptr().as_ptr() as usize, Release);
+                super::lend(e.p, a);
                 drop(e);
                 crate::probe_mark!(7);
                 break;

@@ -35,17 +35,27 @@
 
 mod activation;
 mod blocking;
+mod handover;
 mod monitor;
+mod per_processor;
 mod preempt;
 mod stand_in;
 
+/// The atomics `per_processor` reaches through `super::atomic` (loom's, in
+/// its models).
+mod atomic {
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+}
+
 pub(crate) use activation::{
-    Activation, Activations, Assignment, Critical, LENT, ON_WAY, PROBING, UNANNOUNCED,
-    critical_depth, critical_enter, critical_release_inherited, forget_local, resumed_processor,
+    Activation, Activations, Assignment, Critical, critical_depth, critical_enter,
+    critical_release_inherited, forget_local, resumed_processor,
 };
 pub use blocking::blocking;
 pub(crate) use blocking::{AbortStep, abort_step, call_aborted, thread_in_call};
+pub(crate) use handover::{deliver_posted, lend};
 pub(crate) use monitor::Monitor;
+pub(crate) use per_processor::{LENT, ON_WAY, PROBING, PerProcessor, Reclaim};
 pub use preempt::{PreemptionOff, preemption_off, without_preemption};
 pub(crate) use preempt::{install as install_preemption, signal, signal_driver};
 pub(crate) use stand_in::wake as wake_stand_in;

@@ -116,7 +116,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::activation::{Activation, FLAGS, LENT, PROBING, UNANNOUNCED};
+use super::activation::{Activation, FLAGS, LENT};
 use super::preempt;
 use crate::processor::{ACTIVE, Processor, STOPPING};
 use crate::runtime::Shared;
@@ -362,7 +362,7 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen], quiet: &mut bool) -> Option<&'s
                 *quiet = false;
             }
         }
-        let d = p.driver.load(Acquire);
+        let d = p.upcall.driver.load(Acquire);
         let membership = p.membership.load(Relaxed);
         let covered = super::stand_in::standing_by(p);
         if d != 0
@@ -370,7 +370,7 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen], quiet: &mut bool) -> Option<&'s
         {
             *quiet = false;
         }
-        let dispatch = p.dispatch.load(Acquire);
+        let dispatch = p.upcall.dispatch.load(Acquire);
         let s = &mut seen[i];
         let switched = dispatch != s.dispatch;
         if switched {
@@ -383,9 +383,9 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen], quiet: &mut bool) -> Option<&'s
         }
         if d & LENT != 0 {
             let lent_for =
-                now.saturating_duration_since(shared.instant_of(p.lent_at.load(Relaxed)));
+                now.saturating_duration_since(shared.instant_of(p.upcall.lent_at.load(Relaxed)));
             if lent_for >= shared.handoff_after.max(TICK) || p.is_stopping() {
-                let by = p.standby.load(Relaxed);
+                let by = p.upcall.standby.load(Relaxed);
                 // SAFETY: `by` names an activation of this live runtime (or
                 // is `0` or `ON_WAY`, which name none).
                 match unsafe { Activation::from_word(by) } {
@@ -474,7 +474,7 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen], quiet: &mut bool) -> Option<&'s
             TaskState::Running => {
                 if slice_over || leaving {
                     *quiet = false;
-                    p.preempt_dispatch.store(dispatch, Relaxed);
+                    p.upcall.ask_preempt(dispatch);
                     preempt::signal(a);
                 }
             }
@@ -512,10 +512,7 @@ fn claim(shared: &Arc<Shared>, p: &'static Processor) -> Option<&'static Process
     // The `standby` protocol of `hand_lent`: at most one taker on its way,
     // here the watcher's own kernel thread.
     let me = super::activation::local()?.word();
-    p.standby
-        .compare_exchange(0, me, SeqCst, Relaxed)
-        .is_ok()
-        .then_some(p)
+    p.upcall.raise_standby(me).then_some(p)
 }
 
 /// Lends processor `p` on behalf of activation `a` (driver word `d`), which
@@ -523,16 +520,14 @@ fn claim(shared: &Arc<Shared>, p: &'static Processor) -> Option<&'static Process
 /// word is then `LENT|UNANNOUNCED`, for a taker). See `activation`'s docs
 /// for the handshake.
 pub(super) fn take_unannounced(p: &'static Processor, a: &Activation, d: usize) -> bool {
-    p.lent_at.store(p.shared().now_ns(), Relaxed);
+    p.upcall.lent_at.store(p.shared().now_ns(), Relaxed);
     crate::probe_mark!(16);
     // Seen asleep: the spare need not wait for the core to go idle.
-    p.lent_cpu.store(crate::processor::NO_CORE, Relaxed);
-    let probing = d | PROBING;
-    let lent = d | LENT | UNANNOUNCED;
+    p.upcall.lent_cpu.store(crate::processor::NO_CORE, Relaxed);
     // Marked before the word moves: `a` clears it when it takes the word
     // back, which can only come after.
     a.away.store(true, SeqCst);
-    if let Err(now) = p.driver.compare_exchange(d, probing, SeqCst, Relaxed) {
+    if let Err(now) = p.upcall.probe(d) {
         // Unless `a` lent it meanwhile (and marked itself away), the mark
         // is ours to undo; `a` cannot lend it after another took it.
         if now & !FLAGS != a.word() {
@@ -545,18 +540,13 @@ pub(super) fn take_unannounced(p: &'static Processor, a: &Activation, d: usize) 
     if a.critical.load(Acquire) != 0 {
         // Inside the runtime (or holding a spinlock): leave it be. If it
         // took the word back meanwhile, that is fine too.
-        if p.driver
-            .compare_exchange(probing, d, SeqCst, Relaxed)
-            .is_ok()
-        {
+        if p.upcall.unprobe(d) {
             a.away.store(false, SeqCst);
         }
         return false;
     }
     // Confirmed: only now may a spare take it.
-    p.driver
-        .compare_exchange(probing, lent, SeqCst, Relaxed)
-        .is_ok()
+    p.upcall.confirm_unannounced(d)
 }
 
 #[cfg(test)]

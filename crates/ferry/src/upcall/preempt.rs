@@ -70,7 +70,7 @@ pub(crate) fn signal(a: &Activation) {
 /// nobody does, it is lent for a blocking call (or being checked by the
 /// monitor), or it is the caller's own.
 pub(crate) fn signal_driver(p: &Processor) {
-    let d = p.driver.load(Acquire);
+    let d = p.upcall.driver.load(Acquire);
     if d == 0 || d & FLAGS != 0 || activation::local().is_some_and(|a| a.word() == d) {
         return;
     }
@@ -183,7 +183,7 @@ fn interrupt(a: &Activation, was_chained: bool) {
     let Some(p) = a.processor() else {
         return;
     };
-    let d = p.driver.load(Acquire);
+    let d = p.upcall.driver.load(Acquire);
     if d == a.word() {
         let Some(e) = processor::enter() else {
             return;
@@ -192,7 +192,7 @@ fn interrupt(a: &Activation, was_chained: bool) {
             return;
         };
         let stop = current.must_stop();
-        if !(stop || p.is_stopping() || p.slice_expired()) {
+        if !(stop || p.is_stopping() || p.upcall.slice_expired()) {
             return;
         }
         if was_chained {

@@ -1,0 +1,124 @@
+//! A processor passing between activations: the driver lends it for a
+//! kernel call and takes it back (or finds it gone and hands its thread
+//! back), a spare takes it over or starts it, and each handover tells the
+//! processor's policy the event it means (`Blocked`, `ProcessorAdded`,
+//! and, through the runtime's upcall queue, `Unblocked` and
+//! `ProcessorRemoved`).
+//!
+//! This file owns the order of those steps; the words themselves are
+//! [`PerProcessor`](super::PerProcessor)'s, and which thread runs next is
+//! the policy's. It never blocks.
+
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+
+use super::{Activation, Event, Kind, Posted, Reclaim};
+use crate::processor::{ACTIVE, NO_CORE, Processor, STARTING};
+use crate::runtime::Shared;
+
+/// The running thread of `p` is about to make a call that may block in the
+/// kernel: lends `p` (driven by `act`, the calling kernel thread's
+/// activation), and hands it to a spare at once if work waits for it and
+/// the runtime hands off at once. The caller must not touch the processor
+/// again until it got it back through `processor::enter`.
+pub(crate) fn lend(p: &'static Processor, act: &Activation) {
+    let shared = p.shared();
+    let hand_now = shared.handoff_after.is_zero() && p.sees_work(shared);
+    let cpu = if hand_now && p.core(shared).is_none() {
+        crate::sys::current_cpu().unwrap_or(NO_CORE)
+    } else {
+        NO_CORE
+    };
+    act.away.store(true, Relaxed);
+    crate::probe_mark!(0);
+    #[cfg(ferry_probe)]
+    match p.upcall.stand_in.load(Relaxed) {
+        0 => {
+            crate::probe_mark!(29);
+        }
+        2 => {
+            crate::probe_mark!(30);
+        }
+        s if s & 1 != 0 => {
+            crate::probe_mark!(31);
+        }
+        _ => {}
+    }
+    p.upcall.lend(act.word(), shared.now_ns(), cpu, hand_now);
+    if hand_now {
+        // A spare still on its way (waiting for this core to go idle), or
+        // the processor's stand-in, will take this lend too: wake nobody
+        // else.
+        shared.hand_lent(p, true);
+    }
+}
+
+/// The driver's side of a lost race: `d`, the word it loaded, is not its
+/// own. A lent word of its own is taken back; otherwise the processor is
+/// gone and its thread is handed back (see
+/// [`Activation::give_back_thread`]). Returns the processor the thread runs
+/// on afterwards.
+#[cold]
+#[inline(never)]
+pub(crate) fn reclaim_or_give_back(
+    p: &'static Processor,
+    act: &Activation,
+    d: usize,
+) -> &'static Processor {
+    match p.upcall.reclaim(act.word(), d) {
+        Reclaim::Held => p,
+        Reclaim::Reclaimed => {
+            act.away.store(false, Relaxed);
+            p.shared().counters.reclaimed.fetch_add(1, Relaxed);
+            p
+        }
+        Reclaim::Lost(_) => act.give_back_thread(),
+    }
+}
+
+/// A spare took lent processor `p`: the thread that was running on it is
+/// blocked (its policy is told), and the spare's loop takes over.
+pub(crate) fn deliver_blocked(p: &Processor, shared: &Shared) {
+    if let Some(t) = p.take_blocked() {
+        p.policy_event(Event::Blocked(&t));
+        crate::probe_mark!(13);
+        shared.counters.record(
+            Kind::Blocked,
+            shared.instant_of(p.upcall.lent_at.load(Relaxed)),
+        );
+        // The blocked thread's own kernel thread carries this reference on
+        // and gives it back with `Unblocked` (`give_back_thread`).
+        std::mem::forget(t);
+    }
+}
+
+/// A spare started processor `p`: it joins the set.
+pub(crate) fn deliver_added(p: &Processor, shared: &Shared) {
+    p.membership
+        .compare_exchange(STARTING, ACTIVE, AcqRel, Acquire)
+        .ok();
+    p.policy_event(Event::ProcessorAdded(p.index));
+    shared.counters.record(
+        Kind::ProcessorAdded,
+        shared.instant_of(p.upcall.changed_at.load(Relaxed)),
+    );
+}
+
+/// Delivers the events posted for any processor to `p`'s policy.
+#[cold]
+pub(crate) fn deliver_posted(p: &Processor, shared: &Shared) {
+    for (event, at) in shared.upcalls.take() {
+        match event {
+            Posted::Unblocked(t) => {
+                p.policy_event(Event::Unblocked(t));
+                shared.counters.record(Kind::Unblocked, at);
+            }
+            Posted::ProcessorRemoved(i) => {
+                p.policy_event(Event::ProcessorRemoved(i));
+                shared.counters.record(Kind::ProcessorRemoved, at);
+            }
+        }
+    }
+    if shared.processors.len() > 1 {
+        shared.notify_work();
+    }
+}
