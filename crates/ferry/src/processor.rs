@@ -540,7 +540,7 @@ impl Processor {
         let cx = Cx {
             queue: &owner.queue,
             next: &self.next,
-            shared,
+            injector: &shared.injector,
         };
         f(&mut owner.policy, &cx)
     }

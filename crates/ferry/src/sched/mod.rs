@@ -34,9 +34,7 @@ mod work_stealing;
 pub(crate) use queue::{Injector, NEXT_STEAL_AFTER, NextSlot, RunQueue};
 pub(crate) use work_stealing::WorkStealing;
 
-use crate::runtime::Shared;
 use crate::thread::Thread;
-use crate::upcall::Event;
 
 /// How urgently a thread wants a processor.
 ///
@@ -113,6 +111,29 @@ pub(crate) enum Ready {
     Expired,
 }
 
+/// A scheduler-activation event, as the scheduling policy receives it
+/// (`upcall::Event` in the glossary; `upcall`'s module docs give each one's
+/// cause and deliverer).
+#[derive(Debug)]
+// The default policy needs only some payloads; the others are for policies
+// that keep per-thread or per-processor books.
+#[allow(dead_code)]
+pub(crate) enum Event<'a> {
+    /// The thread blocked in the kernel; its processor now runs others. The
+    /// thread is not runnable: the policy may note it, but not queue it.
+    Blocked(&'a Thread),
+    /// The thread's blocking call returned; it is runnable again and the
+    /// policy must queue it.
+    Unblocked(Thread),
+    /// The thread was stopped in the middle of its work; it is runnable and
+    /// the policy must queue it.
+    Preempted(Thread),
+    /// Processor `i` joined the set (delivered to its own policy).
+    ProcessorAdded(usize),
+    /// Processor `i` left the set; its threads went to the injector.
+    ProcessorRemoved(usize),
+}
+
 /// What a policy sees of the processor it decides for: that processor's
 /// queues and the runtime's.
 pub(crate) struct Cx<'a> {
@@ -120,7 +141,8 @@ pub(crate) struct Cx<'a> {
     pub(crate) queue: &'a RunQueue,
     /// The processor's next-to-run slot.
     pub(crate) next: &'a NextSlot,
-    pub(crate) shared: &'a Shared,
+    /// The runtime's queue of threads made or woken off a processor.
+    pub(crate) injector: &'a Injector,
 }
 
 /// The scheduling decisions of one processor. The processor calls it from

@@ -5,9 +5,8 @@
 //!
 //! This room owns the decisions only; the queues are [`super::queue`]'s.
 
-use super::{Cx, LEVELS, Policy, Priority, Ready};
+use super::{Cx, Event, LEVELS, Policy, Priority, Ready};
 use crate::thread::Thread;
-use crate::upcall::Event;
 
 /// A processor looks at the injector before its own `Normal` threads once
 /// per this many picks (Go uses 61 for its global queue), so that threads
@@ -85,7 +84,7 @@ impl WorkStealing {
     fn push_back(cx: &Cx<'_>, t: Thread) {
         let level = t.priority().level();
         if let Err(t) = cx.queue.push_back(level, t)
-            && let Err(t) = cx.shared.injector.push(t)
+            && let Err(t) = cx.injector.push(t)
         {
             // Closed only once every processor stopped: not while one
             // decides. Should it be, the thread is abandoned as at the end.
@@ -133,11 +132,11 @@ impl Policy for WorkStealing {
             return Some(t);
         }
         if self.picks.is_multiple_of(INJECTOR_FIRST_EVERY)
-            && let Some(t) = cx.shared.injector.pop_at_least(normal)
+            && let Some(t) = cx.injector.pop_at_least(normal)
         {
             return Some(t);
         }
-        if let Some(t) = cx.shared.injector.pop_at_least(high) {
+        if let Some(t) = cx.injector.pop_at_least(high) {
             return Some(t);
         }
         // The slot goes before the `Normal` ring and the injector, unless
@@ -154,14 +153,14 @@ impl Policy for WorkStealing {
         if let Some(t) = cx.queue.pop(normal) {
             return Some(t);
         }
-        if let Some(t) = cx.shared.injector.pop_at_least(normal) {
+        if let Some(t) = cx.injector.pop_at_least(normal) {
             return Some(t);
         }
         // Deferred, the slot's `Normal` thread still goes before any `Low`.
         if let Some(t) = cx.next.take() {
             return Some(t);
         }
-        if let Some(t) = cx.shared.injector.pop() {
+        if let Some(t) = cx.injector.pop() {
             return Some(t);
         }
         cx.queue.pop(low)
@@ -176,8 +175,6 @@ impl Policy for WorkStealing {
     }
 
     fn has_ready(&self, cx: &Cx<'_>) -> bool {
-        !cx.next.is_empty()
-            || (0..LEVELS).any(|l| !cx.queue.is_empty(l))
-            || cx.shared.injector.has_work()
+        !cx.next.is_empty() || (0..LEVELS).any(|l| !cx.queue.is_empty(l)) || cx.injector.has_work()
     }
 }

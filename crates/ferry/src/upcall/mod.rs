@@ -66,29 +66,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+pub(crate) use crate::sched::Event;
 use crate::thread::Thread;
-
-/// A scheduler-activation event, as the scheduling policy receives it; see
-/// the module docs for causes and deliverers.
-#[derive(Debug)]
-// The default policy needs only some payloads; the others are for policies
-// that keep per-thread or per-processor books.
-#[allow(dead_code)]
-pub(crate) enum Event<'a> {
-    /// The thread blocked in the kernel; its processor now runs others. The
-    /// thread is not runnable: the policy may note it, but not queue it.
-    Blocked(&'a Thread),
-    /// The thread's blocking call returned; it is runnable again and the
-    /// policy must queue it.
-    Unblocked(Thread),
-    /// The thread was stopped in the middle of its work; it is runnable and
-    /// the policy must queue it.
-    Preempted(Thread),
-    /// Processor `i` joined the set (delivered to its own policy).
-    ProcessorAdded(usize),
-    /// Processor `i` left the set; its threads went to the injector.
-    ProcessorRemoved(usize),
-}
 
 /// An event waiting for a processor to deliver it, with the moment its
 /// cause happened (for [`UpcallStats`]).
