@@ -140,8 +140,8 @@ pub(crate) fn quiet(shared: &Shared) -> Option<u64> {
         return None;
     }
     if shared.is_shut_down()
-        || shared.timers.until_next().is_some()
-        || shared.upcalls.pending()
+        || shared.sources.until_next().is_some()
+        || shared.sources.switch_ready()
         || shared.injector.has_work()
     {
         return None;

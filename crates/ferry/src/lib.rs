@@ -26,6 +26,7 @@
 
 pub mod arch;
 mod deadlock;
+mod event;
 pub mod fs;
 pub mod net;
 #[cfg(ferry_probe)]
@@ -47,12 +48,10 @@ pub mod stack;
 pub mod sync;
 mod sys;
 pub mod thread;
-mod timer;
 pub mod upcall;
 mod waits;
 
 pub use deadlock::Deadlock;
 pub use runtime::{Builder, Handle, Runtime, run};
-pub use thread::{JoinHandle, Panic, Thread, ThreadId, current, park, spawn, yield_now};
-pub use timer::sleep;
+pub use thread::{JoinHandle, Panic, Thread, ThreadId, current, park, sleep, spawn, yield_now};
 pub use upcall::blocking;

@@ -76,15 +76,13 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize};
 use std::time::Instant;
 
 use crate::arch::{self, Context};
+use crate::event::{Deliver, Sources};
 use crate::runtime::Shared;
 use crate::sched::{self, Cx, NextSlot, Policy, Ready, RunQueue, WorkStealing};
 use crate::stack::{Stack, StackCache};
 use crate::sys;
 use crate::thread::{DROPPED, HELD, Header, SUSPENDED, SmallBlock, TERMINATED, Thread, ThreadId};
 use crate::upcall::{self, Activation, Critical, Event, Kind, PerProcessor, Posted};
-
-/// A processor looks at the timers at least once per this many switches.
-const TIMER_CHECK_EVERY: u32 = 64;
 
 /// Stacks of the runtime's default size each processor keeps for its next
 /// spawns, without a lock; beyond that they go to the process-wide cache.
@@ -166,7 +164,7 @@ pub(crate) struct Owner {
     /// The thread running on this processor, if any.
     current: Option<Thread>,
     pending: Pending,
-    /// Switches since the last look at the timers.
+    /// Switches since the last look at every event source.
     ticks: u32,
     /// Warm stacks of the default size, for this processor's next spawns.
     stacks: Vec<Stack>,
@@ -483,7 +481,7 @@ impl Processor {
             return false;
         }
         self.mark_dispatch(false);
-        shared.upcalls.post(
+        shared.sources.upcalls.post(
             Posted::ProcessorRemoved(self.index),
             shared.instant_of(self.upcall.changed_at.load(Relaxed)),
         );
@@ -634,10 +632,7 @@ impl Processor {
     /// any.
     pub(crate) fn yield_current(&self) {
         let shared = self.shared();
-        shared.timers.fire_due();
-        if shared.upcalls.pending() {
-            upcall::deliver_posted(self, shared);
-        }
+        shared.sources.poll(self);
         match self.with_policy(|policy, cx| policy.next_local(cx)) {
             Some(next) => self.switch_to(To::Thread(next), Pending::Requeue),
             // A thread that yields with nothing else to run would go on
@@ -765,11 +760,11 @@ impl Processor {
     fn switch_to(&self, mut to: To, make_pending: impl FnOnce(Thread) -> Pending) {
         let owner = self.owner();
         // Threads handed off among themselves never pass through the
-        // scheduler loop: look at the timers every so often here too, and
-        // at events posted for any processor each time.
+        // scheduler loop: ask the event sources here too (those that read
+        // the clock every so often).
         owner.ticks = owner.ticks.wrapping_add(1);
-        if owner.ticks.is_multiple_of(TIMER_CHECK_EVERY) {
-            self.shared().timers.fire_due();
+        let tick = owner.ticks.is_multiple_of(Sources::TICKS);
+        if tick {
             // Threads that only yield would hand the processor among
             // themselves for ever after a shutdown: every so often, look,
             // and go to the scheduler loop, which leaves (the chosen
@@ -781,9 +776,7 @@ impl Processor {
                 to = To::Loop;
             }
         }
-        if self.shared().upcalls.pending() {
-            upcall::deliver_posted(self, self.shared());
-        }
+        self.shared().sources.at_switch(tick, self);
         let owner = self.owner();
         let me = owner.current.take().expect("switch_away outside a thread");
         self.account(&me);
@@ -832,11 +825,8 @@ impl Processor {
             if self.is_stopping() && self.stop(shared) {
                 return RunEnd::Stopped;
             }
-            if shared.upcalls.pending() {
-                upcall::deliver_posted(self, shared);
-            }
+            shared.sources.poll(self);
             act.pin_for(shared, self);
-            shared.timers.fire_due();
             match self.with_policy(|policy, cx| policy.next(cx)) {
                 Some(t) => {
                     self.start_account();
@@ -865,7 +855,7 @@ impl Processor {
     pub(crate) fn sees_work(&self, shared: &Shared) -> bool {
         shared.is_shut_down()
             || self.is_stopping()
-            || shared.upcalls.pending()
+            || shared.sources.switch_ready()
             || self.with_policy(|policy, cx| policy.has_ready(cx))
             || self.owner().queue.others_have_work()
     }
@@ -912,7 +902,7 @@ impl Processor {
                     break;
                 }
                 if i % 64 == 63
-                    && (shared.timers.is_due() || self.steal_stale_next(shared, &mut seen))
+                    && (shared.sources.any_ready() || self.steal_stale_next(shared, &mut seen))
                 {
                     found = true;
                     break;
@@ -929,7 +919,7 @@ impl Processor {
             shared.sleeper_enter(self.index);
             shared.spinning_exit();
         } else {
-            if self.sees_work(shared) || shared.timers.is_due() {
+            if self.sees_work(shared) || shared.sources.any_ready() {
                 return;
             }
             self.willing_to_yield.store(true, Relaxed);
@@ -939,7 +929,8 @@ impl Processor {
         // Pairs with `light_fence` in `Shared::notify_work`: either the
         // notifier sees us among the sleepers, or we see its work below.
         ferry_queue::wait::heavy_fence();
-        if self.sees_work(shared) || shared.timers.is_due() || self.steal_stranded_next(shared) {
+        if self.sees_work(shared) || shared.sources.any_ready() || self.steal_stranded_next(shared)
+        {
             shared.sleeper_exit(self.index);
             self.willing_to_yield.store(false, Relaxed);
             return;
@@ -947,7 +938,7 @@ impl Processor {
         let mut looked = !shared.deadlock.is_on();
         while self.sleep.load(Acquire) == 0 && !shared.is_shut_down() {
             // Sleep no longer than until the earliest timer, then look again.
-            if let Some(wait) = shared.timers.until_next() {
+            if let Some(wait) = shared.sources.until_next() {
                 if wait.is_zero() {
                     break;
                 }
@@ -1107,4 +1098,27 @@ pub(crate) fn switch_out_to(
     // one running us now (set in `bind`).
     unsafe { *p.owner().errno = errno };
     p
+}
+
+/// What the event sources hand a processor goes to its policy, counted in
+/// the runtime's upcall statistics.
+impl Deliver for Processor {
+    fn event(&self, event: Event<'_>, cause: Instant) {
+        let kind = match event {
+            Event::Blocked(_) => Kind::Blocked,
+            Event::Unblocked(_) => Kind::Unblocked,
+            Event::Preempted(_) => Kind::Preempted,
+            Event::ProcessorAdded(_) => Kind::ProcessorAdded,
+            Event::ProcessorRemoved(_) => Kind::ProcessorRemoved,
+        };
+        self.policy_event(event);
+        self.shared().counters.record(kind, cause);
+    }
+
+    fn made_ready(&self) {
+        let shared = self.shared();
+        if shared.processors.len() > 1 {
+            shared.notify_work();
+        }
+    }
 }

@@ -15,14 +15,12 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use crate::deadlock::{Deadlock, Detector};
+use crate::event::Sources;
 use crate::processor::{self, ACTIVE, Processor, STARTING, STOPPED, STOPPING};
 use crate::sched::{Injector, Ready};
 use crate::stack::DEFAULT_STACK_SIZE;
 use crate::thread::{self, Thread, ThreadId};
-use crate::timer::Timers;
-use crate::upcall::{
-    self, Activation, Activations, Assignment, Counters, Monitor, UpcallStats, Upcalls,
-};
+use crate::upcall::{self, Activation, Activations, Assignment, Counters, Monitor, UpcallStats};
 
 /// State every processor and every thread of one runtime shares.
 ///
@@ -42,9 +40,8 @@ pub(crate) struct Shared {
     pub(crate) stack_size: usize,
     spin_tries: u32,
     next_thread_id: AtomicU64,
-    pub(crate) timers: Timers,
-    /// Events waiting for any processor (`Unblocked`, `ProcessorRemoved`).
-    pub(crate) upcalls: Upcalls,
+    /// The event sources the processors ask in one place (`event`).
+    pub(crate) sources: Sources,
     /// What the activations did, for `Handle::upcall_stats`.
     pub(crate) counters: Counters,
     /// The kernel threads that drive processors, and the spare pool.
@@ -643,8 +640,7 @@ impl Builder {
             stack_size: self.stack_size,
             spin_tries: self.spin_tries,
             next_thread_id: AtomicU64::new(1),
-            timers: Timers::new(),
-            upcalls: Upcalls::new(),
+            sources: Sources::new(),
             counters: Counters::new(),
             activations: Activations::new(self.max_activations.max(2 * max + 2)),
             monitor: Monitor::new(),

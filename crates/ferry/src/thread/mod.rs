@@ -150,6 +150,7 @@ mod local;
 mod panic;
 mod park_word;
 mod raw;
+mod sleep;
 mod wait_record;
 
 /// The atomics `park_word` uses (its loom model swaps in loom's).
@@ -163,6 +164,7 @@ use local::LocalTable;
 pub(crate) use park_word::finish_parking;
 pub(crate) use raw::Header;
 use raw::RawJoin;
+pub use sleep::sleep;
 pub(crate) use wait_record::{
     WaitRecord, register as register_wait, unregister as unregister_wait,
     waits_on as thread_waits_on,

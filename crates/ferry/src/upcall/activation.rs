@@ -343,7 +343,7 @@ impl Activation {
                     // which sees neither an away activation nor a pending
                     // upcall only once both are done, never sees the
                     // thread nowhere (the post may wait for memory).
-                    shared.upcalls.post(Posted::Unblocked(t), at);
+                    shared.sources.upcalls.post(Posted::Unblocked(t), at);
                     self.away.store(false, Release);
                     shared.notify_work_anywhere();
                 }

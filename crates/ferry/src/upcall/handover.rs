@@ -2,8 +2,8 @@
 //! kernel call and takes it back (or finds it gone and hands its thread
 //! back), a spare takes it over or starts it, and each handover tells the
 //! processor's policy the event it means (`Blocked`, `ProcessorAdded`,
-//! and, through the runtime's upcall queue, `Unblocked` and
-//! `ProcessorRemoved`).
+//! and, through the runtime's upcall queue, an event source, `Unblocked`
+//! and `ProcessorRemoved`).
 //!
 //! This file owns the order of those steps; the words themselves are
 //! [`PerProcessor`](super::PerProcessor)'s, and which thread runs next is
@@ -11,7 +11,7 @@
 
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 
-use super::{Activation, Event, Kind, Posted, Reclaim};
+use super::{Activation, Event, Kind, Reclaim};
 use crate::processor::{ACTIVE, NO_CORE, Processor, STARTING};
 use crate::runtime::Shared;
 
@@ -101,24 +101,4 @@ pub(crate) fn deliver_added(p: &Processor, shared: &Shared) {
         Kind::ProcessorAdded,
         shared.instant_of(p.upcall.changed_at.load(Relaxed)),
     );
-}
-
-/// Delivers the events posted for any processor to `p`'s policy.
-#[cold]
-pub(crate) fn deliver_posted(p: &Processor, shared: &Shared) {
-    for (event, at) in shared.upcalls.take() {
-        match event {
-            Posted::Unblocked(t) => {
-                p.policy_event(Event::Unblocked(t));
-                shared.counters.record(Kind::Unblocked, at);
-            }
-            Posted::ProcessorRemoved(i) => {
-                p.policy_event(Event::ProcessorRemoved(i));
-                shared.counters.record(Kind::ProcessorRemoved, at);
-            }
-        }
-    }
-    if shared.processors.len() > 1 {
-        shared.notify_work();
-    }
 }

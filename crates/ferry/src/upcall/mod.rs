@@ -47,85 +47,25 @@ mod atomic {
     pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 }
 
+pub(crate) use crate::event::Posted;
 pub(crate) use activation::{
     Activation, Activations, Assignment, Critical, critical_depth, critical_enter,
     critical_release_inherited, forget_local, resumed_processor,
 };
 pub use blocking::blocking;
 pub(crate) use blocking::{AbortStep, abort_step, call_aborted, thread_in_call};
-pub(crate) use handover::{deliver_posted, lend};
+pub(crate) use handover::lend;
 pub(crate) use monitor::Monitor;
 pub(crate) use per_processor::{LENT, ON_WAY, PROBING, PerProcessor, Reclaim};
 pub use preempt::{PreemptionOff, preemption_off, without_preemption};
 pub(crate) use preempt::{install as install_preemption, signal, signal_driver};
 pub(crate) use stand_in::wake as wake_stand_in;
 
-use std::collections::VecDeque;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicU64, AtomicUsize};
-use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 pub(crate) use crate::sched::Event;
-use crate::thread::Thread;
-
-/// An event waiting for a processor to deliver it, with the moment its
-/// cause happened (for [`UpcallStats`]).
-pub(crate) enum Posted {
-    Unblocked(Thread),
-    ProcessorRemoved(usize),
-}
-
-/// Events posted for whichever processor looks next: `Unblocked` threads
-/// and processor removals.
-///
-/// | word | written by | meaning |
-/// |------|------------|---------|
-/// | `len` | a poster (under the lock, then `notify_work`), a deliverer (under the lock) | events waiting; read without the lock by every processor at each switch |
-pub(crate) struct Upcalls {
-    queue: Mutex<VecDeque<(Posted, Instant)>>,
-    len: AtomicUsize,
-}
-
-impl Upcalls {
-    pub(crate) fn new() -> Upcalls {
-        Upcalls {
-            queue: Mutex::new(VecDeque::new()),
-            len: AtomicUsize::new(0),
-        }
-    }
-
-    /// Whether an event waits: one relaxed load.
-    #[inline]
-    pub(crate) fn pending(&self) -> bool {
-        self.len.load(Relaxed) != 0
-    }
-
-    /// Posts an event caused at `at`; the caller then notifies processors.
-    ///
-    /// Never aborts and never drops the event (an `Unblocked` event carries
-    /// its thread): when the queue cannot grow because memory is short, the
-    /// posting kernel thread (an activation between its own kernel call and
-    /// its next assignment, or a processor leaving the set) waits a
-    /// millisecond at a time for memory, instead of aborting the process.
-    pub(crate) fn post(&self, event: Posted, at: Instant) {
-        let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-        while q.try_reserve(1).is_err() {
-            drop(q);
-            std::thread::sleep(std::time::Duration::from_millis(1));
-            q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-        }
-        q.push_back((event, at));
-        self.len.store(q.len(), Relaxed);
-    }
-
-    /// Takes the waiting events.
-    pub(crate) fn take(&self) -> VecDeque<(Posted, Instant)> {
-        let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-        self.len.store(0, Relaxed);
-        std::mem::take(&mut *q)
-    }
-}
 
 /// Kinds of event, for [`UpcallStats`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,9 +1,9 @@
-//! Timers: the sleeping threads of one runtime, ordered by deadline, and
-//! [`sleep`].
+//! Timers: the sleeping threads of one runtime, ordered by deadline; an
+//! event source (see the parent module).
 //!
-//! This room owns the deadline heap and the cheap "is anything due?" check
-//! the processors make while scheduling; it must not switch contexts (a
-//! sleeper parks through [`crate::thread::park`]) and must not hold its lock
+//! This file owns the deadline heap and the "is anything due?" check the
+//! processors make while scheduling; it must not switch contexts (a
+//! sleeper parks itself, see `thread::sleep`) and must not hold its lock
 //! while waking anyone.
 //!
 //! # The `next_due` word
@@ -24,9 +24,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::processor;
+use super::{Deliver, Every, Source};
 use crate::sched::Ready;
-use crate::thread::{Unparker, park};
+use crate::thread::Unparker;
 
 /// One sleeping thread.
 struct Entry {
@@ -74,7 +74,7 @@ impl Timers {
     }
 
     /// Registers `who` to be woken (its flag set, then unparked) at `due`.
-    fn add(&self, due: Instant, who: Unparker) -> Arc<AtomicBool> {
+    pub(crate) fn add(&self, due: Instant, who: Unparker) -> Arc<AtomicBool> {
         let due = u64::try_from(due.saturating_duration_since(self.epoch).as_nanos())
             .unwrap_or(u64::MAX - 1);
         let fired = Arc::new(AtomicBool::new(false));
@@ -149,31 +149,25 @@ impl Timers {
     }
 }
 
-/// Puts the calling thread to sleep for at least `duration`; its processor
-/// runs other threads meanwhile. On a plain kernel thread this is
-/// `std::thread::sleep`.
-///
-/// ```
-/// use std::time::{Duration, Instant};
-/// ferry::run(|| {
-///     let start = Instant::now();
-///     ferry::sleep(Duration::from_millis(5));
-///     assert!(start.elapsed() >= Duration::from_millis(5));
-/// })
-/// .unwrap();
-/// ```
-pub fn sleep(duration: Duration) {
-    let Some(me) = processor::enter().and_then(|e| e.p.current_ref().cloned()) else {
-        std::thread::sleep(duration);
-        return;
-    };
-    let due = Instant::now() + duration;
-    let fired = me.shared().timers.add(due, Unparker::Ferry(me.clone()));
-    drop(me);
-    // Spurious returns from `park` are possible; the flag is the truth. A
-    // token the timer leaves behind only makes some later `park` return
-    // once, which every caller of `park` tolerates.
-    while !fired.load(Acquire) {
-        park();
+/// A timer is due when the clock passes its deadline: a busy processor
+/// reads the clock only every few switches.
+impl Source for Timers {
+    const EVERY: Every = Every::Ticks;
+
+    #[inline]
+    fn is_ready(&self) -> bool {
+        self.is_due()
+    }
+
+    #[inline]
+    fn deliver(&self, _to: &dyn Deliver) {
+        // The woken threads reach their processors through their own
+        // scheduler (`Unparker::unpark_as`), not through `to`.
+        self.fire_due();
+    }
+
+    #[inline]
+    fn until_next(&self) -> Option<Duration> {
+        Timers::until_next(self)
     }
 }

@@ -1,0 +1,247 @@
+//! Event sources: everything that can make a thread runnable from outside
+//! the run queues, behind one seam. A processor asks the sources in one
+//! place when it looks for work ([`Sources`]), and a parked processor
+//! sleeps in one kernel wait that covers all of them.
+//!
+//! This room owns the sources (today [`timer::Timers`] and the runtime's
+//! upcall queue, [`upcalls::Upcalls`]) and the contract below; it must not
+//! switch contexts, choose which thread runs (a source hands threads and
+//! events to the processor's policy through [`Deliver`]) or park a
+//! processor (the processor does, in `Processor::idle`).
+//!
+//! # The contract of a source
+//!
+//! | question | method | who asks, when | cost |
+//! |----------|--------|----------------|------|
+//! | is there work for a processor? | [`Source::is_ready`] | a processor's own kernel thread: at switches ([`Every`]), in its idle spin, and once more after it announced itself a sleeper | [`Every::Switch`]: one relaxed load; [`Every::Ticks`]: may read the clock |
+//! | hand it over | [`Source::deliver`] | the same processor, inside the runtime (entered, or its scheduler loop), never while it holds its policy | a lock and a few queue operations; cold |
+//! | when must a parked processor look again? | [`Source::until_next`] | a processor about to park | a load and the clock |
+//!
+//! How a source wakes a parked processor, so that one kernel wait covers
+//! every source:
+//!
+//! | a source that becomes ready | does | so the parked processor |
+//! |-----------------------------|------|-------------------------|
+//! | from another kernel thread (an upcall posted; later: a channel's call, a completion) | publishes, then calls the runtime's `notify_work` (`notify_work_anywhere` off a processor) | is woken through its sleep word (`FUTEX_WAKE`), unless a spinning processor will find the work |
+//! | at a moment (a timer) | reports the moment through `until_next` | bounds its `FUTEX_WAIT` by the earliest moment of all sources |
+//!
+//! A parked processor's one kernel wait is thus `FUTEX_WAIT` on its sleep
+//! word with a timeout. A source whose readiness arrives on a file
+//! descriptor (socket readiness, an io_uring ring) needs that wait to be an
+//! `epoll_wait` or a ring wait with the sleep word's wake replaced by an
+//! eventfd: that change stays inside `Processor::idle` and this seam.
+//!
+//! Adding a source: implement [`Source`], add it to [`Sources`] (a field
+//! and a line in `for_each_source!`); no run loop changes.
+
+pub(crate) mod timer;
+pub(crate) mod upcalls;
+
+use std::time::{Duration, Instant};
+
+pub(crate) use upcalls::{Posted, Upcalls};
+
+use crate::sched::Event;
+use timer::Timers;
+
+/// How often a busy processor (one that keeps switching between threads
+/// and never idles) asks a source whether it is ready.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Every {
+    /// At every switch: the check is one relaxed load.
+    Switch,
+    /// Every [`Sources::TICKS`] switches: the check reads the clock.
+    Ticks,
+}
+
+/// Where a source hands what it has: the calling processor.
+pub(crate) trait Deliver {
+    /// Hands `event` to the calling processor's policy; `cause` is when it
+    /// happened (for the runtime's upcall statistics).
+    fn event(&self, event: Event<'_>, cause: Instant);
+
+    /// Threads were just queued here: lets an idle processor know.
+    fn made_ready(&self);
+}
+
+/// One event source; see the module docs for the contract.
+pub(crate) trait Source {
+    /// How often a busy processor asks.
+    const EVERY: Every;
+
+    /// Whether the source has something for a processor now.
+    fn is_ready(&self) -> bool;
+
+    /// Hands what is ready to `to` (or wakes its threads, which reach
+    /// their own processors); nothing if nothing is ready.
+    fn deliver(&self, to: &dyn Deliver);
+
+    /// How long a parked processor may sleep before this source needs a
+    /// look without being woken; `None`: it wakes processors itself.
+    fn until_next(&self) -> Option<Duration>;
+}
+
+/// The event sources of one runtime, asked in one place.
+pub(crate) struct Sources {
+    /// Sleeping threads, by deadline.
+    pub(crate) timers: Timers,
+    /// Scheduler-activation events posted for any processor.
+    pub(crate) upcalls: Upcalls,
+}
+
+/// Runs `$body` with `$s` bound to each source of `$sources`, in order.
+macro_rules! for_each_source {
+    ($sources:expr, |$s:ident| $body:expr) => {{
+        {
+            let $s = &$sources.upcalls;
+            $body
+        }
+        {
+            let $s = &$sources.timers;
+            $body
+        }
+    }};
+}
+
+impl Sources {
+    /// A busy processor asks the [`Every::Ticks`] sources once per this
+    /// many switches.
+    pub(crate) const TICKS: u32 = 64;
+
+    pub(crate) fn new() -> Sources {
+        Sources {
+            timers: Timers::new(),
+            upcalls: Upcalls::new(),
+        }
+    }
+
+    /// At a switch: delivers what the [`Every::Switch`] sources have, and,
+    /// when `tick` (every [`Sources::TICKS`] switches), what the others
+    /// have too.
+    #[inline]
+    pub(crate) fn at_switch(&self, tick: bool, to: &dyn Deliver) {
+        for_each_source!(self, |s| if (tick || at_every_switch(s)) && s.is_ready() {
+            s.deliver(to);
+        });
+    }
+
+    /// Delivers what every source has (a yield, a pass of the scheduler
+    /// loop).
+    #[inline]
+    pub(crate) fn poll(&self, to: &dyn Deliver) {
+        for_each_source!(self, |s| if s.is_ready() {
+            s.deliver(to);
+        });
+    }
+
+    /// Whether an [`Every::Switch`] source is ready: loads only, for an
+    /// idle processor's spin.
+    #[inline]
+    pub(crate) fn switch_ready(&self) -> bool {
+        let mut ready = false;
+        for_each_source!(self, |s| ready |= at_every_switch(s) && s.is_ready());
+        ready
+    }
+
+    /// Whether any source is ready (may read the clock).
+    pub(crate) fn any_ready(&self) -> bool {
+        let mut ready = false;
+        for_each_source!(self, |s| ready |= s.is_ready());
+        ready
+    }
+
+    /// How long a parked processor may sleep: until the earliest moment a
+    /// source named, or `None` (until woken).
+    pub(crate) fn until_next(&self) -> Option<Duration> {
+        let mut next: Option<Duration> = None;
+        for_each_source!(self, |s| if let Some(d) = s.until_next() {
+            next = Some(next.map_or(d, |n| n.min(d)));
+        });
+        next
+    }
+}
+
+/// Whether a busy processor asks `S` at every switch.
+#[inline]
+const fn at_every_switch<S: Source>(_: &S) -> bool {
+    matches!(S::EVERY, Every::Switch)
+}
+
+#[cfg(all(test, not(ferry_loom)))]
+mod tests {
+    use std::cell::RefCell;
+    use std::sync::atomic::Ordering::Acquire;
+
+    use super::*;
+    use crate::thread::Unparker;
+
+    /// A processor stand-in that records what the sources hand it.
+    #[derive(Default)]
+    struct Recorder {
+        removed: RefCell<Vec<usize>>,
+        made_ready: RefCell<usize>,
+    }
+
+    impl Deliver for Recorder {
+        fn event(&self, event: Event<'_>, _cause: Instant) {
+            match event {
+                Event::ProcessorRemoved(i) => self.removed.borrow_mut().push(i),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+
+        fn made_ready(&self) {
+            *self.made_ready.borrow_mut() += 1;
+        }
+    }
+
+    #[test]
+    fn posted_events_are_delivered_at_the_next_switch() {
+        let sources = Sources::new();
+        let to = Recorder::default();
+        assert!(!sources.switch_ready() && !sources.any_ready());
+        sources.at_switch(false, &to);
+        assert!(to.removed.borrow().is_empty());
+        sources
+            .upcalls
+            .post(Posted::ProcessorRemoved(3), Instant::now());
+        assert!(sources.switch_ready() && sources.any_ready());
+        assert_eq!(sources.until_next(), None, "posted events have no deadline");
+        sources.at_switch(false, &to);
+        assert_eq!(*to.removed.borrow(), [3]);
+        assert_eq!(*to.made_ready.borrow(), 1);
+        assert!(!sources.switch_ready(), "delivered once");
+    }
+
+    #[test]
+    fn a_due_timer_fires_at_a_tick_or_a_poll_not_at_every_switch() {
+        let sources = Sources::new();
+        let to = Recorder::default();
+        let later = sources.timers.add(
+            Instant::now() + Duration::from_secs(3600),
+            Unparker::Kernel(std::thread::current()),
+        );
+        let wait = sources.until_next().expect("a timer is pending");
+        assert!(wait > Duration::from_secs(3000));
+        let due = sources
+            .timers
+            .add(Instant::now(), Unparker::Kernel(std::thread::current()));
+        assert!(sources.any_ready());
+        assert!(
+            !sources.switch_ready(),
+            "a clock source is not asked at every switch"
+        );
+        sources.at_switch(false, &to);
+        assert!(!due.load(Acquire));
+        sources.at_switch(true, &to);
+        assert!(due.load(Acquire));
+        assert!(!later.load(Acquire));
+        assert!(!sources.any_ready());
+        sources.poll(&to);
+        assert!(!later.load(Acquire));
+        assert!(
+            sources.until_next().is_some(),
+            "the later timer is still pending"
+        );
+    }
+}
