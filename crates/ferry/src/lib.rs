@@ -28,6 +28,7 @@ pub mod arch;
 mod deadlock;
 mod event;
 pub mod fs;
+mod header;
 pub mod net;
 #[cfg(ferry_probe)]
 #[doc(hidden)]

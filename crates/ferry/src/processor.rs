@@ -70,18 +70,21 @@
 use std::cell::UnsafeCell;
 use std::io;
 use std::ops::Range;
-use std::ptr;
+use std::ptr::{self, NonNull};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize};
 use std::time::Instant;
 
 use crate::arch::{self, Context};
 use crate::event::{Deliver, Sources};
+use crate::header::{
+    DROPPED, HELD, Header, SUSPENDED, SmallBlock, TERMINATED, Thread, ThreadId, held_back,
+    park_word::finish_parking,
+};
 use crate::runtime::Shared;
 use crate::sched::{self, Cx, NextSlot, Policy, Ready, RunQueue, WorkStealing};
 use crate::stack::{Stack, StackCache};
 use crate::sys;
-use crate::thread::{DROPPED, HELD, Header, SUSPENDED, SmallBlock, TERMINATED, Thread, ThreadId};
 use crate::upcall::{self, Activation, Critical, Event, Kind, PerProcessor, Posted};
 
 /// Stacks of the runtime's default size each processor keeps for its next
@@ -605,7 +608,7 @@ impl Processor {
             }
             Pending::Park(t) => {
                 // An unpark that came while it switched out: run it again.
-                if !crate::thread::finish_parking(t.state()) {
+                if !finish_parking(t.state()) {
                     self.make_ready(t, Ready::Woken);
                 }
             }
@@ -650,7 +653,7 @@ impl Processor {
         // A suspended thread is held, not run (see `thread`'s docs).
         while next.as_ref().is_some_and(|t| {
             let h = t.header();
-            crate::thread::held_back(h, h.control.load(Relaxed))
+            held_back(h, h.control.load(Relaxed))
         }) {
             let held = next.take().expect("checked above");
             let c = held.header().control.load(Acquire);
@@ -670,7 +673,7 @@ impl Processor {
         let owner = self.owner();
         match next {
             Some(next) => {
-                next.set_processor(self);
+                claim(&next, self);
                 let to = next.context_ptr();
                 // SAFETY: `act` is our driver, set in `bind`.
                 unsafe { (*owner.act).set_running(next.as_ptr().as_ptr()) };
@@ -1035,6 +1038,36 @@ impl Processor {
     }
 }
 
+/// Records in `t`'s header that `p` is about to switch to it. Only the
+/// processor doing so calls it, while the thread is not running.
+#[inline]
+fn claim(t: &Thread, p: &Processor) {
+    t.header()
+        .processor
+        .store(ptr::from_ref(p).cast_mut().cast(), Relaxed);
+}
+
+/// The processor that last switched to the thread of `header` (see
+/// [`claim`]), if any has.
+pub(crate) fn last_of(header: &Header) -> Option<&'static Processor> {
+    // SAFETY: a non-null `processor` was stored by `claim` and points into
+    // the runtime's processors, which live as long as the runtime the
+    // block holds.
+    unsafe { header.processor.load(Acquire).cast::<Processor>().as_ref() }
+}
+
+/// The processor that switched to the thread owning `header`.
+///
+/// # Safety
+/// Called by that thread, running (so its block is alive and [`claim`]
+/// was called for this run).
+#[inline]
+unsafe fn resumed_on(header: NonNull<Header>) -> &'static Processor {
+    // SAFETY: the block is live (the contract) and the processor, owned by
+    // the runtime's `Shared`, outlives every thread run on it.
+    unsafe { &*header.as_ref().processor.load(Relaxed).cast::<Processor>() }
+}
+
 /// Keeps a freed small thread block in the cache of the processor the
 /// calling kernel thread drives, for its next spawns; frees it if there is
 /// none, or no room.
@@ -1092,7 +1125,7 @@ pub(crate) fn switch_out_to(
     // one that resumed us left itself in our header.
     // SAFETY: we run, so the processor that switched to us holds our block
     // as its `current`; it wrote `processor` just before.
-    let p = unsafe { Thread::processor_of(my_header) };
+    let p = unsafe { resumed_on(my_header) };
     p.finish_switch();
     // SAFETY: the errno slot of the kernel thread driving `p`, which is the
     // one running us now (set in `bind`).

@@ -16,10 +16,12 @@ use std::time::{Duration, Instant};
 
 use crate::deadlock::{Deadlock, Detector};
 use crate::event::Sources;
+use crate::header::raw::{self, Block, Spec};
+use crate::header::{Ready, Schedule, SmallBlock, Thread, ThreadId};
 use crate::processor::{self, ACTIVE, Processor, STARTING, STOPPED, STOPPING};
-use crate::sched::{Injector, Ready};
+use crate::sched::Injector;
 use crate::stack::DEFAULT_STACK_SIZE;
-use crate::thread::{self, Thread, ThreadId};
+use crate::thread;
 use crate::upcall::{self, Activation, Activations, Assignment, Counters, Monitor, UpcallStats};
 
 /// State every processor and every thread of one runtime shares.
@@ -66,6 +68,39 @@ pub(crate) struct Shared {
     this: Weak<Shared>,
 }
 
+/// A thread reaches its runtime through its header (see `header`).
+impl Schedule for Shared {
+    #[inline]
+    fn schedule(&self, t: Thread, why: Ready) {
+        Shared::schedule(self, t, why);
+    }
+
+    #[inline]
+    fn keep_block(&self, block: SmallBlock) {
+        processor::keep_block(block);
+    }
+
+    fn stop_terminated(&self) -> ! {
+        thread::stop_terminated()
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl Thread {
+    /// The runtime the thread belongs to.
+    #[inline]
+    pub(crate) fn shared(&self) -> &Shared {
+        self.header()
+            .scheduler
+            .as_any()
+            .downcast_ref::<Shared>()
+            .expect("every thread's scheduler is a ferry runtime")
+    }
+}
+
 impl Shared {
     /// Makes `t` runnable: through the calling processor's policy if it is
     /// one of this runtime's, else on the injector; and lets an idle
@@ -84,7 +119,7 @@ impl Shared {
                     // SAFETY: the injector refuses pushes only once every
                     // processor has stopped, so the thread never runs; we
                     // hold the reference the queue would have held.
-                    unsafe { thread::abandon(t.as_ptr()) };
+                    unsafe { raw::abandon(t.as_ptr()) };
                     drop(t);
                 }
             },
@@ -338,7 +373,7 @@ impl Shared {
         let abandon = |t: Thread| {
             // SAFETY: every processor stopped, so the thread never runs;
             // `t` is the reference its queue held.
-            unsafe { thread::abandon(t.as_ptr()) };
+            unsafe { raw::abandon(t.as_ptr()) };
         };
         for p in self.processors.iter() {
             // SAFETY: called by `run` after every processor's kernel thread
@@ -728,17 +763,17 @@ impl Builder {
         // The first thread: a block without a stack of its own, whose
         // context the switch below fills in.
         let first = || {};
-        let block = thread::Block::alloc(None)
-            .ok_or_else(|| io::Error::from(io::ErrorKind::OutOfMemory))?;
-        let (main, join) = thread::raw_new(
+        let block =
+            Block::alloc(|| None).ok_or_else(|| io::Error::from(io::ErrorKind::OutOfMemory))?;
+        let (main, join) = raw::new(
             block,
-            thread::Spec {
+            Spec {
                 id: ThreadId(shared.next_thread_ids(1).start),
                 name: Some("main".into()),
                 priority: thread::Priority::default(),
                 context: crate::arch::Context::empty(),
                 stack: None,
-                shared: Arc::clone(&shared),
+                scheduler: Arc::clone(&shared) as Arc<dyn Schedule>,
                 tag: 0,
             },
             first,
@@ -996,7 +1031,7 @@ impl Handle {
     /// Outside a ferry thread.
     pub fn current() -> Handle {
         let shared = processor::enter()
-            .and_then(|e| e.p.current_ref().map(|t| Arc::clone(t.shared())))
+            .and_then(|e| e.p.current_ref().map(|t| t.shared().arc()))
             .expect("ferry::Handle::current: not on a ferry thread");
         Handle { shared }
     }

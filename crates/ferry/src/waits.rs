@@ -12,9 +12,10 @@
 
 use std::ptr::NonNull;
 
+use crate::header::Header;
+use crate::header::wait_record::waits_on as thread_waits_on;
 use crate::runtime::Shared;
 use crate::stack::{Stack, registry_for_each_of_runtime, registry_set_thread};
-use crate::thread::{Header, thread_waits_on};
 
 /// What a thread waits on, as the report words it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

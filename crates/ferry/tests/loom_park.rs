@@ -1,5 +1,5 @@
 #![cfg(ferry_loom)]
-//! A loom model of the park word (`src/thread/park_word.rs`, compiled here
+//! A loom model of the park word (`src/header/park_word.rs`, compiled here
 //! against loom's atomics): under every interleaving loom explores, a
 //! thread that parks until its condition holds is never left parked once
 //! the condition holds, and a parked thread is queued once per wakeup.
@@ -18,7 +18,7 @@ mod atomic {
     pub(crate) use loom::sync::atomic::{AtomicU32, Ordering};
 }
 
-#[path = "../src/thread/park_word.rs"]
+#[path = "../src/header/park_word.rs"]
 #[allow(dead_code)]
 mod park_word;
 

@@ -173,7 +173,7 @@ mod tests {
     use std::sync::atomic::Ordering::Acquire;
 
     use super::*;
-    use crate::thread::Unparker;
+    use crate::header::Unparker;
 
     /// A processor stand-in that records what the sources hand it.
     #[derive(Default)]

@@ -25,8 +25,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::{Deliver, Every, Source};
+use crate::header::Unparker;
 use crate::sched::Ready;
-use crate::thread::Unparker;
 
 /// One sleeping thread.
 struct Entry {

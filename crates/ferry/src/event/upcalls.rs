@@ -15,8 +15,8 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::{Deliver, Every, Source};
+use crate::header::Thread;
 use crate::sched::Event;
-use crate::thread::Thread;
 
 /// An event waiting for a processor to deliver it, with the moment its
 /// cause happened (for the runtime's upcall statistics).

@@ -34,82 +34,8 @@ mod work_stealing;
 pub(crate) use queue::{Injector, NEXT_STEAL_AFTER, NextSlot, RunQueue};
 pub(crate) use work_stealing::WorkStealing;
 
-use crate::thread::Thread;
-
-/// How urgently a thread wants a processor.
-///
-/// The default policy is strict among the threads of one processor and of
-/// the injector: a runnable `High` thread runs before any `Normal` one, and a
-/// `Normal` one before any `Low` one. Across processors it is approximate: a
-/// processor runs its own `Normal` threads while another one's queue may
-/// still hold a `High` thread it has not stolen. A running thread is never
-/// interrupted for a higher one (a time slice, if set, preempts it only
-/// when the slice ends), and a thread
-/// woken by another runs next only at `Normal` priority (the next-to-run
-/// slot, unless a just-spawned thread waits there: then it queues at the
-/// back of the ring); `Low` threads can starve while higher ones keep
-/// running.
-///
-/// ```
-/// use ferry::thread::{Builder, Priority};
-///
-/// let order = ferry::Runtime::builder()
-///     .processors(1)
-///     .run(|| {
-///         let log = std::sync::Arc::new(ferry::sync::Mutex::new(Vec::new()));
-///         let spawn = |p: Priority, tag: &'static str| {
-///             let log = log.clone();
-///             Builder::new().priority(p).spawn(move || log.lock().push(tag)).unwrap()
-///         };
-///         let low = spawn(Priority::Low, "low");
-///         let high = spawn(Priority::High, "high");
-///         let normal = spawn(Priority::Normal, "normal");
-///         for h in [low, high, normal] {
-///             h.join().unwrap();
-///         }
-///         let order = log.lock().clone();
-///         order
-///     })
-///     .unwrap();
-/// assert_eq!(order, ["high", "normal", "low"]);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub enum Priority {
-    /// Runs only when no `Normal` or `High` thread is runnable here.
-    Low,
-    /// The default.
-    #[default]
-    Normal,
-    /// Runs before `Normal` and `Low` threads.
-    High,
-}
-
-/// Priority levels, one ring each.
-pub(crate) const LEVELS: usize = 3;
-
-impl Priority {
-    /// The ring index: `High` first.
-    pub(crate) fn level(self) -> usize {
-        match self {
-            Priority::High => 0,
-            Priority::Normal => 1,
-            Priority::Low => 2,
-        }
-    }
-}
-
-/// Why a thread became runnable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Ready {
-    /// It was just made.
-    Spawned,
-    /// It gave way with `yield_now`.
-    Yielded,
-    /// Another thread unparked it.
-    Woken,
-    /// A timer unparked it: its sleep or timed wait reached its deadline.
-    Expired,
-}
+use crate::header::Thread;
+pub(crate) use crate::header::{LEVELS, Priority, Ready};
 
 /// A scheduler-activation event, as the scheduling policy receives it
 /// (`upcall::Event` in the glossary; `upcall`'s module docs give each one's

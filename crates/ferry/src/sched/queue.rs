@@ -32,7 +32,7 @@ use ferry_queue::spmc;
 use ferry_queue::wait::Spin;
 
 use super::LEVELS;
-use crate::thread::{Header, Thread};
+use crate::header::{Header, Thread};
 
 /// Slots in each of a processor's rings; a full ring overflows to the
 /// injector.

@@ -6,7 +6,7 @@
 //! This room owns the decisions only; the queues are [`super::queue`]'s.
 
 use super::{Cx, Event, LEVELS, Policy, Priority, Ready};
-use crate::thread::Thread;
+use crate::header::Thread;
 
 /// A processor looks at the injector before its own `Normal` threads once
 /// per this many picks (Go uses 61 for its global queue), so that threads

@@ -89,8 +89,11 @@ use std::ptr::{self, NonNull};
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::{Acquire, Release};
 
+use crate::header::wait_record::{
+    WaitRecord, register as register_wait, unregister as unregister_wait,
+};
+use crate::header::{Header, Unparker};
 use crate::processor::{self, Entered};
-use crate::thread::{Header, Unparker, WaitRecord, register_wait, unregister_wait};
 use crate::waits::WaitsOn;
 
 /// One entry into the runtime for a whole wait or wake of a primitive.

@@ -9,68 +9,12 @@
 //! thread from processor to processor. On a plain kernel thread the same key
 //! reads a per-kernel-thread table instead, so library code works on both.
 
-use std::any::Any;
 use std::cell::RefCell;
-use std::mem::ManuallyDrop;
-use std::ops::{Deref, DerefMut};
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::{AcqRel, Acquire};
 
+use crate::header::locals::LocalTable;
 use crate::processor;
-
-/// One thread's local values, indexed by key; each value boxed so that a
-/// reference to it stays valid while the table grows.
-///
-/// Most threads never use a key: dropping a table that never grew is one
-/// inline compare, where the vector's own drop is a call (a thread's table
-/// is dropped twice, as it ends and with its block).
-pub(crate) struct LocalTable {
-    values: ManuallyDrop<Vec<Option<Box<dyn Any + Send>>>>,
-}
-
-impl LocalTable {
-    pub(crate) const fn new() -> LocalTable {
-        LocalTable {
-            values: ManuallyDrop::new(Vec::new()),
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn drop_values(&mut self) {
-        // SAFETY: called once, from `drop`, which uses the field no more.
-        unsafe { ManuallyDrop::drop(&mut self.values) }
-    }
-}
-
-impl Default for LocalTable {
-    fn default() -> LocalTable {
-        LocalTable::new()
-    }
-}
-
-impl Drop for LocalTable {
-    #[inline]
-    fn drop(&mut self) {
-        // A vector that never allocated holds no values.
-        if self.values.capacity() != 0 {
-            self.drop_values();
-        }
-    }
-}
-
-impl Deref for LocalTable {
-    type Target = Vec<Option<Box<dyn Any + Send>>>;
-    fn deref(&self) -> &Self::Target {
-        &self.values
-    }
-}
-
-impl DerefMut for LocalTable {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.values
-    }
-}
 
 static NEXT_KEY: AtomicUsize = AtomicUsize::new(1);
 

@@ -6,82 +6,6 @@
 //! state; it must not pick which thread runs next (that is
 //! the `processor` module's job).
 //!
-//! # The thread's park state
-//!
-//! `ThreadInner::state` carries at most one wakeup token, like
-//! `std::thread::park`:
-//!
-//! | value | meaning | set by |
-//! |-------|---------|--------|
-//! | `EMPTY` | running or runnable, no token | the thread (`NOTIFIED -> EMPTY`, a swap, as it takes a token), `unpark` (`PARKED -> EMPTY`, then it queues the thread), `finish_switch` (`NOTIFIED -> EMPTY`, a swap, for a thread that was unparked while switching out) |
-//! | `NOTIFIED` | a token waits: the next `park` returns at once | `unpark` (`EMPTY -> NOTIFIED`, `PARKING -> NOTIFIED`, or `NOTIFIED -> NOTIFIED`: a token already there is written again) |
-//! | `PARKING` | the thread decided to block and is switching out | the thread (`EMPTY -> PARKING`) |
-//! | `PARKED` | switched out, in no queue; only `unpark` brings it back | `finish_switch` (`PARKING -> PARKED`) |
-//!
-//! Every change of the word is a read-modify-write (Release on the
-//! `unpark` side, Acquire on the taking side), never a load then a store,
-//! so all changes fall in one order. A waker sets its condition, then
-//! unparks; the thread takes the token, then looks at its condition. If
-//! the unpark's write comes first, the take reads from it (or from a later
-//! `NOTIFIED -> NOTIFIED`) and sees the condition; if the take comes
-//! first, the unpark finds no token and leaves one (or queues the thread),
-//! and the next `park` returns at once. A token taken by a load and a plain
-//! store, against an `unpark` that wrote nothing when it found one, lost
-//! wakeups: a join on two processors parked for ever. The transitions live
-//! in `park_word`, which `tests/loom_park.rs` compiles against loom's
-//! atomics (`--cfg ferry_loom`; it fails all three of its models with the
-//! old protocol).
-//!
-//! # Suspension: the `control` word
-//!
-//! Mach's three thread states (running, will-suspend, suspended; 003 §4)
-//! live in `Header::control`, beside the scheduling state above:
-//!
-//! | value | meaning | set by |
-//! |-------|---------|--------|
-//! | `RUNNING` | runs and is scheduled as usual | [`Thread::resume`] (from anything) |
-//! | `WILL_SUSPEND` | still runs; a [`Thread::wait_suspended`] will stop it | [`Thread::suspend`] (from `RUNNING`) |
-//! | `SUSPENDED` | must not run: the next processor that would run it holds it instead | [`Thread::wait_suspended`] (from `WILL_SUSPEND`) |
-//! | `SUSPENDED \| HELD` | held: in no queue, switched out; only `resume` brings it back | the processor that held it (`SUSPENDED -> SUSPENDED \| HELD`, CAS); [`Builder::suspended`] (a store, before the thread is shared) |
-//! | `\| TERMINATED` | never runs again; sticky (`resume` leaves it) | [`Thread::terminate`] (`fetch_or`) |
-//! | `\| TERMINATED \| DROPPED` | a processor about to run it dropped the runtime's reference instead | that processor (`fetch_or`) |
-//!
-//! A thread that is running when it becomes `SUSPENDED` or `TERMINATED`
-//! is stopped by the preemption signal (`upcall::preempt`): promptly,
-//! with or without a time slice, but never inside the runtime, under a
-//! [`SpinLock`](crate::sync::SpinLock), in the C library or while it
-//! panics (it stops as soon as it leaves those). One in an announced
-//! blocking call ([`crate::blocking`] and the wrappers built on it) stops
-//! when the call returns, before it runs anything after it; meanwhile it
-//! counts as stopped, in the call ([`Suspension::StoppedInCall`]).
-//!
-//! A thread whose closure has returned (or that called [`exit_with`]) is
-//! past stopping: it sets `Header::exiting` and then loads `control`
-//! (`begin_exit`). From then on a stop or a termination leaves it alone,
-//! so a termination can never drop it between publishing its result and
-//! waking its joiner:
-//!
-//! | `exiting` | written by | read by |
-//! |-----------|------------|---------|
-//! | `false -> true` (Relaxed store) | the thread itself, before it publishes its result | the preemption handler on its own kernel thread; a processor about to run it and its terminator, after its switch or park ordered the store |
-//! | `true -> false` (Relaxed store) | the thread itself, when the load after the store found `TERMINATED`: it stops at once and its terminator completes it | as above |
-//!
-//! A termination whose `TERMINATED` the thread's load missed finds the
-//! thread exiting (or finished) once it is off its processor, and leaves it
-//! to finish on its own.
-//!
-//! A processor checks the word (one relaxed load) each time it is about to
-//! switch to a thread, and holds a `SUSPENDED` one instead: it keeps the
-//! runtime's reference to the thread in the word's owner (the `HELD` bit)
-//! and picks another. `resume` swaps in `RUNNING`; if the old value had
-//! `HELD`, it takes that reference back and queues the thread. The CAS and
-//! the swap decide between them who owns the reference, so a thread resumed
-//! while it is being held is queued exactly once.
-//!
-//! The thread states themselves (new, runnable, running, parked, exited) are
-//! where a thread is: in a run queue (runnable), in a processor's `current`
-//! (running), nowhere but a waiter list (parked), or gone (exited).
-//!
 //! # What must not be held across a switch
 //!
 //! A ferry thread can stop at any blocking call (`park`, `join`, `sleep`,
@@ -136,86 +60,40 @@
 //! ferry thread; `ferry-capi`'s crate docs give the measurement and the
 //! reasons.
 
-use std::any::Any;
 use std::fmt;
 use std::io;
 use std::ptr::NonNull;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 
+#[cfg(test)]
+mod block_cache_tests;
 mod caller_stack;
 mod ended;
 mod local;
 mod panic;
-mod park_word;
-mod raw;
 mod sleep;
-mod wait_record;
-
-/// The atomics `park_word` uses (its loom model swaps in loom's).
-mod atomic {
-    pub(crate) use std::sync::atomic::{AtomicU32, Ordering};
-}
 
 pub(crate) use caller_stack::{caller_stack, note_adopted_stack};
 pub use local::LocalKey;
-use local::LocalTable;
-pub(crate) use park_word::finish_parking;
-pub(crate) use raw::Header;
-use raw::RawJoin;
+pub(crate) use panic::install_panic_hook;
 pub use sleep::sleep;
-pub(crate) use wait_record::{
-    WaitRecord, register as register_wait, unregister as unregister_wait,
-    waits_on as thread_waits_on,
+
+pub use crate::header::{Panic, Priority, Thread, ThreadId};
+
+use crate::arch;
+use crate::arch::Context;
+use crate::header::park_word::PARKED;
+use crate::header::raw::{self, RawJoin};
+use crate::header::wait_record::WaitRecord;
+use crate::header::wait_record::{register as register_wait, unregister as unregister_wait};
+use crate::header::{
+    DROPPED, HELD, Header, RUNNING, Ready, SUSPENDED, Schedule, TERMINATED, Unparker, WILL_SUSPEND,
+    begin_exit, park_word,
 };
-
-pub use crate::sched::Priority;
-pub(crate) use raw::{Block, SmallBlock, Spec, abandon, new as raw_new};
-
-use crate::arch::{self, Context};
 use crate::processor::{self, Pending};
 use crate::runtime::Shared;
-use crate::sched::Ready;
 use crate::stack::Stack;
-pub(crate) use panic::install_panic_hook;
-
-pub(crate) use park_word::{EMPTY, PARKED};
-
-/// `Header::control`: see the module docs.
-pub(crate) const RUNNING: u32 = 0;
-pub(crate) const WILL_SUSPEND: u32 = 1;
-pub(crate) const SUSPENDED: u32 = 2;
-pub(crate) const HELD: u32 = 4;
-pub(crate) const TERMINATED: u32 = 8;
-pub(crate) const DROPPED: u32 = 16;
-/// Whether the thread of `h` must not run now: it is suspended, or
-/// terminated before it began to exit. One load of `control` in the usual
-/// case; the `exiting` flag is read only when a stop is asked for.
-#[inline]
-pub(crate) fn held_back(h: &Header, control: u32) -> bool {
-    control & (SUSPENDED | TERMINATED) != 0 && !h.exiting.load(Relaxed)
-}
-
-/// Marks the calling thread as exiting: its result is about to be
-/// published and its joiner woken, and from here on neither a stop nor a
-/// termination acts on it. False if it was terminated first: then it must
-/// stop at once ([`stop_terminated`]) and leave its end to the terminator.
-///
-/// No fence and no read-modify-write: the flag is read by the thread's own
-/// kernel thread (the preemption handler) or after a switch or park of the
-/// thread, which orders it; a termination whose `TERMINATED` this load
-/// misses finds the thread exiting (or finished) when it looks, after the
-/// thread is off its processor, and leaves it to finish on its own.
-#[inline]
-pub(crate) fn begin_exit(header: &Header) -> bool {
-    header.exiting.store(true, Relaxed);
-    if header.control.load(Acquire) & TERMINATED != 0 {
-        header.exiting.store(false, Relaxed);
-        return false;
-    }
-    true
-}
 
 /// Stops the calling thread, which was terminated before it began to exit:
 /// it switches away and the processor drops it; its terminator completes
@@ -265,61 +143,7 @@ fn pause(tries: u32) {
     }
 }
 
-/// A handle on a user-level thread: one pointer to its control block (see
-/// `raw`), which lives while any handle does.
-pub struct Thread {
-    ptr: NonNull<Header>,
-}
-
-// SAFETY: the control block's shared parts are atomic or written once before
-// the block is shared; the parts that are not (`context`, `stack`, `locals`)
-// are touched only by the processor switching the thread or by the thread
-// itself, one at a time (see `raw`'s field docs).
-unsafe impl Send for Thread {}
-// SAFETY: as above.
-unsafe impl Sync for Thread {}
-
-/// A thread's identifier, unique within its runtime.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ThreadId(pub(crate) u64);
-
-impl ThreadId {
-    /// The number behind the id.
-    pub fn as_u64(self) -> u64 {
-        self.0
-    }
-}
-
 impl Thread {
-    /// The thread's id.
-    pub fn id(&self) -> ThreadId {
-        self.header().id
-    }
-
-    /// The thread's name, if it was given one.
-    pub fn name(&self) -> Option<&str> {
-        self.header().name.as_deref()
-    }
-
-    /// The thread's scheduling priority.
-    pub fn priority(&self) -> Priority {
-        self.header().priority
-    }
-
-    /// Gives the thread a wakeup token: if it is parked it becomes runnable,
-    /// otherwise its next park returns at once.
-    pub fn unpark(&self) {
-        self.unpark_as(Ready::Woken);
-    }
-
-    /// [`unpark`](Thread::unpark), telling the policy why (`Woken`, or
-    /// `Expired` from a timer) if it was parked.
-    pub(crate) fn unpark_as(&self, why: Ready) {
-        if park_word::unpark(&self.header().state) {
-            self.header().shared.schedule(self.clone(), why);
-        }
-    }
-
     /// Places the thread in *will-suspend* state (Mach's `thread_suspend`):
     /// it keeps running until [`Thread::wait_suspended`] stops it. Does
     /// nothing to a thread already suspended.
@@ -365,8 +189,8 @@ impl Thread {
             // SAFETY: the `HELD` bit carried the runtime's reference, given
             // up with `into_raw` by the processor that held the thread; the
             // swap took it from the word, so it is ours alone.
-            let t = unsafe { Thread::from_raw(self.ptr.as_ptr()) };
-            let shared = Arc::clone(t.shared());
+            let t = unsafe { Thread::from_raw(self.as_ptr().as_ptr()) };
+            let shared = t.shared().arc();
             shared.schedule(t, Ready::Woken);
         }
     }
@@ -394,9 +218,10 @@ impl Thread {
         {
             return;
         }
-        if let Some(e) =
-            processor::enter().filter(|e| e.p.current_ref().is_some_and(|c| c.ptr == self.ptr))
-        {
+        if let Some(e) = processor::enter().filter(|e| {
+            e.p.current_ref()
+                .is_some_and(|c| c.as_ptr() == self.as_ptr())
+        }) {
             let p = e.p;
             let _resumed_on = p.switch_away_held();
             drop(e);
@@ -440,28 +265,18 @@ impl Thread {
         }
     }
 
-    /// Whether the thread was asked to stop (suspended and waited for, or
-    /// terminated) and so must not go on running.
-    pub(crate) fn must_stop(&self) -> bool {
-        let h = self.header();
-        held_back(h, h.control.load(SeqCst))
-    }
-
     /// Sends the preemption signal to the kernel thread that may be running
     /// the thread (see `upcall::preempt`); its handler stops the thread if
     /// it runs there and was asked to stop.
     fn interrupt(&self) {
-        let p = self.header().processor.load(Acquire);
-        // SAFETY: a non-null `processor` points into the runtime's
-        // processors, which live as long as the runtime the block holds.
-        if let Some(p) = unsafe { p.as_ref() } {
+        if let Some(p) = processor::last_of(self.header()) {
             crate::upcall::signal_driver(p);
         }
     }
 
     /// Whether the thread is in an announced blocking call.
     fn in_call(&self) -> bool {
-        crate::upcall::thread_in_call(self.shared(), self.ptr.as_ptr() as usize)
+        crate::upcall::thread_in_call(self.shared(), self.as_ptr().as_ptr() as usize)
     }
 
     /// Aborts the blocking call the thread is in (Mach's `thread_abort`):
@@ -481,7 +296,7 @@ impl Thread {
     /// returns. ferry uses the signal `SIGRTMAX - 1` for this (installed
     /// without `SA_RESTART`): a program must leave it alone.
     pub fn abort(&self) -> bool {
-        let h = self.ptr.as_ptr() as usize;
+        let h = self.as_ptr().as_ptr() as usize;
         let mut sent = false;
         let mut tries = 0u32;
         loop {
@@ -557,11 +372,11 @@ impl Thread {
     /// is done to the thread).
     pub unsafe fn terminate<T: Send + 'static>(&self, value: T) -> Result<(), T> {
         assert!(
-            raw::returns::<T>(self.ptr),
+            raw::returns::<T>(self.as_ptr()),
             "ferry::Thread::terminate: the thread's closure returns another type"
         );
         let on_self = processor::enter()
-            .and_then(|e| e.p.current_ref().map(|c| c.ptr == self.ptr))
+            .and_then(|e| e.p.current_ref().map(|c| c.as_ptr() == self.as_ptr()))
             .unwrap_or(false);
         if on_self {
             // SAFETY: forwarded from the caller's contract.
@@ -576,7 +391,7 @@ impl Thread {
             // SAFETY: `HELD` carried the runtime's reference; with
             // `TERMINATED` set nobody else takes it (`resume` leaves a
             // terminated thread alone), so it is ours: drop it.
-            drop(unsafe { Thread::from_raw(self.ptr.as_ptr()) });
+            drop(unsafe { Thread::from_raw(self.as_ptr().as_ptr()) });
         }
         // Wait until it is off its processor for good: dropped by the
         // processor that would have run it next, or parked (a wakeup will
@@ -590,7 +405,7 @@ impl Thread {
             },
             || {
                 self.interrupt();
-                let _ = crate::upcall::abort_step(self.shared(), self.ptr.as_ptr() as usize);
+                let _ = crate::upcall::abort_step(self.shared(), self.as_ptr().as_ptr() as usize);
             },
         );
         // A thread that began to exit before it saw `TERMINATED` finishes
@@ -604,7 +419,7 @@ impl Thread {
         // `TERMINATED` keeps it off): parked, held, or dropped by the
         // processor that would have run it, its stack is idle and no
         // kernel call uses it; we won the `TERMINATED` bit.
-        let done = unsafe { ended::finish_terminated(self.ptr, value) };
+        let done = unsafe { ended::finish_terminated(self.as_ptr(), value) };
         debug_assert!(done, "the result type was checked above");
         Ok(())
     }
@@ -638,11 +453,6 @@ impl Thread {
         }
     }
 
-    /// Whether the thread has finished (returned, panicked or exited).
-    pub fn is_finished(&self) -> bool {
-        raw::is_complete(self.ptr)
-    }
-
     /// How long the thread has run on processors, if the runtime accounts
     /// it ([`Builder::thread_cpu_time`](crate::Builder::thread_cpu_time)):
     /// the time it held one, by the CPU's time-stamp counter, which
@@ -656,90 +466,9 @@ impl Thread {
         Some(crate::sys::cycles_to_duration(ticks))
     }
 
-    /// A word kept in the thread for whoever embeds ferry (ferry's C API
-    /// keeps the thread's `cthread_t` there); ferry never interprets it
-    /// (the overflow report passes the tag given at spawn to the
-    /// embedder's [`set_tag_namer`](crate::stack::set_tag_namer)). Zero
-    /// until set.
-    pub fn tag(&self) -> usize {
-        self.header().tag.load(Acquire)
-    }
-
-    /// Sets the embedder's word; see [`Thread::tag`].
-    pub fn set_tag(&self, tag: usize) {
-        self.header().tag.store(tag, Release);
-    }
-
     /// The index of the processor that last ran the thread, if any has.
     pub fn last_processor(&self) -> Option<usize> {
-        let p = self.header().processor.load(Relaxed);
-        // SAFETY: a non-null `processor` points into the runtime's
-        // processors, which live as long as the runtime the block holds.
-        (!p.is_null()).then(|| unsafe { (*p).index })
-    }
-
-    /// Lends the thread's local table to `f`.
-    ///
-    /// # Safety
-    /// Only the thread itself, while running, and `f` must not lend the
-    /// table again (no re-entry, no user code).
-    pub(crate) unsafe fn with_locals<R>(&self, f: impl FnOnce(&mut LocalTable) -> R) -> R {
-        // SAFETY: by the caller's contract this is the only loan of the table.
-        f(unsafe { &mut *self.header().locals.get() })
-    }
-
-    /// The runtime the thread belongs to.
-    pub(crate) fn shared(&self) -> &Arc<Shared> {
-        &self.header().shared
-    }
-
-    pub(crate) fn state(&self) -> &AtomicU32 {
-        &self.header().state
-    }
-
-    pub(crate) fn context_ptr(&self) -> *mut Context {
-        self.header().context.get()
-    }
-
-    /// The usable range of the thread's own stack; `None` for an adopted
-    /// thread, which runs on a stack ferry did not make. For the running
-    /// thread itself (who holds a lock: `sync::owner`).
-    pub(crate) fn stack_range(&self) -> Option<std::ops::Range<usize>> {
-        // SAFETY: the field changes only when the exited thread's stack is
-        // taken; the caller is the thread, running, so it has not exited.
-        let stack = unsafe { &*self.header().stack.get() };
-        stack
-            .as_ref()
-            .map(|s| s.bottom() as usize..s.top() as usize)
-    }
-
-    /// Takes the stack out of an exited thread.
-    ///
-    /// # Safety
-    /// The thread has exited and switched away for good, and the caller is
-    /// the processor that finished that switch.
-    pub(crate) unsafe fn take_stack(&self) -> Option<Stack> {
-        // SAFETY: nothing runs on the stack any more and nobody else touches
-        // the field (the caller's contract).
-        unsafe { (*self.header().stack.get()).take() }
-    }
-}
-
-impl PartialEq for Thread {
-    fn eq(&self, other: &Thread) -> bool {
-        self.ptr == other.ptr
-    }
-}
-
-impl Eq for Thread {}
-
-impl fmt::Debug for Thread {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Thread")
-            .field("id", &self.id())
-            .field("name", &self.name())
-            .field("priority", &self.priority())
-            .finish()
+        processor::last_of(self.header()).map(|p| p.index)
     }
 }
 
@@ -804,29 +533,10 @@ pub(crate) fn park_entered(e: processor::Entered) {
     p.switch_away(Pending::Park);
 }
 
-/// Whoever must be woken: a ferry thread or a plain kernel thread.
-#[derive(Debug, Clone)]
-pub(crate) enum Unparker {
-    Ferry(Thread),
-    Kernel(std::thread::Thread),
-}
-
 impl Unparker {
     /// The caller, as something to wake later.
     pub(crate) fn current() -> Unparker {
         Unparker::current_entered(processor::enter().as_ref())
-    }
-
-    pub(crate) fn unpark(&self) {
-        self.unpark_as(Ready::Woken);
-    }
-
-    /// [`unpark`](Unparker::unpark), telling a ferry thread's policy why.
-    pub(crate) fn unpark_as(&self, why: Ready) {
-        match self {
-            Unparker::Ferry(t) => t.unpark_as(why),
-            Unparker::Kernel(t) => t.unpark(),
-        }
     }
 
     /// [`unpark`](Unparker::unpark) from inside the entry `e` into the
@@ -840,7 +550,7 @@ impl Unparker {
     /// that runtime's last `Arc`).
     pub(crate) fn unpark_leaving(self, e: processor::Entered) {
         match self {
-            Unparker::Ferry(t) if std::ptr::eq(e.p.shared(), &*t.header().shared) => {
+            Unparker::Ferry(t) if std::ptr::eq(e.p.shared(), t.shared()) => {
                 let unqueued = if park_word::unpark(&t.header().state) {
                     e.p.make_ready(t, Ready::Woken);
                     None
@@ -866,42 +576,6 @@ impl Unparker {
         }
     }
 }
-
-/// A panic that ended a thread, as [`JoinHandle::join`] returns it.
-pub struct Panic(Box<dyn Any + Send>);
-
-impl Panic {
-    /// The panic's message, if it was a string.
-    pub fn message(&self) -> Option<&str> {
-        self.0
-            .downcast_ref::<&str>()
-            .copied()
-            .or_else(|| self.0.downcast_ref::<String>().map(String::as_str))
-    }
-
-    /// The payload `panic!` was called with.
-    pub fn into_payload(self) -> Box<dyn Any + Send> {
-        self.0
-    }
-}
-
-impl fmt::Debug for Panic {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Panic").field(&self.message()).finish()
-    }
-}
-
-impl fmt::Display for Panic {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.message() {
-            Some(m) => write!(f, "thread panicked: {m}"),
-            None => f.write_str("thread panicked"),
-        }
-    }
-}
-
-impl std::error::Error for Panic {}
-
 /// Owns the right to join a thread. Dropping it detaches the thread (its
 /// result, when it comes, is dropped).
 pub struct JoinHandle<T> {
@@ -943,12 +617,12 @@ impl<T> JoinHandle<T> {
         }
         if !self.raw.is_complete() {
             let me = Unparker::current();
-            if matches!(&me, Unparker::Ferry(t) if t.ptr == self.raw.thread_ptr()) {
+            if matches!(&me, Unparker::Ferry(t) if t.as_ptr() == self.raw.thread_ptr()) {
                 return Err(self);
             }
             // For the deadlock report: what this thread waits on.
             let mine = match &me {
-                Unparker::Ferry(t) => Some(t.ptr),
+                Unparker::Ferry(t) => Some(t.as_ptr()),
                 Unparker::Kernel(_) => None,
             };
             if self.raw.register(me) {
@@ -1102,11 +776,11 @@ impl Builder {
         let Some(e) = processor::enter() else {
             return Err((self, f));
         };
-        let Some(shared) = e.p.current_ref().map(|t| Arc::clone(t.shared())) else {
+        let Some(shared) = e.p.current_ref().map(|t| Arc::clone(&t.header().scheduler)) else {
             return Err((self, f));
         };
         // The block first: a spawn the allocator refuses takes nothing else.
-        let Some(block) = raw::Block::alloc(Some(&e)) else {
+        let Some(block) = raw::Block::alloc(|| e.take_block()) else {
             return Ok(Err(out_of_memory()));
         };
         let (id, stack) = match e.p.thread_parts(self.stack_size) {
@@ -1170,12 +844,12 @@ impl Builder {
         if shared.is_shut_down() {
             return Err(crate::runtime::shut_down_error());
         }
-        let block = raw::Block::alloc(None).ok_or_else(out_of_memory)?;
+        let block = raw::Block::alloc(|| None).ok_or_else(out_of_memory)?;
         let id = ThreadId(shared.next_thread_ids(1).start);
         let stack =
             crate::stack::StackCache::global().get(self.stack_size.unwrap_or(shared.stack_size))?;
         let suspended = self.suspended;
-        let (thread, raw) = self.make(block, Arc::clone(shared), id, stack, f);
+        let (thread, raw) = self.make(block, shared.arc(), id, stack, f);
         if suspended {
             start_held(thread);
             return Ok(JoinHandle { raw });
@@ -1201,7 +875,7 @@ impl Builder {
     fn make<F, T>(
         self,
         block: raw::Block<F, T>,
-        shared: Arc<Shared>,
+        scheduler: Arc<dyn Schedule>,
         id: ThreadId,
         mut stack: Stack,
         f: F,
@@ -1216,7 +890,7 @@ impl Builder {
         // switched away.
         let context = unsafe { arch::prepare(stack.top(), thread_entry, std::ptr::null_mut()) };
         let slot = stack.registry_slot();
-        let runtime = Arc::as_ptr(&shared) as usize;
+        let runtime = Arc::as_ptr(&scheduler).cast::<()>() as usize;
         let (thread, join) = raw::new(
             block,
             raw::Spec {
@@ -1225,12 +899,12 @@ impl Builder {
                 priority: self.priority,
                 context,
                 stack: Some(stack),
-                shared,
+                scheduler,
                 tag: self.tag,
             },
             f,
         );
-        crate::waits::set_thread(slot, runtime, thread.ptr);
+        crate::waits::set_thread(slot, runtime, thread.as_ptr());
         (thread, join)
     }
 }

@@ -106,10 +106,10 @@ use std::time::Instant;
 
 use super::Posted;
 use crate::arch::Context;
+use crate::header::{Header, Thread};
 use crate::processor::{NO_CORE, Processor, RunEnd};
 use crate::runtime::Shared;
 use crate::sys::{self, SchedClass};
-use crate::thread::{Header, Thread};
 
 pub(crate) use super::per_processor::{FLAGS, LENT, ON_WAY, UNANNOUNCED};
 

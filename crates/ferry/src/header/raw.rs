@@ -42,8 +42,9 @@
 //! beside it) is always allocated with that layout, so that a freed one
 //! can serve any other such thread: a spawn by a thread on a processor
 //! (`spawn`, `Builder::spawn`) takes one from that processor's cache
-//! ([`Entered::take_block`]), and the last reference's drop gives it back to
-//! the cache of the processor it runs on ([`crate::processor::keep_block`]).
+//! (`Entered::take_block`), and the last reference's drop gives it back,
+//! through the thread's [`Schedule`], to the cache of the processor it runs
+//! on (`processor::keep_block`).
 //! Other spawns (from outside the runtime, its first thread) take a fresh
 //! one, and a drop off a processor, or with the cache full, frees it to the
 //! global allocator. C-Threads kept exited threads' records for the next
@@ -61,13 +62,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, fence};
 
-use super::local::LocalTable;
+use super::locals::LocalTable;
 use super::wait_record::WaitRecord;
-use super::{Panic, Thread, ThreadId, Unparker};
+use super::{Panic, Priority, Schedule, Thread, ThreadId, Unparker};
 use crate::arch::Context;
-use crate::processor::{Entered, Processor};
-use crate::runtime::Shared;
-use crate::sched::Priority;
 use crate::stack::Stack;
 
 const COMPLETE: u32 = 1;
@@ -117,13 +115,15 @@ pub(crate) struct Header {
     /// Whom to wake when the thread completes: written by the joiner before
     /// it sets `JOIN_WAITING`, taken by the thread after it saw the bit.
     joiner: UnsafeCell<Option<Unparker>>,
-    pub(crate) shared: Arc<Shared>,
+    /// How the thread reaches its runtime's scheduler (dropped by hand,
+    /// after the block's memory was handed back through it: `dealloc`).
+    pub(crate) scheduler: ManuallyDrop<Arc<dyn Schedule>>,
     /// The processor that last switched to this thread: written by that
     /// processor just before the switch, read by the thread right after it
     /// (same kernel thread, so program order suffices). Others read it only
     /// as a hint (`Thread::last_processor`; a join asks whether the thread
     /// has run yet: null until it first has).
-    pub(crate) processor: AtomicPtr<Processor>,
+    pub(crate) processor: AtomicPtr<()>,
     /// The next thread in the runtime's injector list while this one
     /// waits there (`sched::queue`); touched only under the injector's
     /// lock, by whoever holds the runtime's reference in that list.
@@ -192,7 +192,8 @@ impl<F: FnOnce() -> T + Send + 'static, T: Send + 'static> Cell<F, T> {
             // Terminated first: its terminator completes it. The result
             // goes (a panicking destructor is kept from the runtime).
             let _ = catch_unwind(AssertUnwindSafe(move || drop(result)));
-            super::stop_terminated();
+            // SAFETY: as above.
+            unsafe { ptr.as_ref() }.scheduler.stop_terminated();
         }
         // SAFETY: as above; called once, by the thread.
         unsafe { Self::complete(ptr, result) };
@@ -277,6 +278,10 @@ impl<F: FnOnce() -> T + Send + 'static, T: Send + 'static> Cell<F, T> {
     /// block any more.
     unsafe fn dealloc(ptr: NonNull<Header>) {
         let cell = ptr.cast::<Cell<F, T>>().as_ptr();
+        // The scheduler outlives the cell: a small block goes back through
+        // it. SAFETY: the cell is live and ours (the contract); its
+        // `scheduler` is taken once, here, and the cell's drop leaves it.
+        let scheduler = unsafe { ManuallyDrop::take(&mut (*cell).header.scheduler) };
         if Self::SMALL {
             // Owned first, so that a panicking drop of the result still
             // frees the memory.
@@ -285,13 +290,14 @@ impl<F: FnOnce() -> T + Send + 'static, T: Send + 'static> Cell<F, T> {
             let block = unsafe { SmallBlock::from_raw(ptr.cast()) };
             // SAFETY: the cell is live and ours; it is not used again.
             unsafe { ptr::drop_in_place(cell) };
-            crate::processor::keep_block(block);
+            scheduler.keep_block(block);
         } else {
             // SAFETY: `Block::alloc` got a large cell's memory with its own
             // layout, as a `Box` does, and the box is ours to drop (the
             // contract).
             drop(unsafe { Box::from_raw(cell) });
         }
+        drop(scheduler);
     }
 }
 
@@ -432,7 +438,7 @@ pub(crate) struct Spec {
     pub(crate) context: Context,
     /// `None` for an adopted thread, which runs on a stack ferry does not own.
     pub(crate) stack: Option<Stack>,
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) scheduler: Arc<dyn Schedule>,
     /// The embedder's word to start with (`Thread::tag`).
     pub(crate) tag: usize,
 }
@@ -449,9 +455,9 @@ impl<F: FnOnce() -> T + Send + 'static, T: Send + 'static> Block<F, T> {
     /// processor the caller has entered, if given and it has one, else from
     /// the global allocator; `None` if that has no memory.
     #[inline(always)]
-    pub(crate) fn alloc(cache: Option<&Entered>) -> Option<Block<F, T>> {
+    pub(crate) fn alloc(cached: impl FnOnce() -> Option<SmallBlock>) -> Option<Block<F, T>> {
         let p: *mut u8 = if Cell::<F, T>::SMALL {
-            match cache.and_then(Entered::take_block) {
+            match cached() {
                 Some(block) => block.into_raw().as_ptr(),
                 None => SmallBlock::try_alloc()?.into_raw().as_ptr(),
             }
@@ -497,7 +503,7 @@ where
     unsafe {
         (&raw mut (*p).header).write(Header {
             refs: AtomicUsize::new(2),
-            state: AtomicU32::new(super::EMPTY),
+            state: AtomicU32::new(super::park_word::EMPTY),
             join: AtomicU32::new(0),
             control: AtomicU32::new(0),
             cpu_ticks: AtomicU64::new(0),
@@ -511,7 +517,7 @@ where
             locals: UnsafeCell::new(LocalTable::new()),
             waits: AtomicPtr::new(std::ptr::null_mut()),
             joiner: UnsafeCell::new(None),
-            shared: spec.shared,
+            scheduler: ManuallyDrop::new(spec.scheduler),
             processor: AtomicPtr::new(std::ptr::null_mut()),
             queue_next: AtomicPtr::new(std::ptr::null_mut()),
             vtable: &Cell::<F, T>::VTABLE,
@@ -534,25 +540,6 @@ impl Thread {
     pub(crate) fn header(&self) -> &Header {
         // SAFETY: a `Thread` holds a reference, so the block is live.
         unsafe { self.ptr.as_ref() }
-    }
-
-    /// Records that `p` is about to switch to this thread. Only the
-    /// processor doing so calls it, while the thread is not running.
-    pub(crate) fn set_processor(&self, p: &Processor) {
-        self.header()
-            .processor
-            .store(ptr::from_ref(p).cast_mut(), Relaxed);
-    }
-
-    /// The processor that switched to the thread owning `header`.
-    ///
-    /// # Safety
-    /// Called by that thread, running (so its block is alive and
-    /// `set_processor` was called for this run).
-    pub(crate) unsafe fn processor_of(header: NonNull<Header>) -> &'static Processor {
-        // SAFETY: the block is live (the contract) and the processor, owned
-        // by the runtime's `Shared`, outlives every thread run on it.
-        unsafe { &*header.as_ref().processor.load(Relaxed) }
     }
 
     /// The block, without a reference of its own.
@@ -716,84 +703,5 @@ impl<T> Drop for RawJoin<T> {
             unsafe { (self.header().vtable.take_output)(self.ptr, (&raw mut out).cast()) };
         }
         release(self.ptr);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::processor;
-    use crate::thread;
-
-    /// Small blocks this processor keeps now.
-    fn cached() -> usize {
-        processor::enter().expect("on a processor").cached_blocks()
-    }
-
-    /// A joined thread's block goes to its processor's cache, and the next
-    /// spawn there takes it back: the same memory, with the new thread's
-    /// own header and closure.
-    #[test]
-    fn a_joined_threads_block_serves_the_next_spawn() {
-        crate::Runtime::builder()
-            .processors(1)
-            .run(|| {
-                // The cache starts empty: one spawn and join leave a block.
-                thread::spawn(|| ()).join().unwrap();
-                let before = cached();
-                assert!(before >= 1, "a joined thread's block is kept");
-                let first = thread::spawn(|| 1u32);
-                assert_eq!(cached(), before - 1, "a spawn takes a kept block");
-                let block = first.thread().as_ptr();
-                assert_eq!(first.join().unwrap(), 1);
-                assert_eq!(cached(), before, "the joined block is kept");
-                let second = thread::Builder::new()
-                    .name("second")
-                    .spawn(|| (thread::current().name().map(str::to_owned), 2u32))
-                    .unwrap();
-                assert_eq!(second.thread().as_ptr(), block, "the kept block is reused");
-                assert_eq!(second.join().unwrap(), (Some("second".to_owned()), 2));
-            })
-            .unwrap();
-    }
-
-    /// The cache keeps at most `LOCAL_BLOCKS` blocks; the rest go back to
-    /// the allocator.
-    #[test]
-    fn a_processors_block_cache_is_bounded() {
-        crate::Runtime::builder()
-            .processors(1)
-            .run(|| {
-                let many = 2 * processor::LOCAL_BLOCKS;
-                let handles: Vec<_> = (0..many).map(|i| thread::spawn(move || i)).collect();
-                for (i, h) in handles.into_iter().enumerate() {
-                    assert_eq!(h.join().unwrap(), i);
-                }
-                assert_eq!(cached(), processor::LOCAL_BLOCKS);
-            })
-            .unwrap();
-    }
-
-    /// A thread whose closure or result does not fit a small block gets a
-    /// block of its own: it takes none from the cache, and gives none back.
-    #[test]
-    fn a_large_thread_gets_a_block_of_its_own() {
-        crate::Runtime::builder()
-            .processors(1)
-            .run(|| {
-                thread::spawn(|| ()).join().unwrap();
-                let before = cached();
-                assert!(before >= 1);
-                let big = [7u8; 1024];
-                let h = thread::spawn(move || {
-                    let mut out = big;
-                    out[1023] = 9;
-                    out
-                });
-                assert_eq!(cached(), before, "a large spawn takes no small block");
-                let out = h.join().unwrap();
-                assert!(out[..1023].iter().all(|&b| b == 7) && out[1023] == 9);
-                assert_eq!(cached(), before, "a large block is not cached");
-            })
-            .unwrap();
     }
 }

@@ -1,0 +1,78 @@
+//! A thread's small block (see `header::raw`) goes to the cache of the
+//! processor its last reference drops on, and the next spawn there takes
+//! it back.
+use crate::processor;
+use crate::thread;
+
+/// Small blocks this processor keeps now.
+fn cached() -> usize {
+    processor::enter().expect("on a processor").cached_blocks()
+}
+
+/// A joined thread's block goes to its processor's cache, and the next
+/// spawn there takes it back: the same memory, with the new thread's
+/// own header and closure.
+#[test]
+fn a_joined_threads_block_serves_the_next_spawn() {
+    crate::Runtime::builder()
+        .processors(1)
+        .run(|| {
+            // The cache starts empty: one spawn and join leave a block.
+            thread::spawn(|| ()).join().unwrap();
+            let before = cached();
+            assert!(before >= 1, "a joined thread's block is kept");
+            let first = thread::spawn(|| 1u32);
+            assert_eq!(cached(), before - 1, "a spawn takes a kept block");
+            let block = first.thread().as_ptr();
+            assert_eq!(first.join().unwrap(), 1);
+            assert_eq!(cached(), before, "the joined block is kept");
+            let second = thread::Builder::new()
+                .name("second")
+                .spawn(|| (thread::current().name().map(str::to_owned), 2u32))
+                .unwrap();
+            assert_eq!(second.thread().as_ptr(), block, "the kept block is reused");
+            assert_eq!(second.join().unwrap(), (Some("second".to_owned()), 2));
+        })
+        .unwrap();
+}
+
+/// The cache keeps at most `LOCAL_BLOCKS` blocks; the rest go back to
+/// the allocator.
+#[test]
+fn a_processors_block_cache_is_bounded() {
+    crate::Runtime::builder()
+        .processors(1)
+        .run(|| {
+            let many = 2 * processor::LOCAL_BLOCKS;
+            let handles: Vec<_> = (0..many).map(|i| thread::spawn(move || i)).collect();
+            for (i, h) in handles.into_iter().enumerate() {
+                assert_eq!(h.join().unwrap(), i);
+            }
+            assert_eq!(cached(), processor::LOCAL_BLOCKS);
+        })
+        .unwrap();
+}
+
+/// A thread whose closure or result does not fit a small block gets a
+/// block of its own: it takes none from the cache, and gives none back.
+#[test]
+fn a_large_thread_gets_a_block_of_its_own() {
+    crate::Runtime::builder()
+        .processors(1)
+        .run(|| {
+            thread::spawn(|| ()).join().unwrap();
+            let before = cached();
+            assert!(before >= 1);
+            let big = [7u8; 1024];
+            let h = thread::spawn(move || {
+                let mut out = big;
+                out[1023] = 9;
+                out
+            });
+            assert_eq!(cached(), before, "a large spawn takes no small block");
+            let out = h.join().unwrap();
+            assert!(out[..1023].iter().all(|&b| b == 7) && out[1023] == 9);
+            assert_eq!(cached(), before, "a large block is not cached");
+        })
+        .unwrap();
+}
