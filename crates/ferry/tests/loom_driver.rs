@@ -227,24 +227,30 @@ fn lend_and_hand(p: &Processor, spare: usize) -> bool {
     hand_lent(p, spare)
 }
 
-/// Model 2: stand-in `S` holds `standby` and leaves (lowers it and looks
-/// for a lend) while the driver lends with a handoff at once: either `S`
-/// sees the lend and takes it, or the lender sees `standby` down and hands
-/// it to spare `C`. The lend is taken, once.
+/// Model 2: `standby` is up (`raised`) when the driver lends with a
+/// handoff at once; meanwhile another thread (`other`) lowers it and looks
+/// for the lend, taking it as `taker`. Either that thread sees the lend and
+/// its taker takes it, or the lender sees `standby` down and hands the lend
+/// to spare `C`. The lend is taken, once.
+fn lend_while_standby_goes_down(raised: usize, other: fn(&Processor) -> bool, taker: usize) {
+    check(move || {
+        let p = Processor::driven_by_a();
+        assert!(p.words.raise_standby(raised));
+        let other = {
+            let p = Arc::clone(&p);
+            loom::thread::spawn(move || other(&p))
+        };
+        let by_lender = lend_and_hand(&p, C);
+        let by_other = other.join().unwrap();
+        assert!(by_lender ^ by_other, "taken twice, or left lent");
+        assert_eq!(p.driver(), if by_other { taker } else { C });
+    });
+}
+
+/// Stand-in `S` holds `standby` and leaves (`Activation::take`).
 #[test]
 fn a_lend_finds_the_standby_holder_or_a_spare() {
-    check(|| {
-        let p = Processor::driven_by_a();
-        assert!(p.words.raise_standby(S));
-        let holder = {
-            let p = Arc::clone(&p);
-            loom::thread::spawn(move || holder_takes(&p, S))
-        };
-        let handed = lend_and_hand(&p, C);
-        let held = holder.join().unwrap();
-        assert!(handed ^ held, "taken twice, or left lent");
-        assert_eq!(p.driver(), if held { S } else { C });
-    });
+    lend_while_standby_goes_down(S, |p| holder_takes(p, S), S);
 }
 
 /// `drop_standby`'s two steps, with the model's total order between them
@@ -255,25 +261,12 @@ fn drop_standby(p: &Processor) -> bool {
     p.words.is_lent()
 }
 
-/// Model 2 with a hander that started nobody (`stand_in::provide` when no
-/// spare could be handed): it raised `standby`, so a lend meanwhile woke
-/// nobody; it lowers the word and then looks, and hands a lend it finds to
-/// spare `B`. Either it sees the lend, or the lender sees the word down and
-/// hands the lend to spare `C` itself. The lend is taken, once.
+/// A hander that started nobody (`stand_in::provide` when no spare could
+/// be handed) raised `standby`, so a lend meanwhile woke nobody: it lowers
+/// the word and then looks, and hands a lend it finds to spare `B`.
 #[test]
 fn a_hander_that_started_nobody_hands_on_a_lend_that_counted_on_it() {
-    check(|| {
-        let p = Processor::driven_by_a();
-        assert!(p.words.raise_standby(ON_WAY));
-        let hander = {
-            let p = Arc::clone(&p);
-            loom::thread::spawn(move || drop_standby(&p) && hand_lent(&p, B))
-        };
-        let by_lender = lend_and_hand(&p, C);
-        let by_hander = hander.join().unwrap();
-        assert!(by_lender ^ by_hander, "taken twice, or left lent");
-        assert_eq!(p.driver(), if by_hander { B } else { C });
-    });
+    lend_while_standby_goes_down(ON_WAY, |p| drop_standby(p) && hand_lent(p, B), B);
 }
 
 /// The monitor's `take_unannounced` on `A`, found asleep: marks `A`
