@@ -239,9 +239,14 @@ impl PerProcessor {
 
     /// Raises `standby` for `holder` (a hander's [`ON_WAY`], or a taker's
     /// own word); `false` if someone holds it already.
+    ///
+    /// SeqCst on failure too: a lender that finds the word raised relies
+    /// on that load being in the single order with the holder's lowering
+    /// (a Relaxed failure could read a stale holder while the holder reads
+    /// the driver word from before the lend). Free on x86-64.
     pub(crate) fn raise_standby(&self, holder: usize) -> bool {
         self.standby
-            .compare_exchange(0, holder, SeqCst, Relaxed)
+            .compare_exchange(0, holder, SeqCst, SeqCst)
             .is_ok()
     }
 
