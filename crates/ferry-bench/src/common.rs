@@ -1,6 +1,6 @@
 //! The command-line block every experiment shares ([`Common`]: runs,
 //! `--quick`, `--json`, `--write-docs`) and the one for experiments with a
-//! fixed operation count per run ([`Items`]), with the per-experiment
+//! fixed operation count per run ([`Counted`]), with the per-experiment
 //! defaults they resolve against ([`Defaults`]).
 //!
 //! This module owns argument parsing and defaults only; it measures
@@ -32,16 +32,19 @@ pub struct Common {
     pub write_docs: bool,
 }
 
-/// The `--items` argument of experiments that time a fixed number of
-/// operations per run (`queues`, `switch`).
+/// The arguments of experiments that time a fixed number of operations
+/// per run (`queues`: items transferred; `switch`: round trips).
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct Items {
+pub struct Counted {
+    /// What every experiment takes.
+    #[command(flatten)]
+    pub common: Common,
     /// Operations per run [default: 2000000, or 200000 with --quick]
     #[arg(long)]
     pub items: Option<u64>,
 }
 
-/// An experiment's defaults for [`Common`] and [`Items`].
+/// An experiment's defaults for [`Common`].
 #[derive(Debug, Clone, Copy)]
 pub struct Defaults {
     /// Runs without `--quick`.
@@ -81,8 +84,8 @@ impl Common {
 
     /// The operations per run asked for, or the default; an error below
     /// the minimum.
-    pub fn items(&self, items: &Items) -> Result<u64, Error> {
-        let n = items
+    pub fn items(&self, counted: &Counted) -> Result<u64, Error> {
+        let n = counted
             .items
             .unwrap_or(if self.quick { ITEMS.1 } else { ITEMS.0 });
         if n < MIN_ITEMS {
@@ -102,14 +105,20 @@ mod tests {
     fn defaults_quick_and_explicit_values() {
         let mut c = Common::default();
         assert_eq!(c.runs(MEDIAN_OF_FIVE), Ok(7));
-        assert_eq!(c.items(&Items::default()), Ok(2_000_000));
+        assert_eq!(c.items(&Counted::default()), Ok(2_000_000));
         c.quick = true;
         assert_eq!(c.runs(MEDIAN_OF_FIVE), Ok(5));
-        assert_eq!(c.items(&Items::default()), Ok(200_000));
+        assert_eq!(c.items(&Counted::default()), Ok(200_000));
         c.runs = Some(11);
         assert_eq!(c.runs(MEDIAN_OF_FIVE), Ok(11));
         c.runs = Some(3);
         assert!(c.runs(MEDIAN_OF_FIVE).is_err());
-        assert!(c.items(&Items { items: Some(10) }).is_err());
+        assert!(
+            c.items(&Counted {
+                items: Some(10),
+                ..Counted::default()
+            })
+            .is_err()
+        );
     }
 }

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use crate::queues::transport::{Control, Transport, spin_recv, spin_send};
+use crate::queues::transport::{Control, Transport, blocking_transport, spin_recv, spin_send};
 
 /// Name of the crossbeam `ArrayQueue` system, the first ratio baseline.
 pub const ARRAY_QUEUE: &str = "crossbeam ArrayQueue";
@@ -34,22 +34,13 @@ impl Transport for CrossbeamArrayQueue {
     }
 }
 
-/// `crossbeam-channel bounded`: blocking `send`/`recv`.
-pub struct CrossbeamBounded;
-
-impl Transport for CrossbeamBounded {
-    const NAME: &'static str = "crossbeam-channel bounded";
-    type Tx = crossbeam_channel::Sender<u64>;
-    type Rx = crossbeam_channel::Receiver<u64>;
-    fn channel(capacity: usize) -> (Self::Tx, Self::Rx) {
-        crossbeam_channel::bounded(capacity)
-    }
-    #[inline(always)]
-    fn send(tx: &Self::Tx, v: u64, _ctl: &Control) -> bool {
-        tx.send(v).is_ok()
-    }
-    #[inline(always)]
-    fn recv(rx: &Self::Rx, _ctl: &Control) -> Option<u64> {
-        rx.recv().ok()
-    }
-}
+blocking_transport!(
+    /// `crossbeam-channel bounded`: blocking `send`/`recv`.
+    CrossbeamBounded,
+    "crossbeam-channel bounded",
+    crossbeam_channel::Sender<u64>,
+    crossbeam_channel::Receiver<u64>,
+    crossbeam_channel::bounded,
+    send,
+    recv
+);

@@ -5,7 +5,7 @@
 //! This module owns only how these peers do each operation; run schedules,
 //! sizes and printing are the experiments'.
 
-use crate::queues::transport::{Control, Transport};
+use crate::queues::transport::{Control, Transport, blocking_transport};
 
 /// Kernel threads in the `threads` experiment: `std::thread::spawn` +
 /// `join`, `std::thread::yield_now` (the two `YIELD` threads pinned to one
@@ -143,22 +143,13 @@ pub mod threads {
 /// `queues`.
 pub const SYNC_CHANNEL: &str = "std sync_channel";
 
-/// `std sync_channel`: `std::sync::mpsc::sync_channel`, blocking `send`/`recv`.
-pub struct StdSyncChannel;
-
-impl Transport for StdSyncChannel {
-    const NAME: &'static str = SYNC_CHANNEL;
-    type Tx = std::sync::mpsc::SyncSender<u64>;
-    type Rx = std::sync::mpsc::Receiver<u64>;
-    fn channel(capacity: usize) -> (Self::Tx, Self::Rx) {
-        std::sync::mpsc::sync_channel(capacity)
-    }
-    #[inline(always)]
-    fn send(tx: &Self::Tx, v: u64, _ctl: &Control) -> bool {
-        tx.send(v).is_ok()
-    }
-    #[inline(always)]
-    fn recv(rx: &Self::Rx, _ctl: &Control) -> Option<u64> {
-        rx.recv().ok()
-    }
-}
+blocking_transport!(
+    /// `std sync_channel`: `std::sync::mpsc::sync_channel`, blocking `send`/`recv`.
+    StdSyncChannel,
+    SYNC_CHANNEL,
+    std::sync::mpsc::SyncSender<u64>,
+    std::sync::mpsc::Receiver<u64>,
+    std::sync::mpsc::sync_channel,
+    send,
+    recv
+);

@@ -33,7 +33,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::affinity;
-use crate::common::{Common, Items, MEDIAN_OF_FIVE};
+use crate::common::{Common, MEDIAN_OF_FIVE};
 use crate::measure::SpinBarrier;
 use crate::peers::crossbeam::{ARRAY_QUEUE, CrossbeamArrayQueue, CrossbeamBounded};
 use crate::peers::stdlib::{SYNC_CHANNEL, StdSyncChannel};
@@ -51,15 +51,7 @@ pub const CAPACITY: usize = 1024;
 const EXPERIMENT: &str = "queues";
 
 /// Command-line arguments of `ferry-bench queues`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct Args {
-    /// What every experiment takes.
-    #[command(flatten)]
-    pub common: Common,
-    /// Items transferred per run.
-    #[command(flatten)]
-    pub items: Items,
-}
+pub use crate::common::Counted as Args;
 
 /// The two scenarios.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -256,7 +248,7 @@ fn placement() -> Placement {
 /// lost or corrupted an item.
 pub fn run(common: &Common, args: &Args) -> Result<Report, Error> {
     let runs = common.runs(MEDIAN_OF_FIVE)?;
-    let items = common.items(&args.items)?;
+    let items = common.items(args)?;
     let systems = systems();
     let placement = placement();
     eprintln!(

@@ -126,30 +126,32 @@ macro_rules! ferry_spin {
     };
 }
 
-/// Defines a [`Transport`] for a ferry queue kind with the default
-/// `SpinPark` strategy, driven by the blocking `push`/`pop`.
-macro_rules! ferry_park {
-    ($marker:ident, $kind:ident, $name:literal) => {
-        #[doc = concat!("`", $name, "`: `ferry_queue::", stringify!($kind), "` with `SpinPark`, blocking push/pop.")]
+/// Defines a [`Transport`] `$marker` named `$name` over handles `$tx` and
+/// `$rx` made by `$channel(capacity)`, driven by the blocking methods
+/// `$send` and `$recv` (each returning a `Result`).
+macro_rules! blocking_transport {
+    ($(#[$doc:meta])* $marker:ident, $name:expr, $tx:ty, $rx:ty, $channel:path, $send:ident, $recv:ident) => {
+        $(#[$doc])*
         pub struct $marker;
         impl Transport for $marker {
             const NAME: &'static str = $name;
-            type Tx = ferry_queue::$kind::Producer<u64>;
-            type Rx = ferry_queue::$kind::Consumer<u64>;
+            type Tx = $tx;
+            type Rx = $rx;
             fn channel(capacity: usize) -> (Self::Tx, Self::Rx) {
-                ferry_queue::$kind::channel::<u64>(capacity)
+                $channel(capacity)
             }
             #[inline(always)]
             fn send(tx: &Self::Tx, v: u64, _ctl: &Control) -> bool {
-                tx.push(v).is_ok()
+                tx.$send(v).is_ok()
             }
             #[inline(always)]
             fn recv(rx: &Self::Rx, _ctl: &Control) -> Option<u64> {
-                rx.pop().ok()
+                rx.$recv().ok()
             }
         }
     };
 }
+pub(crate) use blocking_transport;
 
 /// Defines a [`Transport`] for a multi-producer (and, with `both`,
 /// multi-consumer) ferry kind whose handles each have an idle twin kept
@@ -219,8 +221,26 @@ ferry_spin!(FerrySpsc, spsc, "ferry spsc");
 ferry_spin!(FerryMpsc, mpsc, "ferry mpsc");
 ferry_spin!(FerrySpmc, spmc, "ferry spmc");
 ferry_spin!(FerryMpmc, mpmc, "ferry mpmc");
-ferry_park!(FerrySpscPark, spsc, "ferry spsc (park)");
-ferry_park!(FerryMpscPark, mpsc, "ferry mpsc (park)");
+blocking_transport!(
+    /// `ferry spsc (park)`: `ferry_queue::spsc` with `SpinPark`, blocking push/pop.
+    FerrySpscPark,
+    "ferry spsc (park)",
+    ferry_queue::spsc::Producer<u64>,
+    ferry_queue::spsc::Consumer<u64>,
+    ferry_queue::spsc::channel::<u64>,
+    push,
+    pop
+);
+blocking_transport!(
+    /// `ferry mpsc (park)`: `ferry_queue::mpsc` with `SpinPark`, blocking push/pop.
+    FerryMpscPark,
+    "ferry mpsc (park)",
+    ferry_queue::mpsc::Producer<u64>,
+    ferry_queue::mpsc::Consumer<u64>,
+    ferry_queue::mpsc::channel::<u64>,
+    push,
+    pop
+);
 ferry_shared!(
     FerryMpscShared,
     mpsc,

@@ -63,7 +63,7 @@ use std::time::{Duration, Instant};
 use ferry::arch::{self, Context};
 
 use crate::affinity;
-use crate::common::{Common, Items, MEDIAN_OF_FIVE};
+use crate::common::{Common, MEDIAN_OF_FIVE};
 use crate::peers::corosensei;
 use crate::report::{Error, Ratio, Report, Section};
 use crate::row::{Row, Unit};
@@ -79,15 +79,7 @@ const EXPERIMENT: &str = "switch";
 const STACK_SIZE: usize = 64 * 1024;
 
 /// Command-line arguments of `ferry-bench switch`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct Args {
-    /// What every experiment takes.
-    #[command(flatten)]
-    pub common: Common,
-    /// Round trips (2 switches each) per run.
-    #[command(flatten)]
-    pub items: Items,
-}
+pub use crate::common::Counted as Args;
 
 /// The two cases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,6 +113,19 @@ struct PingPong {
     main_turns: u64,
     /// Turns taken by the context.
     other_turns: u64,
+}
+
+impl PingPong {
+    /// A fresh one on the heap, owned by the returned pointer (freed with
+    /// `Box::from_raw`).
+    fn boxed() -> *mut PingPong {
+        Box::into_raw(Box::new(PingPong {
+            main: Context::empty(),
+            other: Context::empty(),
+            main_turns: 0,
+            other_turns: 0,
+        }))
+    }
 }
 
 /// A 16-byte-aligned heap stack for the context under test.
@@ -186,12 +191,7 @@ unsafe extern "C" fn same_site_side<S: Switch>(arg: *mut ()) -> ! {
 /// One timed run of `n` round trips on switch `S`.
 fn ferry_run<S: Switch>(case: Case, n: u64) -> Result<Duration, String> {
     let mut stack = Stack::new();
-    let p = Box::into_raw(Box::new(PingPong {
-        main: Context::empty(),
-        other: Context::empty(),
-        main_turns: 0,
-        other_turns: 0,
-    }));
+    let p = PingPong::boxed();
     let entry: unsafe extern "C" fn(*mut ()) -> ! = match case {
         Case::PingPong => other_side::<S>,
         Case::SameSite => same_site_side::<S>,
@@ -227,7 +227,7 @@ fn ferry_run<S: Switch>(case: Case, n: u64) -> Result<Duration, String> {
         }
     }
     let elapsed = start.elapsed();
-    // SAFETY: made by `Box::into_raw` above; the context is abandoned, so
+    // SAFETY: made by `PingPong::boxed` above; the context is abandoned, so
     // nothing else uses it any more.
     let p = unsafe { Box::from_raw(p) };
     drop(stack);
@@ -287,7 +287,7 @@ fn systems() -> Vec<System> {
 /// ping-pong lost a turn.
 pub fn run(common: &Common, args: &Args) -> Result<Report, Error> {
     let runs = common.runs(MEDIAN_OF_FIVE)?;
-    let items = common.items(&args.items)?;
+    let items = common.items(args)?;
     let cpu = affinity::first_allowed();
     let systems = systems();
     eprintln!(
@@ -384,12 +384,7 @@ mod tests {
         // A context saved by one variant is resumed by another: the frame
         // layout is shared. Each step switches with a different variant.
         let mut stack = Stack::new();
-        let p = Box::into_raw(Box::new(PingPong {
-            main: Context::empty(),
-            other: Context::empty(),
-            main_turns: 0,
-            other_turns: 0,
-        }));
+        let p = PingPong::boxed();
         // SAFETY: as in `ferry_run`; the context loops with `arch::switch`.
         unsafe {
             (*p).other = arch::prepare(stack.top(), other_side::<Ferry>, p.cast());

@@ -13,94 +13,72 @@ use std::arch::{asm, naked_asm};
 
 use ferry::arch::{self, Context};
 
-// ---------------------------------------------------------------------------
-// Variants of ferry's switch. Each keeps `ferry::arch`'s frame: from the saved
-// stack pointer up, the FP control words (8 bytes), r15, r14, r13, r12, rbx,
+// `ferry::arch`'s frame, which every variant keeps: from the saved stack
+// pointer up, the FP control words (8 bytes), r15, r14, r13, r12, rbx,
 // rbp, the address to continue at.
 
-/// A naked `extern "C"` switch, entered by `call` and left by `ret`, that
-/// pushes all of rbx, rbp, r12–r15 and saves the FP control words: the
-/// first version of `ferry::arch::switch`.
-#[unsafe(naked)]
-pub unsafe extern "C" fn switch_naked(from: *mut Context, to: *const Context) {
-    naked_asm!(
-        "push rbp",
-        "push rbx",
-        "push r12",
-        "push r13",
-        "push r14",
-        "push r15",
-        "sub rsp, 8",
-        "stmxcsr [rsp]",
-        "fnstcw [rsp + 4]",
-        "mov [rdi], rsp",
-        "mov rsp, [rsi]",
-        "ldmxcsr [rsp]",
-        "fldcw [rsp + 4]",
-        "add rsp, 8",
-        "pop r15",
-        "pop r14",
-        "pop r13",
-        "pop r12",
-        "pop rbx",
-        "pop rbp",
-        "ret",
-    )
+/// Defines a naked `extern "C"` switch, entered by `call`, that pushes all
+/// of rbx, rbp, r12–r15 and continues the other context with `$go`;
+/// `$save` and `$load` are the FP-control instructions (or nothing).
+macro_rules! naked_switch {
+    ($(#[$doc:meta])* $name:ident, [$($save:literal),*], [$($load:literal),*], [$($go:literal),+]) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        ///
+        /// As for [`ferry::arch::switch`].
+        #[unsafe(naked)]
+        pub unsafe extern "C" fn $name(from: *mut Context, to: *const Context) {
+            naked_asm!(
+                "push rbp",
+                "push rbx",
+                "push r12",
+                "push r13",
+                "push r14",
+                "push r15",
+                "sub rsp, 8",
+                $($save,)*
+                "mov [rdi], rsp",
+                "mov rsp, [rsi]",
+                $($load,)*
+                "add rsp, 8",
+                "pop r15",
+                "pop r14",
+                "pop r13",
+                "pop r12",
+                "pop rbx",
+                "pop rbp",
+                $($go,)+
+            )
+        }
+    };
 }
 
-/// [`switch_naked`] without the FP control words.
-#[unsafe(naked)]
-pub unsafe extern "C" fn switch_no_fp_control(from: *mut Context, to: *const Context) {
-    naked_asm!(
-        "push rbp",
-        "push rbx",
-        "push r12",
-        "push r13",
-        "push r14",
-        "push r15",
-        "sub rsp, 8",
-        "mov [rdi], rsp",
-        "mov rsp, [rsi]",
-        "add rsp, 8",
-        "pop r15",
-        "pop r14",
-        "pop r13",
-        "pop r12",
-        "pop rbx",
-        "pop rbp",
-        "ret",
-    )
-}
+naked_switch!(
+    /// A naked switch left by `ret` that saves the FP control words: the
+    /// first version of `ferry::arch::switch`.
+    switch_naked,
+    ["stmxcsr [rsp]", "fnstcw [rsp + 4]"],
+    ["ldmxcsr [rsp]", "fldcw [rsp + 4]"],
+    ["ret"]
+);
 
-/// [`switch_naked`] continuing with `pop rcx; jmp rcx` instead of `ret`
-/// (rcx is caller-saved, so free here).
-#[unsafe(naked)]
-pub unsafe extern "C" fn switch_pop_jmp(from: *mut Context, to: *const Context) {
-    naked_asm!(
-        "push rbp",
-        "push rbx",
-        "push r12",
-        "push r13",
-        "push r14",
-        "push r15",
-        "sub rsp, 8",
-        "stmxcsr [rsp]",
-        "fnstcw [rsp + 4]",
-        "mov [rdi], rsp",
-        "mov rsp, [rsi]",
-        "ldmxcsr [rsp]",
-        "fldcw [rsp + 4]",
-        "add rsp, 8",
-        "pop r15",
-        "pop r14",
-        "pop r13",
-        "pop r12",
-        "pop rbx",
-        "pop rbp",
-        "pop rcx",
-        "jmp rcx",
-    )
-}
+naked_switch!(
+    /// [`switch_naked`] without the FP control words.
+    switch_no_fp_control,
+    [],
+    [],
+    ["ret"]
+);
+
+naked_switch!(
+    /// [`switch_naked`] continuing with `pop rcx; jmp rcx` instead of `ret`
+    /// (rcx is caller-saved, so free here).
+    switch_pop_jmp,
+    ["stmxcsr [rsp]", "fnstcw [rsp + 4]"],
+    ["ldmxcsr [rsp]", "fldcw [rsp + 4]"],
+    ["pop rcx", "jmp rcx"]
+);
 
 /// Defines an `asm!`-block switch: r12–r15 and the caller-saved registers
 /// are declared clobbered, so the compiler saves what of them is live;
