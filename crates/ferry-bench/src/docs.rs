@@ -4,7 +4,7 @@
 //! A page is its template (`crates/ferry-bench/templates/<doc>.md`: what the
 //! experiment measures, what the numbers mean, the seed paper's table
 //! beside them, the rejected designs) with three markers filled in:
-//! `{{results}}` (the tables as the run printed them), `{{command}}` (the
+//! `{{results}}` (the tables as the run printed them, in a code block), `{{command}}` (the
 //! command that reproduces them) and `{{machine}}` (where and when they
 //! were taken). This module owns the filling and the writing; the text of
 //! the pages is the templates'.
@@ -54,7 +54,7 @@ pub fn fill(doc: &str, results: &str, command: &str, machine: &str) -> Result<St
         .map(|(_, t)| *t)
         .ok_or_else(|| Error(format!("no page template for {doc}")))?;
     Ok(template
-        .replace("{{results}}", results.trim_end())
+        .replace("{{results}}", &format!("```\n{}\n```", results.trim_end()))
         .replace("{{command}}", command)
         .replace("{{machine}}", machine))
 }

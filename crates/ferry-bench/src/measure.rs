@@ -1,9 +1,11 @@
-//! Measurement helpers shared by every experiment: summarising repeated runs
-//! (median, min, max) and a spinning start barrier for threads that are pinned
-//! to their own cores.
+//! Measurement helpers shared by every experiment: the summary of repeated
+//! runs ([`Stats`]: median, min, max, from `ferry-report`, which
+//! [`crate::row::Row`] applies to its samples) and a spinning start barrier
+//! for threads that are pinned to their own cores.
 //!
-//! This module owns *how numbers are reduced*; it knows nothing about queues or
-//! about how results are printed (that is [`crate::report`]).
+//! This module owns how numbers are reduced and how pinned threads start
+//! together; it knows nothing about any experiment or about how results
+//! are printed (that is [`crate::report`]).
 
 use std::hint;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -15,8 +15,7 @@
 //!   word only if it differs from the outgoing one, and continues the other
 //!   context with an indirect `jmp`.
 //! * `inline asm, jmp, FP control always loaded`: the same loading both
-//!   words unconditionally (ferry's switch until the x87 word became
-//!   conditional).
+//!   words unconditionally.
 //! * `inline asm, jmp, no FP control`: the same without
 //!   `stmxcsr`/`ldmxcsr` and `fnstcw`/`fldcw`: what saving the FP control
 //!   words costs. corosensei does not save them either, so this is its like.
@@ -31,8 +30,8 @@
 //! * `inline asm, ret`: continues with `ret`, which no `call` pushed, so the
 //!   return stack buffer mispredicts it every time.
 //! * `naked call, ret`: a naked `extern "C"` function entered by `call` and
-//!   left by `ret`, pushing all six callee-saved registers (the first
-//!   version of ferry's switch); `, no FP control` and `, pop+jmp` (an
+//!   left by `ret`, pushing all six callee-saved registers; `, no FP
+//!   control` and `, pop+jmp` (an
 //!   indirect jump instead of `ret`) are variants of it.
 //! * `corosensei`: `Coroutine::resume` and `Yielder::suspend`, a round trip
 //!   of two switches passing a `u64` each way: resume is a `call` into the

@@ -55,8 +55,7 @@ macro_rules! naked_switch {
 }
 
 naked_switch!(
-    /// A naked switch left by `ret` that saves the FP control words: the
-    /// first version of `ferry::arch::switch`.
+    /// A naked switch left by `ret` that saves the FP control words.
     switch_naked,
     ["stmxcsr [rsp]", "fnstcw [rsp + 4]"],
     ["ldmxcsr [rsp]", "fldcw [rsp + 4]"],

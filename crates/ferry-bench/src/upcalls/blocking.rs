@@ -127,8 +127,8 @@ pub(super) fn io_run(warmup: u32, calls: u32, announced: bool) -> Result<IoRun, 
                         } else {
                             read_byte(rfd)
                         };
-                        // Back into ferry: an orphaned kernel thread hands
-                        // the thread back here.
+                        // Back into ferry: a kernel thread whose processor
+                        // was taken over hands the thread back here.
                         ferry::yield_now();
                         if !ok {
                             sh.stop.store(true, Ordering::Relaxed);
