@@ -26,7 +26,7 @@ pub struct Common {
     #[arg(long)]
     pub json: bool,
 
-    /// Also rewrite the experiment's docs/results/<experiment>.md from this
+    /// Also rewrite the experiment's docs/results/EXPERIMENT.md from this
     /// run: its tables, the command, the machine, what they mean
     #[arg(long)]
     pub write_docs: bool,

@@ -332,7 +332,7 @@ pub fn run(common: &Common, args: &Args) -> Result<Report, Error> {
     Ok(Report::single(EXPERIMENT, section))
 }
 
-/// samples[case][system] = ns per one-way switch of each timed run; empty
+/// `samples[case][system]` = ns per one-way switch of each timed run; empty
 /// for a (case, system) pair that does not exist.
 fn measure_all(systems: &[System], runs: u32, items: u64) -> Result<Vec<Vec<Vec<f64>>>, Error> {
     let mut samples = vec![vec![Vec::with_capacity(runs as usize); systems.len()]; Case::ALL.len()];

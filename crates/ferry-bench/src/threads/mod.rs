@@ -39,7 +39,7 @@
 //!
 //! | system | where it runs | the operations |
 //! |--------|---------------|----------------|
-//! | `ferry` | a runtime of **1 processor** (`Runtime::builder().processors(1)`), as the paper's FastThreads tests "were constrained to run on a single processor" | `ferry::spawn`, `JoinHandle::join`, `ferry::yield_now`, `ferry::sync::{Mutex, Condvar}` (see [`ferry_sync`]); `PINGPONG` also with `ferry::park` / `Thread::unpark` on an atomic turn instead of the condition variable, labelled `ferry (park/unpark)` |
+//! | `ferry` | a runtime of **1 processor** (`Runtime::builder().processors(1)`), as the paper's FastThreads tests "were constrained to run on a single processor" | `ferry::spawn`, `JoinHandle::join`, `ferry::yield_now`, `ferry::sync::{Mutex, Condvar}`; `PINGPONG` also with `ferry::park` / `Thread::unpark` on an atomic turn instead of the condition variable, labelled `ferry (park/unpark)` |
 //! | `std::thread` | kernel threads on any core (as Taos's, which "had no such constraint"), except `YIELD`, whose two threads are pinned to one CPU: on two CPUs a `sched_yield` finds nobody to yield to and switches nothing | `std::thread::spawn` + `join`, `std::thread::yield_now`, `std::sync::{Mutex, Condvar}` |
 //! | `pthread_mutex_t` | the calling kernel thread | `ACQUIRE;RELEASE` only: glibc's `pthread_mutex_lock`/`unlock` on a default mutex (std's `Mutex` is its own futex lock, not a pthread one) |
 //! | `tokio current-thread` | Tokio's single-threaded scheduler, the driver inside `block_on` | `tokio::spawn` + `.await` of the `JoinHandle`, `tokio::task::yield_now`, `tokio::sync::Mutex`; `PINGPONG` with two `tokio::sync::Notify` (each task notifies the other's and awaits its own), Tokio's condition-variable equivalent |
