@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use crate::affinity;
 use crate::common::{Common, MEDIAN_OF_FIVE};
-use crate::measure::SpinBarrier;
+use crate::measure::{self, SpinBarrier};
 use crate::peers::crossbeam::{ARRAY_QUEUE, CrossbeamArrayQueue, CrossbeamBounded};
 use crate::peers::stdlib::{SYNC_CHANNEL, StdSyncChannel};
 use crate::report::{Error, Ratio, Report, Section};
@@ -264,26 +264,21 @@ pub fn run(common: &Common, args: &Args) -> Result<Report, Error> {
     let mut samples = vec![vec![Vec::with_capacity(runs as usize); systems.len()]; Case::ALL.len()];
 
     // Round 0 is an untimed warm-up on a tenth of the items.
-    for round in 0..=runs {
-        let warmup = round == 0;
-        for (ci, &case) in Case::ALL.iter().enumerate() {
-            for k in 0..systems.len() {
-                let si = (k + round as usize) % systems.len();
-                let sys = &systems[si];
-                let n = if warmup { items / 10 } else { items };
-                let elapsed = sys.run(case, n, placement).map_err(|detail| {
-                    Error(format!(
-                        "{} / {}: items were lost or corrupted: {detail}",
-                        case.name(),
-                        sys.name
-                    ))
-                })?;
-                if !warmup {
-                    samples[ci][si].push(elapsed.as_nanos() as f64 / n as f64);
-                }
-            }
+    measure::interleaved(runs, Case::ALL.len(), systems.len(), |turn| {
+        let (case, sys) = (Case::ALL[turn.case], &systems[turn.system]);
+        let n = if turn.warmup() { items / 10 } else { items };
+        let elapsed = sys.run(case, n, placement).map_err(|detail| {
+            Error(format!(
+                "{} / {}: items were lost or corrupted: {detail}",
+                case.name(),
+                sys.name
+            ))
+        })?;
+        if !turn.warmup() {
+            samples[turn.case][turn.system].push(elapsed.as_nanos() as f64 / n as f64);
         }
-    }
+        Ok(())
+    })?;
 
     let mut rows = Vec::new();
     for (ci, &case) in Case::ALL.iter().enumerate() {

@@ -63,6 +63,7 @@ use ferry::arch::{self, Context};
 
 use crate::affinity;
 use crate::common::{Common, MEDIAN_OF_FIVE};
+use crate::measure;
 use crate::peers::corosensei;
 use crate::report::{Error, Ratio, Report, Section};
 use crate::row::{Row, Unit};
@@ -337,29 +338,24 @@ pub fn run(common: &Common, args: &Args) -> Result<Report, Error> {
 fn measure_all(systems: &[System], runs: u32, items: u64) -> Result<Vec<Vec<Vec<f64>>>, Error> {
     let mut samples = vec![vec![Vec::with_capacity(runs as usize); systems.len()]; Case::ALL.len()];
     // Round 0 is an untimed warm-up on a tenth of the round trips.
-    for round in 0..=runs {
-        let warmup = round == 0;
-        let n = if warmup { items / 10 } else { items };
-        for (ci, &case) in Case::ALL.iter().enumerate() {
-            for k in 0..systems.len() {
-                let si = (k + round as usize) % systems.len();
-                let sys = &systems[si];
-                let Some(result) = (sys.run)(case, n) else {
-                    continue;
-                };
-                let elapsed = result.map_err(|detail| {
-                    Error(format!(
-                        "{} / {}: the ping-pong went wrong: {detail}",
-                        case.name(),
-                        sys.name
-                    ))
-                })?;
-                if !warmup {
-                    samples[ci][si].push(elapsed.as_nanos() as f64 / (2 * n) as f64);
-                }
-            }
+    measure::interleaved(runs, Case::ALL.len(), systems.len(), |turn| {
+        let (case, sys) = (Case::ALL[turn.case], &systems[turn.system]);
+        let n = if turn.warmup() { items / 10 } else { items };
+        let Some(result) = (sys.run)(case, n) else {
+            return Ok(());
+        };
+        let elapsed = result.map_err(|detail| {
+            Error(format!(
+                "{} / {}: the ping-pong went wrong: {detail}",
+                case.name(),
+                sys.name
+            ))
+        })?;
+        if !turn.warmup() {
+            samples[turn.case][turn.system].push(elapsed.as_nanos() as f64 / (2 * n) as f64);
         }
-    }
+        Ok(())
+    })?;
     Ok(samples)
 }
 

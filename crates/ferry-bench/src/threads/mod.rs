@@ -77,6 +77,7 @@ use std::time::Duration;
 
 use crate::common::{Common, MEDIAN_OF_FIVE};
 use crate::machine;
+use crate::measure;
 use crate::peers::{c, go, pthread, stdlib, tokio};
 use crate::report::{Error, Ratio, Report, Section};
 use crate::row::{Row, Unit};
@@ -273,47 +274,43 @@ pub fn run(common: &Common, args: &Args) -> Result<Report, Error> {
     let mut samples: HashMap<(Op, usize, String), Vec<f64>> = HashMap::new();
     let mut absent: HashMap<(usize, Op), (String, String)> = HashMap::new();
 
-    for round in 0..=runs {
-        let warmup = round == 0;
-        for (ki, &kind) in Kind::ALL.iter().enumerate() {
-            for k in 0..systems.len() {
-                let si = (k + round as usize) % systems.len();
-                let sys = &systems[si];
-                let n = if warmup {
-                    kind.warmup_n()
+    measure::interleaved(runs, Kind::ALL.len(), systems.len(), |turn| {
+        let (ki, si) = (turn.case, turn.system);
+        let (kind, sys) = (Kind::ALL[ki], &systems[si]);
+        let n = if turn.warmup() {
+            kind.warmup_n()
+        } else {
+            sizes[ki][si]
+        };
+        let outcome = (sys.measure)(kind, n)
+            .map_err(|e| Error(format!("{} / {}: {e}", kind.rows()[0].name(), sys.name)))?;
+        match outcome {
+            Outcome::Measured(list) => {
+                if turn.warmup() {
+                    // Size by the first row of the kind (FORK for the fork
+                    // kind: its whole loop).
+                    let first = kind.rows()[0];
+                    let est = list
+                        .iter()
+                        .filter(|s| s.row == first)
+                        .map(|s| s.ns)
+                        .fold(0.0, f64::max);
+                    sizes[ki][si] = size_run(kind, est, target);
                 } else {
-                    sizes[ki][si]
-                };
-                let outcome = (sys.measure)(kind, n)
-                    .map_err(|e| Error(format!("{} / {}: {e}", kind.rows()[0].name(), sys.name)))?;
-                match outcome {
-                    Outcome::Measured(list) => {
-                        if warmup {
-                            // Size by the first row of the kind (FORK for the
-                            // fork kind: its whole loop).
-                            let first = kind.rows()[0];
-                            let est = list
-                                .iter()
-                                .filter(|s| s.row == first)
-                                .map(|s| s.ns)
-                                .fold(0.0, f64::max);
-                            sizes[ki][si] = size_run(kind, est, target);
-                        } else {
-                            for s in list {
-                                samples.entry((s.row, si, s.label)).or_default().push(s.ns);
-                            }
-                        }
+                    for s in list {
+                        samples.entry((s.row, si, s.label)).or_default().push(s.ns);
                     }
-                    Outcome::Absent { label, reason } => {
-                        for &row in kind.rows() {
-                            absent.insert((si, row), (label.clone(), reason.clone()));
-                        }
-                    }
-                    Outcome::NotApplicable => {}
                 }
             }
+            Outcome::Absent { label, reason } => {
+                for &row in kind.rows() {
+                    absent.insert((si, row), (label.clone(), reason.clone()));
+                }
+            }
+            Outcome::NotApplicable => {}
         }
-    }
+        Ok(())
+    })?;
 
     let mut rows = Vec::new();
     for &op in &Op::ALL {
