@@ -1,8 +1,8 @@
 //! CPU pinning for benchmark threads, via `sched_getaffinity` /
 //! `sched_setaffinity` on the calling thread.
 //!
-//! This module owns the crate's libc calls (the other `unsafe` is the
-//! `switch` experiment driving `ferry::arch`).
+//! This module owns which CPUs the benchmark threads run on: the first
+//! allowed ones, picked in one place.
 //! Failures are returned, never fatal: a benchmark on a machine where pinning is
 //! not allowed still runs and says so on stderr.
 
@@ -67,6 +67,25 @@ pub fn pin_or_warn(cpu: Option<usize>, role: &str) {
              running unpinned (further pinning failures not reported)"
         );
     }
+}
+
+/// The first CPU this process may use, if the mask can be read.
+pub fn first_allowed() -> Option<usize> {
+    allowed_cpus().ok().and_then(|c| c.first().copied())
+}
+
+/// The first two CPUs this process may use; the same CPU twice on a
+/// one-CPU machine, `None` if the mask cannot be read.
+pub fn two_cores() -> (Option<usize>, Option<usize>) {
+    match allowed_cpus() {
+        Ok(cpus) if !cpus.is_empty() => (Some(cpus[0]), Some(*cpus.get(1).unwrap_or(&cpus[0]))),
+        _ => (None, None),
+    }
+}
+
+/// A CPU for a progress line: its number, or `any` if not pinned.
+pub fn name(cpu: Option<usize>) -> String {
+    cpu.map_or_else(|| "any".to_owned(), |c| c.to_string())
 }
 
 #[cfg(test)]

@@ -5,7 +5,8 @@
 //! This module owns the noise check: a benchmark on a 2-core machine is only
 //! as good as the absence of other work on those cores, so every experiment
 //! reports how many CPUs other processes (and the hypervisor, as steal time)
-//! took during its run.
+//! took during its run, and [`describe`] says where and when a run was
+//! taken, for the results pages.
 
 use std::fs;
 
@@ -106,16 +107,18 @@ pub fn online_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// Prints on stderr how much CPU other processes (and steal) took since
-/// `before`, with a warning when that disturbed the run of `experiment`.
-pub fn report_interference(experiment: &str, before: Option<CpuSnapshot>) {
+/// How busy the rest of the machine was from `before` until now.
+pub fn interference_since(before: Option<CpuSnapshot>) -> Option<Interference> {
     let cpus = online_cpus();
-    let Some(i) = before
+    before
         .zip(CpuSnapshot::now())
         .and_then(|(a, b)| a.interference_until(&b, cpus))
-    else {
-        return;
-    };
+}
+
+/// Prints on stderr how much CPU other processes (and steal) took during
+/// the run of `experiment`, with a warning when that disturbed it.
+pub fn report_interference(experiment: &str, during: Option<Interference>) {
+    let Some(i) = during else { return };
     eprintln!(
         "ferry-bench {experiment}: other processes used {:.2} of {} CPUs during the run, steal {:.2}{}",
         i.others,
@@ -127,6 +130,68 @@ pub fn report_interference(experiment: &str, before: Option<CpuSnapshot>) {
             ""
         }
     );
+}
+
+/// Where and when a run was taken, for a results page: CPU model and
+/// count, kernel, the commit of the code, the date (UTC), and how busy
+/// other processes kept the machine meanwhile.
+pub fn describe(during: Option<Interference>) -> String {
+    let cpu = fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, m)| m.trim().to_owned())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_owned());
+    let kernel = fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map_or_else(|_| "?".to_owned(), |s| s.trim().to_owned());
+    let commit = std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map_or_else(
+            || "?".to_owned(),
+            |o| String::from_utf8_lossy(&o.stdout).trim().to_owned(),
+        );
+    let days = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() / 86_400);
+    let (y, m, d) = civil_date(days);
+    let noise = during.map_or_else(
+        || "other processes: not measured".to_owned(),
+        |i| {
+            format!(
+                "other processes used {:.2} of {} CPUs during the run, steal {:.2}{}",
+                i.others,
+                i.cpus,
+                i.steal,
+                if i.is_noisy() { " (disturbed)" } else { "" }
+            )
+        },
+    );
+    format!(
+        "{cpu}, {} CPUs, Linux {kernel}; commit {commit}, {y:04}-{m:02}-{d:02}; {noise}",
+        online_cpus()
+    )
+}
+
+/// The (year, month, day) of `days` since 1970-01-01 (proleptic
+/// Gregorian; Howard Hinnant's `civil_from_days`).
+fn civil_date(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + u64::from(m <= 2);
+    (y, m, d)
 }
 
 #[cfg(test)]
@@ -167,6 +232,13 @@ mod tests {
         assert_eq!(i.steal, 0.1);
         assert!(i.is_noisy());
         assert_eq!(a.interference_until(&a, 2), None);
+    }
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil_date(0), (1970, 1, 1));
+        assert_eq!(civil_date(20_417), (2025, 11, 25));
+        assert_eq!(civil_date(11_016), (2000, 2, 29));
     }
 
     #[test]

@@ -1,25 +1,45 @@
 //! `ferry-bench`: the benchmark driver of the ferry runtime.
 //!
-//! Each experiment is a subcommand with its own module (`queues` →
-//! [`queues`]). What experiments share lives in [`measure`] (summarising
-//! runs, start barriers), [`report`] (tables and JSON lines), [`affinity`]
-//! (CPU pinning) and [`machine`] (how busy the rest of the machine was).
+//! Each experiment is a subcommand with its own module folder (`queues` →
+//! [`queues`]) whose entry is `run(&Common, &Args) -> Result<Report, Error>`:
+//! it measures and hands back a [`report::Report`] of [`row::Row`]s, and
+//! this file prints it (a table, or JSON lines with `--json`), reports how
+//! busy the rest of the machine was, and with `--write-docs` rewrites the
+//! experiment's results page ([`docs`]).
 //!
-//! To add an experiment: a module with a `clap::Args` struct and a `run`
-//! function, and a variant of [`Command`].
+//! What experiments share: [`common`] (the argument block), [`row`] (the
+//! result row, its summary and JSON form), [`report`] (sections and the
+//! table printer), [`measure`] (start barriers), [`affinity`] (CPU
+//! pinning), [`machine`] (the machine and its noise), [`watchdog`]
+//! (watching threads), [`plot`] (charts) and [`peers`] (the systems ferry
+//! is compared with).
+//!
+//! To add an experiment: a module with a `clap::Args` struct that flattens
+//! [`common::Common`], a `run` function of the shape above, a variant of
+//! [`Command`], and a template in `templates/`.
 
 mod affinity;
+mod common;
+mod docs;
 mod machine;
 mod measure;
+mod peers;
+mod plot;
 mod queues;
 mod report;
+mod row;
 mod switch;
 mod threads;
 mod upcalls;
+mod watchdog;
 
 use std::process::ExitCode;
+use std::time::Instant;
 
 use clap::{Parser, Subcommand};
+
+use crate::common::Common;
+use crate::machine::CpuSnapshot;
 
 /// Benchmarks for the ferry runtime.
 #[derive(Debug, Parser)]
@@ -33,33 +53,79 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// ns per push+pop of a u64 through ferry's queues and peers (crossbeam,
-    /// std), on one thread and across two pinned cores
+    /// std), on one thread and across two pinned cores [runs: 7, at least 5]
     Queues(queues::Args),
-    /// ns per one-way user-level context switch: ferry's switch, variants of it, corosensei
+    /// ns per one-way user-level context switch: ferry's switch, variants of
+    /// it, corosensei [runs: 7, at least 5]
     Switch(switch::Args),
     /// ns per thread operation (URPC Table I, Synthesis Table 3): ferry
-    /// against std::thread, Tokio and Go
+    /// against std::thread, Tokio and Go; with --lang c, from C against
+    /// pthreads [runs: 7, at least 5]
     Threads(threads::Args),
     /// Scheduler activations: event latencies (004 Table 1), a ping-pong
-    /// under processor disruptions (004 Figure 2, plotted to
-    /// docs/results/upcalls-figure2.png), partial against full context
-    /// switch (Synthesis Table 4)
+    /// under processor disruptions (004 Figure 2, plotted), partial against
+    /// full context switch (Synthesis Table 4) [runs: 5, 3 with --quick]
     Upcalls(upcalls::Args),
+}
+
+impl Command {
+    fn name(&self) -> &'static str {
+        match self {
+            Command::Queues(_) => "queues",
+            Command::Switch(_) => "switch",
+            Command::Threads(_) => "threads",
+            Command::Upcalls(_) => "upcalls",
+        }
+    }
+
+    fn common(&self) -> &Common {
+        match self {
+            Command::Queues(a) => &a.common,
+            Command::Switch(a) => &a.common,
+            Command::Threads(a) => &a.common,
+            Command::Upcalls(a) => &a.common,
+        }
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let (name, common) = (cli.command.name(), cli.command.common());
+    let started = Instant::now();
+    let before = CpuSnapshot::now();
     let result = match &cli.command {
-        Command::Queues(args) => queues::run(args),
-        Command::Switch(args) => return switch::main(args),
-        Command::Threads(args) => return threads::main(args),
-        Command::Upcalls(args) => return upcalls::main(args),
+        Command::Queues(args) => queues::run(common, args),
+        Command::Switch(args) => switch::run(common, args),
+        Command::Threads(args) => threads::run(common, args),
+        Command::Upcalls(args) => upcalls::run(common, args),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
+    let during = machine::interference_since(before);
+    let report = match result {
+        Ok(report) => report,
         Err(e) => {
             eprintln!("ferry-bench: error: {e}");
-            ExitCode::FAILURE
+            return ExitCode::FAILURE;
+        }
+    };
+    if common.json {
+        print!("{}", report.json_lines());
+        eprint!("{}", report.notes());
+    } else {
+        print!("{}", report.text());
+    }
+    eprintln!(
+        "ferry-bench {name}: done in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    machine::report_interference(name, during);
+    if common.write_docs {
+        match docs::write(&report, &machine::describe(during)) {
+            Ok(path) => eprintln!("ferry-bench {name}: wrote {}", path.display()),
+            Err(e) => {
+                eprintln!("ferry-bench: error: {e}");
+                return ExitCode::FAILURE;
+            }
         }
     }
+    ExitCode::SUCCESS
 }
