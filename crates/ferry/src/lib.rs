@@ -25,7 +25,6 @@
 #![deny(missing_docs)]
 
 pub mod arch;
-mod deadlock;
 mod event;
 pub mod fs;
 mod header;
@@ -52,7 +51,7 @@ pub mod thread;
 pub mod upcall;
 mod waits;
 
-pub use deadlock::Deadlock;
 pub use runtime::{Builder, Handle, Runtime, run};
 pub use thread::{JoinHandle, Panic, Thread, ThreadId, current, park, sleep, spawn, yield_now};
 pub use upcall::blocking;
+pub use upcall::deadlock::Deadlock;

@@ -8,387 +8,16 @@
 //! switch contexts itself (that is [`crate::processor`]'s job).
 
 use std::io;
-use std::ops::Range;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, PoisonError};
+use std::time::Duration;
 
-use crate::deadlock::{Deadlock, Detector};
-use crate::event::Sources;
 use crate::header::raw::{self, Block, Spec};
-use crate::header::{Ready, Schedule, SmallBlock, Thread, ThreadId};
-use crate::processor::{self, ACTIVE, Processor, STARTING, STOPPED, STOPPING};
-use crate::sched::Injector;
+use crate::header::{Ready, Schedule, Thread, ThreadId};
+use crate::processor::available_cpus;
 use crate::stack::DEFAULT_STACK_SIZE;
 use crate::thread;
-use crate::upcall::{self, Activation, Activations, Assignment, Counters, Monitor, UpcallStats};
-
-/// State every processor and every thread of one runtime shares.
-///
-/// | word | written by | meaning |
-/// |------|------------|---------|
-/// | `spinning` | a processor entering (+1) and leaving (-1) its spin in `idle` (SeqCst) | how many processors are looking for work right now; while any is, nobody needs waking |
-/// | `sleeper_count` | a processor joining or leaving `sleepers`, under its lock | how many processors sleep (or are about to); read without the lock by `notify_work` |
-pub(crate) struct Shared {
-    pub(crate) processors: Box<[Processor]>,
-    /// Threads made or woken off a processor, and ring overflow.
-    pub(crate) injector: Injector,
-    /// Indices of processors asleep (or about to sleep) in `idle`.
-    sleepers: Mutex<Vec<usize>>,
-    sleeper_count: AtomicUsize,
-    spinning: AtomicUsize,
-    shutdown: AtomicBool,
-    pub(crate) stack_size: usize,
-    spin_tries: u32,
-    next_thread_id: AtomicU64,
-    /// The event sources the processors ask in one place (`event`).
-    pub(crate) sources: Sources,
-    /// What the activations did, for `Handle::upcall_stats`.
-    pub(crate) counters: Counters,
-    /// The kernel threads that drive processors, and the spare pool.
-    pub(crate) activations: Activations,
-    pub(crate) monitor: Monitor,
-    /// How long a lent processor waits before a spare takes it; zero: at
-    /// once when work waits for it.
-    pub(crate) handoff_after: Duration,
-    /// Preemption time slice, if any.
-    pub(crate) time_slice: Option<Duration>,
-    /// Whether the monitor takes over from unannounced blocking.
-    pub(crate) take_over_unannounced: bool,
-    /// Whether busy pinned processors get stand-ins (`upcall::stand_in`).
-    pub(crate) stand_ins: bool,
-    /// Whether processors account each thread's run time.
-    pub(crate) account_cpu: bool,
-    /// What to do when every thread is blocked for good.
-    pub(crate) deadlock: Detector,
-    /// Time zero of the `*_at` words.
-    epoch: Instant,
-    /// This `Shared`, for handing to new kernel threads.
-    this: Weak<Shared>,
-}
-
-/// A thread reaches its runtime through its header (see `header`).
-impl Schedule for Shared {
-    #[inline]
-    fn schedule(&self, t: Thread, why: Ready) {
-        Shared::schedule(self, t, why);
-    }
-
-    #[inline]
-    fn keep_block(&self, block: SmallBlock) {
-        processor::keep_block(block);
-    }
-
-    fn stop_terminated(&self) -> ! {
-        thread::stop_terminated()
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-}
-
-impl Thread {
-    /// The runtime the thread belongs to.
-    #[inline]
-    pub(crate) fn shared(&self) -> &Shared {
-        self.header()
-            .scheduler
-            .as_any()
-            .downcast_ref::<Shared>()
-            .expect("every thread's scheduler is a ferry runtime")
-    }
-}
-
-impl Shared {
-    /// Makes `t` runnable: through the calling processor's policy if it is
-    /// one of this runtime's, else on the injector; and lets an idle
-    /// processor know.
-    pub(crate) fn schedule(&self, t: Thread, why: Ready) {
-        match processor::enter() {
-            Some(e) if std::ptr::eq(e.p.shared(), self) => e.p.make_ready(t, why),
-            // Off the runtime (a kernel thread, or another runtime's processor).
-            _ => match self.injector.push(t) {
-                Ok(()) => self.notify_work(),
-                // The runtime ended: nothing runs it any more. One that
-                // never ran (a thread made suspended, resumed after the
-                // end) is completed as abandoned, so that its join says
-                // so, as for the threads still queued at the end.
-                Err(t) => {
-                    // SAFETY: the injector refuses pushes only once every
-                    // processor has stopped, so the thread never runs; we
-                    // hold the reference the queue would have held.
-                    unsafe { raw::abandon(t.as_ptr()) };
-                    drop(t);
-                }
-            },
-        }
-    }
-
-    /// Makes a spawned thread `t` runnable as [`Shared::schedule`] does;
-    /// gives it back if the runtime has ended, so that the spawn fails.
-    ///
-    /// Race-free against the end: a thread queued on a processor, or on
-    /// the injector before `run` closes it (after every processor has
-    /// stopped), is either run or, if the runtime ends first, handed to
-    /// [`thread::abandon`] by `drain`, whose join then reports it; a push
-    /// after the close is refused here.
-    pub(crate) fn schedule_spawned(&self, t: Thread) -> Result<(), Thread> {
-        match processor::enter() {
-            Some(e) if std::ptr::eq(e.p.shared(), self) => {
-                e.p.make_ready(t, Ready::Spawned);
-                Ok(())
-            }
-            _ => {
-                self.injector.push(t)?;
-                self.notify_work();
-                Ok(())
-            }
-        }
-    }
-
-    /// Work was just published (on a processor's queues or the injector):
-    /// wakes a sleeping processor unless one is spinning, which will find it.
-    /// See `processor`'s module docs for the handshake.
-    #[inline]
-    pub(crate) fn notify_work(&self) {
-        ferry_queue::wait::light_fence();
-        if self.spinning.load(Relaxed) != 0 || self.sleeper_count.load(Relaxed) == 0 {
-            return;
-        }
-        self.wake_sleeper();
-    }
-
-    /// [`Shared::notify_work`], from a kernel thread that drives no
-    /// processor.
-    pub(crate) fn notify_work_anywhere(&self) {
-        ferry_queue::wait::heavy_fence();
-        if self.spinning.load(Relaxed) != 0 || self.sleeper_count.load(Relaxed) == 0 {
-            return;
-        }
-        self.wake_sleeper();
-    }
-
-    /// The runtime as an `Arc`, for a new kernel thread to hold.
-    pub(crate) fn arc(&self) -> Arc<Shared> {
-        self.this
-            .upgrade()
-            .expect("the runtime is alive while it runs")
-    }
-
-    /// Nanoseconds since the runtime's epoch, for the `*_at` words.
-    pub(crate) fn now_ns(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
-    }
-
-    /// The moment a `*_at` word names.
-    pub(crate) fn instant_of(&self, ns: u64) -> Instant {
-        self.epoch + Duration::from_nanos(ns)
-    }
-
-    /// Hands lent processor `p` to a spare activation (which takes it only
-    /// if it is still lent when it gets there).
-    ///
-    /// At most one taker is on its way per processor (`standby`): a lend
-    /// while one is on its way (or stands in) wakes nobody, that taker takes
-    /// this lend too. `patient`: the lender itself asks, and the spare waits
-    /// for the lender's core to go idle (see `upcall::activation`).
-    pub(crate) fn hand_lent(&self, p: &'static Processor, patient: bool) {
-        if !p.upcall.raise_standby(upcall::ON_WAY) {
-            return;
-        }
-        crate::probe_mark!(1);
-        if !self
-            .activations
-            .hand(&self.arc(), Assignment::Take(p, patient))
-        {
-            // Nobody was started: the word is still ours.
-            p.upcall.standby.store(0, SeqCst);
-        }
-    }
-
-    /// How many processors are in the set (or on their way in).
-    pub(crate) fn active_processors(&self) -> usize {
-        self.processors
-            .iter()
-            .filter(|p| matches!(p.membership.load(Relaxed), ACTIVE | STARTING))
-            .count()
-    }
-
-    /// Whether every processor in the set sleeps in `idle` and none is lent
-    /// or taken over (the monitor has nothing to watch).
-    pub(crate) fn all_idle(&self) -> bool {
-        self.processors.iter().all(|p| {
-            let m = p.membership.load(Relaxed);
-            m == STOPPED
-                || (m == ACTIVE
-                    && p.is_willing_to_yield()
-                    && p.upcall.driver.load(Relaxed) & upcall::LENT == 0)
-        })
-    }
-
-    /// Changes the set of processors to the first `n` (at least one, at
-    /// most all the runtime has).
-    fn set_processors(&self, n: usize) -> io::Result<()> {
-        let n = n.clamp(1, self.processors.len());
-        let now = self.now_ns();
-        for (i, p) in self.processors.iter().enumerate() {
-            let p = p.as_static();
-            if i < n {
-                if p.membership
-                    .compare_exchange(STOPPING, ACTIVE, AcqRel, Acquire)
-                    .is_ok()
-                {
-                    continue;
-                }
-                if p.membership
-                    .compare_exchange(STOPPED, STARTING, AcqRel, Acquire)
-                    .is_ok()
-                {
-                    for q in self.processors.iter() {
-                        q.reset_home();
-                    }
-                    p.upcall.changed_at.store(now, Relaxed);
-                    if !self.activations.hand(&self.arc(), Assignment::Start(p)) {
-                        p.membership.store(STOPPED, Release);
-                        return Err(io::Error::other(
-                            "ferry: no kernel thread to drive an added processor",
-                        ));
-                    }
-                }
-            } else {
-                let stopping = p
-                    .membership
-                    .compare_exchange(ACTIVE, STOPPING, AcqRel, Acquire)
-                    .or_else(|_| {
-                        p.membership
-                            .compare_exchange(STARTING, STOPPING, AcqRel, Acquire)
-                    })
-                    .is_ok();
-                if stopping {
-                    p.upcall.changed_at.store(now, Relaxed);
-                    self.nudge_stopping(p);
-                }
-            }
-        }
-        self.monitor.unpark();
-        Ok(())
-    }
-
-    /// Makes a processor that is leaving the set notice: woken if it
-    /// sleeps, handed to a spare if it is lent, its thread preempted if one
-    /// runs. The monitor repeats the preemption until it has stopped.
-    pub(crate) fn nudge_stopping(&self, p: &'static Processor) {
-        p.wake();
-        // A sleeping stand-in leaves (or takes a lend to stop it).
-        upcall::wake_stand_in(p);
-        let d = p.upcall.driver.load(Acquire);
-        if d & upcall::LENT != 0 {
-            self.hand_lent(p, false);
-        } else if p.upcall.dispatch.load(Relaxed) & 1 != 0
-            // SAFETY: `d` is a driver word of this live runtime.
-            && let Some(a) = unsafe { Activation::from_word(d) }
-        {
-            upcall::signal(a);
-        }
-    }
-
-    /// Wakes every kernel thread of the runtime that waits.
-    fn wake_everyone(&self) {
-        for p in self.processors.iter() {
-            p.wake();
-            upcall::wake_stand_in(p);
-        }
-        self.activations.wake_pool();
-        self.monitor.unpark();
-    }
-
-    /// Wakes one sleeping processor, if any sleeps.
-    #[cold]
-    fn wake_sleeper(&self) {
-        let index = {
-            let mut sleepers = self.sleepers.lock().unwrap_or_else(PoisonError::into_inner);
-            let i = sleepers.pop();
-            self.sleeper_count.store(sleepers.len(), Relaxed);
-            i
-        };
-        if let Some(i) = index {
-            self.processors[i].wake();
-        }
-    }
-
-    pub(crate) fn spinning_enter(&self) {
-        self.spinning.fetch_add(1, SeqCst);
-    }
-
-    pub(crate) fn spinning_exit(&self) {
-        self.spinning.fetch_sub(1, SeqCst);
-    }
-
-    /// A spinner found work: if it was the last spinner, another processor
-    /// is woken to spin in its place, so that more work already queued does
-    /// not wait for this one (Go's rule).
-    pub(crate) fn spinning_exit_found_work(&self) {
-        if self.spinning.fetch_sub(1, SeqCst) == 1 && self.sleeper_count.load(Relaxed) != 0 {
-            self.wake_sleeper();
-        }
-    }
-
-    pub(crate) fn sleeper_enter(&self, index: usize) {
-        let mut sleepers = self.sleepers.lock().unwrap_or_else(PoisonError::into_inner);
-        sleepers.push(index);
-        self.sleeper_count.store(sleepers.len(), SeqCst);
-    }
-
-    /// How many processors sleep in `idle` (or are about to).
-    pub(crate) fn sleepers(&self) -> usize {
-        self.sleeper_count.load(SeqCst)
-    }
-
-    pub(crate) fn sleeper_exit(&self, index: usize) {
-        let mut sleepers = self.sleepers.lock().unwrap_or_else(PoisonError::into_inner);
-        sleepers.retain(|&i| i != index);
-        self.sleeper_count.store(sleepers.len(), SeqCst);
-    }
-
-    pub(crate) fn is_shut_down(&self) -> bool {
-        self.shutdown.load(Acquire)
-    }
-
-    pub(crate) fn spin_tries(&self) -> u32 {
-        self.spin_tries
-    }
-
-    /// `n` fresh thread ids.
-    pub(crate) fn next_thread_ids(&self, n: u64) -> Range<u64> {
-        let start = self.next_thread_id.fetch_add(n, Relaxed);
-        start..start + n
-    }
-
-    /// Lets every queued thread go, after every processor has stopped, and
-    /// closes the injector: a thread that never ran is completed as
-    /// abandoned (its join returns an error saying the runtime ended first).
-    fn drain(&self) {
-        let abandon = |t: Thread| {
-            // SAFETY: every processor stopped, so the thread never runs;
-            // `t` is the reference its queue held.
-            unsafe { raw::abandon(t.as_ptr()) };
-        };
-        for p in self.processors.iter() {
-            // SAFETY: called by `run` after every processor's kernel thread
-            // has left its loop and been joined, so nobody else touches them.
-            unsafe { p.drain(abandon) };
-        }
-        self.injector.close(abandon);
-    }
-
-    /// Stops every processor's scheduler loop.
-    pub(crate) fn shut_down(&self) {
-        self.shutdown.store(true, Release);
-        self.wake_everyone();
-    }
-}
+use crate::upcall::deadlock::Deadlock;
+use crate::upcall::{self, Activation, Assignment, Config, Shared, UpcallStats};
 
 /// Settings for a runtime; see [`Runtime::builder`].
 #[derive(Debug, Clone)]
@@ -404,16 +33,6 @@ pub struct Builder {
     stand_ins: bool,
     account_cpu: bool,
     on_deadlock: Deadlock,
-}
-
-/// The error of a spawn on a runtime that has shut down (kind
-/// `BrokenPipe`: the side that would run the thread is gone, as a pipe's
-/// reader).
-pub(crate) fn shut_down_error() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::BrokenPipe,
-        "ferry: the runtime has shut down; no thread can be spawned on it",
-    )
 }
 
 /// The time slice when [`Builder::time_slice`] is not called and
@@ -665,38 +284,19 @@ impl Builder {
 
     /// The runtime's shared state, with processors `..count` starting.
     fn build_shared(&self, count: usize, max: usize) -> Arc<Shared> {
-        let shared = Arc::new_cyclic(|this| Shared {
-            processors: Processor::build(max).into_boxed_slice(),
-            injector: Injector::new(),
-            sleepers: Mutex::new(Vec::with_capacity(max)),
-            sleeper_count: AtomicUsize::new(0),
-            spinning: AtomicUsize::new(0),
-            shutdown: AtomicBool::new(false),
+        Shared::build(&Config {
+            max_processors: max,
+            start: count,
             stack_size: self.stack_size,
             spin_tries: self.spin_tries,
-            next_thread_id: AtomicU64::new(1),
-            sources: Sources::new(),
-            counters: Counters::new(),
-            activations: Activations::new(self.max_activations.max(2 * max + 2)),
-            monitor: Monitor::new(),
+            max_activations: self.max_activations,
             handoff_after: self.handoff_after,
             time_slice: self.time_slice,
             take_over_unannounced: self.take_over_unannounced,
             stand_ins: self.stand_ins,
             account_cpu: self.account_cpu,
-            deadlock: Detector::new(self.on_deadlock),
-            epoch: Instant::now(),
-            this: this.clone(),
-        });
-        for p in shared.processors.iter() {
-            // SAFETY: no kernel thread runs the processors yet, and `shared`
-            // owns them and outlives every use of them.
-            unsafe { p.set_shared(Arc::as_ptr(&shared)) };
-        }
-        for p in &shared.processors[..count] {
-            p.membership.store(STARTING, Relaxed);
-        }
-        shared
+            on_deadlock: self.on_deadlock,
+        })
     }
 
     /// Starts the watch (an activation that keeps the monitor), a first
@@ -1030,7 +630,7 @@ impl Handle {
     /// # Panics
     /// Outside a ferry thread.
     pub fn current() -> Handle {
-        let shared = processor::enter()
+        let shared = crate::upcall::enter()
             .and_then(|e| e.p.current_ref().map(|t| t.shared().arc()))
             .expect("ferry::Handle::current: not on a ferry thread");
         Handle { shared }
@@ -1168,79 +768,6 @@ impl std::fmt::Debug for Handle {
 /// As [`Builder::run`].
 pub fn run<T: Send + 'static>(main: impl FnOnce() -> T + Send + 'static) -> io::Result<T> {
     Runtime::builder().run(main)
-}
-
-/// The number of CPUs this process may run on.
-fn available_cpus() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-/// The `index`-th CPU of the process's affinity mask (wrapping), if the
-/// mask has more than one.
-pub(crate) fn default_core(index: usize) -> Option<usize> {
-    let cpus = allowed_cpus();
-    if cpus.len() < 2 {
-        return None;
-    }
-    Some(cpus[index % cpus.len()])
-}
-
-/// The CPUs the process may run on, as the runtime first saw them.
-fn allowed_cpus() -> &'static [usize] {
-    static CPUS: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
-    CPUS.get_or_init(|| match rustix::thread::sched_getaffinity(None) {
-        Ok(allowed) => (0..rustix::thread::CpuSet::MAX_CPU)
-            .filter(|&c| allowed.is_set(c))
-            .collect(),
-        Err(_) => Vec::new(),
-    })
-}
-
-/// Pins kernel thread `tid` (`None`: the caller) to `cpu`, or lets it run
-/// on every CPU the process may use for [`NO_CORE`](crate::processor::NO_CORE);
-/// best effort.
-pub(crate) fn pin(tid: Option<i32>, cpu: usize) {
-    let one = [cpu];
-    let cpus: &[usize] = if cpu == crate::processor::NO_CORE {
-        &[]
-    } else {
-        &one
-    };
-    pin_to_set(tid, cpus);
-}
-
-/// Pins the calling kernel thread to `cpus` (all the process may use if
-/// empty); best effort.
-pub(crate) fn pin_to_cpus(cpus: &[usize]) {
-    pin_to_set(None, cpus);
-}
-
-/// Pins kernel thread `tid` (`None`: the caller) to `cpus`, or to every
-/// CPU the process may use if empty; best effort.
-fn pin_to_set(tid: Option<i32>, cpus: &[usize]) {
-    let cpus = if cpus.is_empty() {
-        allowed_cpus()
-    } else {
-        cpus
-    };
-    let mut set = rustix::thread::CpuSet::new();
-    for &c in cpus {
-        set.set(c);
-    }
-    let tid = tid.and_then(rustix::process::Pid::from_raw);
-    let _ = rustix::thread::sched_setaffinity(tid, &set);
-}
-
-/// The CPUs the process may use on which no processor of the set lives
-/// (pinned, or at home), into `out` (cleared first).
-pub(crate) fn cpus_without_processors(shared: &Shared, out: &mut Vec<usize>) {
-    out.clear();
-    out.extend(allowed_cpus().iter().copied().filter(|&c| {
-        !shared
-            .processors
-            .iter()
-            .any(|p| p.membership.load(Relaxed) != STOPPED && p.core(shared) == Some(c))
-    }));
 }
 
 /// The default time slice: from `FERRY_TIME_SLICE` (`500us`, `2ms`, `1s`,

@@ -1,5 +1,5 @@
 //! What a blocked thread waits on, for the deadlock report
-//! (`crate::deadlock`): the words for it ([`WaitsOn`]), and where the
+//! (`upcall::deadlock`): the words for it ([`WaitsOn`]), and where the
 //! report finds each thread of a runtime (the guard registry's slot of the
 //! thread's stack names its block).
 //!
@@ -14,7 +14,6 @@ use std::ptr::NonNull;
 
 use crate::header::Header;
 use crate::header::wait_record::waits_on as thread_waits_on;
-use crate::runtime::Shared;
 use crate::stack::{Stack, registry_for_each_of_runtime, registry_set_thread};
 
 /// What a thread waits on, as the report words it.
@@ -81,11 +80,13 @@ pub(crate) fn forget_stack(stack: &Stack) {
     registry_set_thread(stack.registry_slot(), 0, 0);
 }
 
-/// One line per thread of `shared` that owns a ferry stack: id, name and
-/// what it waits on, by id. The caller makes sure none of them runs.
-pub(crate) fn describe_threads(shared: &Shared) -> Vec<String> {
+/// One line per thread of the runtime named `runtime` (the address of its
+/// shared state, as `set_thread` was given it) that owns a ferry stack: id,
+/// name and what it waits on, by id. The caller makes sure none of them
+/// runs.
+pub(crate) fn describe_threads(runtime: usize) -> Vec<String> {
     let mut threads = Vec::new();
-    registry_for_each_of_runtime(std::ptr::from_ref(shared) as usize, |id, name, thread| {
+    registry_for_each_of_runtime(runtime, |id, name, thread| {
         let name = String::from_utf8_lossy(name);
         let name = if name.is_empty() {
             "(unnamed)".to_owned()

@@ -34,6 +34,7 @@
 //! Adding a source: implement [`Source`], add it to [`Sources`] (a field
 //! and a line in `for_each_source!`); no run loop changes.
 
+pub(crate) mod stats;
 pub(crate) mod timer;
 pub(crate) mod upcalls;
 

@@ -93,7 +93,7 @@ use crate::header::wait_record::{
     WaitRecord, register as register_wait, unregister as unregister_wait,
 };
 use crate::header::{Header, Unparker};
-use crate::processor::{self, Entered};
+use crate::upcall::Entered;
 use crate::waits::WaitsOn;
 
 /// One entry into the runtime for a whole wait or wake of a primitive.
@@ -116,7 +116,7 @@ impl Entry {
     /// Enters the runtime, if the calling kernel thread drives a processor.
     #[inline]
     pub(crate) fn enter() -> Entry {
-        Entry(processor::enter())
+        Entry(crate::upcall::enter())
     }
 
     /// Whether the entry holds a critical level (the calling kernel thread

@@ -6,7 +6,9 @@ use crate::thread;
 
 /// Small blocks this processor keeps now.
 fn cached() -> usize {
-    processor::enter().expect("on a processor").cached_blocks()
+    crate::upcall::enter()
+        .expect("on a processor")
+        .cached_blocks()
 }
 
 /// A joined thread's block goes to its processor's cache, and the next

@@ -9,8 +9,6 @@
 use std::cell::Cell;
 use std::ops::Range;
 
-use crate::processor;
-
 crate::thread_local! {
     /// The stack range an adopted flow runs on (ferry did not make it, so
     /// its header has none); set by [`note_adopted_stack`].
@@ -24,7 +22,7 @@ std::thread_local! {
 
 /// The range of the stack the caller runs on, if known.
 pub(crate) fn caller_stack() -> Option<Range<usize>> {
-    if let Some(e) = processor::enter()
+    if let Some(e) = crate::upcall::enter()
         && let Some(t) = e.p.current_ref()
     {
         if let Some(r) = t.stack_range() {

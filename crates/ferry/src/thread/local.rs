@@ -14,7 +14,6 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::{AcqRel, Acquire};
 
 use crate::header::locals::LocalTable;
-use crate::processor;
 
 static NEXT_KEY: AtomicUsize = AtomicUsize::new(1);
 
@@ -110,7 +109,7 @@ impl<T: Send + 'static> LocalKey<T> {
 /// Lends the calling thread's table to `f`: the ferry thread's own, or the
 /// kernel thread's.
 fn access<R>(f: impl FnOnce(&mut LocalTable) -> R) -> R {
-    let entered = processor::enter();
+    let entered = crate::upcall::enter();
     match entered.as_ref().and_then(|e| e.p.current_ref()) {
         Some(me) => {
             // SAFETY: only the running thread touches its own table, `f`

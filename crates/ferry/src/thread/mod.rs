@@ -92,14 +92,14 @@ use crate::header::{
     begin_exit, park_word,
 };
 use crate::processor::{self, Pending};
-use crate::runtime::Shared;
 use crate::stack::Stack;
+use crate::upcall::Shared;
 
 /// Stops the calling thread, which was terminated before it began to exit:
 /// it switches away and the processor drops it; its terminator completes
 /// it. Never returns.
 pub(crate) fn stop_terminated() -> ! {
-    let e = processor::enter().expect("a ferry thread stopped outside a processor");
+    let e = crate::upcall::enter().expect("a ferry thread stopped outside a processor");
     let _ = e.p.switch_away_held();
     unreachable!("a terminated thread was resumed")
 }
@@ -134,7 +134,7 @@ const NUDGE_EVERY: u32 = 8;
 /// Waits a little between looks at another thread's state: yields at
 /// first, then sleeps 50 µs (the thread or kernel thread alike).
 fn pause(tries: u32) {
-    let on_ferry = processor::enter().is_some();
+    let on_ferry = crate::upcall::enter().is_some();
     match (tries < 64, on_ferry) {
         (true, true) => yield_now(),
         (true, false) => std::thread::yield_now(),
@@ -218,7 +218,7 @@ impl Thread {
         {
             return;
         }
-        if let Some(e) = processor::enter().filter(|e| {
+        if let Some(e) = crate::upcall::enter().filter(|e| {
             e.p.current_ref()
                 .is_some_and(|c| c.as_ptr() == self.as_ptr())
         }) {
@@ -375,7 +375,7 @@ impl Thread {
             raw::returns::<T>(self.as_ptr()),
             "ferry::Thread::terminate: the thread's closure returns another type"
         );
-        let on_self = processor::enter()
+        let on_self = crate::upcall::enter()
             .and_then(|e| e.p.current_ref().map(|c| c.as_ptr() == self.as_ptr()))
             .unwrap_or(false);
         if on_self {
@@ -475,14 +475,14 @@ impl Thread {
 /// The running user-level thread, or `None` on a kernel thread that is not
 /// running one.
 pub fn try_current() -> Option<Thread> {
-    processor::enter().and_then(|e| e.p.current_ref().cloned())
+    crate::upcall::enter().and_then(|e| e.p.current_ref().cloned())
 }
 
 /// The running user-level thread's [`tag`](Thread::tag), or `None` on a
 /// kernel thread that is not running one; cheaper than
 /// `try_current().map(|t| t.tag())` (no reference taken).
 pub fn current_tag() -> Option<usize> {
-    processor::enter().and_then(|e| e.p.current_ref().map(Thread::tag))
+    crate::upcall::enter().and_then(|e| e.p.current_ref().map(Thread::tag))
 }
 
 /// The running user-level thread.
@@ -490,7 +490,7 @@ pub fn current_tag() -> Option<usize> {
 /// # Panics
 /// On a kernel thread that is not running a ferry thread.
 pub fn current() -> Thread {
-    processor::enter()
+    crate::upcall::enter()
         .and_then(|e| e.p.current_ref().cloned())
         .expect("ferry::thread::current: not on a ferry thread")
 }
@@ -498,7 +498,7 @@ pub fn current() -> Thread {
 /// Lets other runnable threads of this processor run first. Cheap when there
 /// are none. Outside a ferry thread, yields the kernel thread.
 pub fn yield_now() {
-    let Some(e) = processor::enter().filter(|e| e.p.in_thread()) else {
+    let Some(e) = crate::upcall::enter().filter(|e| e.p.in_thread()) else {
         std::thread::yield_now();
         return;
     };
@@ -509,7 +509,7 @@ pub fn yield_now() {
 /// [`Thread::unpark`]); may also return spuriously. On a plain kernel thread
 /// this is `std::thread::park`.
 pub fn park() {
-    match processor::enter() {
+    match crate::upcall::enter() {
         Some(e) => park_entered(e),
         None => std::thread::park(),
     }
@@ -519,7 +519,7 @@ pub fn park() {
 /// blocking primitive that took its waiter spinlock in the same critical
 /// section): the entry is left after the park returns, on whichever
 /// processor resumed the thread.
-pub(crate) fn park_entered(e: processor::Entered) {
+pub(crate) fn park_entered(e: crate::upcall::Entered) {
     let p = e.p;
     let Some(me) = p.current_ref() else {
         drop(e);
@@ -536,7 +536,7 @@ pub(crate) fn park_entered(e: processor::Entered) {
 impl Unparker {
     /// The caller, as something to wake later.
     pub(crate) fn current() -> Unparker {
-        Unparker::current_entered(processor::enter().as_ref())
+        Unparker::current_entered(crate::upcall::enter().as_ref())
     }
 
     /// [`unpark`](Unparker::unpark) from inside the entry `e` into the
@@ -548,9 +548,9 @@ impl Unparker {
     /// reference is dropped after `e`'s level is left, as `unpark`'s caller
     /// dropped it (the last reference to another runtime's thread may hold
     /// that runtime's last `Arc`).
-    pub(crate) fn unpark_leaving(self, e: processor::Entered) {
+    pub(crate) fn unpark_leaving(self, e: crate::upcall::Entered) {
         match self {
-            Unparker::Ferry(t) if std::ptr::eq(e.p.shared(), t.shared()) => {
+            Unparker::Ferry(t) if std::ptr::eq(e.p.shared(), &t.shared().set) => {
                 let unqueued = if park_word::unpark(&t.header().state) {
                     e.p.make_ready(t, Ready::Woken);
                     None
@@ -569,7 +569,7 @@ impl Unparker {
 
     /// The thread `e` runs, or (with no entry, or none running) the calling
     /// kernel thread: [`Unparker::current`] inside an entry already made.
-    pub(crate) fn current_entered(e: Option<&processor::Entered>) -> Unparker {
+    pub(crate) fn current_entered(e: Option<&crate::upcall::Entered>) -> Unparker {
         match e.and_then(|e| e.p.current_ref()) {
             Some(t) => Unparker::Ferry(t.clone()),
             None => Unparker::Kernel(std::thread::current()),
@@ -611,7 +611,7 @@ impl<T> JoinHandle<T> {
             // That spares both sides the park/unpark round; if it did not
             // finish, we wait as usual below. (It cannot be the caller,
             // which is running.) A plain kernel thread just waits.
-            if let Some(e) = processor::enter().filter(|e| e.p.in_thread()) {
+            if let Some(e) = crate::upcall::enter().filter(|e| e.p.in_thread()) {
                 e.p.yield_current();
             }
         }
@@ -773,7 +773,7 @@ impl Builder {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let Some(e) = processor::enter() else {
+        let Some(e) = crate::upcall::enter() else {
             return Err((self, f));
         };
         let Some(shared) = e.p.current_ref().map(|t| Arc::clone(&t.header().scheduler)) else {
@@ -842,7 +842,7 @@ impl Builder {
         f: impl FnOnce() -> T + Send + 'static,
     ) -> io::Result<JoinHandle<T>> {
         if shared.is_shut_down() {
-            return Err(crate::runtime::shut_down_error());
+            return Err(crate::upcall::shut_down_error());
         }
         let block = raw::Block::alloc(|| None).ok_or_else(out_of_memory)?;
         let id = ThreadId(shared.next_thread_ids(1).start);
@@ -861,7 +861,7 @@ impl Builder {
             Err(thread) => {
                 drop(raw);
                 drop(thread);
-                Err(crate::runtime::shut_down_error())
+                Err(crate::upcall::shut_down_error())
             }
         }
     }
@@ -935,7 +935,7 @@ fn start_held(t: Thread) {
 /// Off a ferry thread, or if the thread's closure returns another type
 /// than `T` (`value` is then dropped and nothing ends).
 pub unsafe fn exit_with<T: Send + 'static>(value: T) -> ! {
-    let me = processor::enter()
+    let me = crate::upcall::enter()
         .and_then(|e| e.p.current_ref().map(Thread::as_ptr))
         .expect("ferry::thread::exit_with: not on a ferry thread");
     // SAFETY: `me` is this running thread's block, alive while it runs.
@@ -952,7 +952,7 @@ pub unsafe fn exit_with<T: Send + 'static>(value: T) -> ! {
     );
     // SAFETY: this thread's own block, and nothing borrows its table.
     drop(unsafe { raw::take_locals(me) });
-    let e = processor::enter().expect("a ferry thread ended outside a processor");
+    let e = crate::upcall::enter().expect("a ferry thread ended outside a processor");
     let p = e.p;
     e.hand_over();
     p.exit_current()
@@ -1021,7 +1021,7 @@ unsafe extern "C" fn thread_entry(_: *mut ()) -> ! {
         let locals = unsafe { raw::take_locals(me) };
         drop(locals);
     }
-    let e = processor::enter().expect("a ferry thread ended outside a processor");
+    let e = crate::upcall::enter().expect("a ferry thread ended outside a processor");
     let p = e.p;
     // The next context inherits our level.
     e.hand_over();

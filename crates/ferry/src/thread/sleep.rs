@@ -8,7 +8,6 @@ use std::sync::atomic::Ordering::Acquire;
 use std::time::{Duration, Instant};
 
 use super::{Unparker, park};
-use crate::processor;
 
 /// Puts the calling thread to sleep for at least `duration`; its processor
 /// runs other threads meanwhile. On a plain kernel thread this is
@@ -24,7 +23,7 @@ use crate::processor;
 /// .unwrap();
 /// ```
 pub fn sleep(duration: Duration) {
-    let Some(me) = processor::enter().and_then(|e| e.p.current_ref().cloned()) else {
+    let Some(me) = crate::upcall::enter().and_then(|e| e.p.current_ref().cloned()) else {
         std::thread::sleep(duration);
         return;
     };

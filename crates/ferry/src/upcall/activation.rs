@@ -99,19 +99,21 @@ use std::cell::{Cell, UnsafeCell};
 use std::fs::File;
 use std::marker::PhantomData;
 use std::ptr;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize, compiler_fence};
 use std::sync::{Arc, PoisonError};
 use std::time::Instant;
 
 use super::Posted;
+use super::Words;
 use crate::arch::Context;
 use crate::header::{Header, Thread};
-use crate::processor::{NO_CORE, Processor, RunEnd};
-use crate::runtime::Shared;
+use crate::processor::{Driver, NO_CORE, Processor, RunEnd, STOPPED, STOPPING};
 use crate::sys::{self, SchedClass};
+use crate::upcall::Shared;
 
-pub(crate) use super::per_processor::{FLAGS, LENT, ON_WAY, UNANNOUNCED};
+use super::per_processor::PerProcessor;
+pub(crate) use super::per_processor::{FLAGS, LENT, ON_WAY, PROBING, UNANNOUNCED};
 
 /// `Activation::pinned` before the activation first pins itself: a new
 /// kernel thread inherits its creator's CPU mask, whatever it is, so the
@@ -183,6 +185,9 @@ pub(crate) struct Activation {
     pub(crate) call: AtomicUsize,
     /// The processor it drives (its own kernel thread only).
     processor: Cell<*const Processor>,
+    /// That processor's activation words (its own kernel thread only; set
+    /// with `processor` and meaningful only while `processor` is set).
+    words: Cell<*const PerProcessor>,
     /// The header of the thread running on this kernel thread (its own
     /// kernel thread only; set by its processor on each switch).
     running: Cell<*mut Header>,
@@ -237,6 +242,7 @@ impl Activation {
             away: AtomicBool::new(false),
             call: AtomicUsize::new(0),
             processor: Cell::new(ptr::null()),
+            words: Cell::new(ptr::null()),
             running: Cell::new(ptr::null_mut()),
             lost: Cell::new(None),
             hands_watch_on: Cell::new(false),
@@ -281,12 +287,6 @@ impl Activation {
         // SAFETY: processors live in the runtime's `Shared`, which outlives
         // every activation's drive loop.
         unsafe { self.processor.get().as_ref() }
-    }
-
-    /// Records the thread now running on this kernel thread (own thread).
-    #[inline]
-    pub(crate) fn set_running(&self, header: *mut Header) {
-        self.running.set(header);
     }
 
     /// Makes the calling kernel thread this activation and runs it: drives
@@ -444,7 +444,7 @@ impl Activation {
                     self.set_class(SchedClass::Normal);
                 }
                 let watcher = self.hands_watch_on.get();
-                let lent_cpu = p.upcall.lent_cpu.load(Relaxed);
+                let lent_cpu = p.upcall().lent_cpu.load(Relaxed);
                 let want = p.core(shared).or((lent_cpu != NO_CORE).then_some(lent_cpu));
                 // A spare runs where the processor lives before it looks;
                 // the watcher takes first and may settle it where it is.
@@ -458,7 +458,7 @@ impl Activation {
                 // its holder, who looks after us.
                 let stood_in = self.stood_in.replace(false);
                 // (`None`: reclaimed, or stopped, before we came.)
-                let d = p.upcall.take_lent(self.word())?;
+                let d = p.upcall().take_lent(self.word())?;
                 if stood_in {
                     shared.counters.by_stand_in.fetch_add(1, Relaxed);
                 }
@@ -495,7 +495,7 @@ impl Activation {
             }
             Assignment::Start(p) => {
                 self.set_class(SchedClass::Normal);
-                if !p.upcall.start(self.word()) {
+                if !p.upcall().start(self.word()) {
                     return None;
                 }
                 self.begin(shared, p);
@@ -516,16 +516,17 @@ impl Activation {
             "an activation starts at one level"
         );
         self.processor.set(p);
+        self.words.set(shared.words(p));
         self.critical.store(1, Relaxed);
         self.pin_for(shared, p);
         crate::probe_mark!(20);
-        p.bind(self);
+        p.bind(self.sched.get(), &self.running);
     }
 
     /// Names this activation, picked by a hander that raised `p`'s
     /// `standby` word, as its holder (before it is woken or started).
     fn put_on_standby(&self, p: &Processor) {
-        p.upcall.name_standby(self.word());
+        p.upcall().name_standby(self.word());
     }
 
     /// Pins this kernel thread to the core `p` runs on, if it changed.
@@ -562,7 +563,7 @@ impl Activation {
     pub(super) fn pin_to(&self, want: Option<usize>) {
         let want = want.unwrap_or(NO_CORE);
         if self.pinned.load(Relaxed) != want {
-            crate::runtime::pin(None, want);
+            crate::processor::pin(None, want);
             self.pinned.store(want, Relaxed);
         }
     }
@@ -570,7 +571,7 @@ impl Activation {
     /// Pins this kernel thread to `cpus` (every allowed CPU if empty; own
     /// thread only): the watcher, keeping off the processors' cores.
     pub(super) fn pin_to_cpus(&self, cpus: &[usize]) {
-        crate::runtime::pin_to_cpus(cpus);
+        crate::processor::pin_to_cpus(cpus);
         self.pinned.store(PIN_UNKNOWN, Relaxed);
     }
 
@@ -588,7 +589,7 @@ impl Activation {
         if self.pinned.load(Relaxed) != cpu {
             let tid = self.tid.load(Relaxed);
             if tid != 0 {
-                crate::runtime::pin(Some(tid as i32), cpu);
+                crate::processor::pin(Some(tid as i32), cpu);
                 self.pinned.store(cpu, Relaxed);
             }
         }
@@ -597,7 +598,7 @@ impl Activation {
     /// Runs `p`'s scheduler loop until the processor is lost, stopped or the
     /// runtime shuts down.
     fn drive(&self, shared: &Shared, p: &'static Processor) -> RunEnd {
-        let end = p.run(shared, self);
+        let end = p.run(&Driving { act: self, shared });
         self.processor.set(ptr::null());
         end
     }
@@ -675,7 +676,11 @@ pub(crate) fn critical_enter() -> Option<(Critical, &'static Activation)> {
     if c == 0
         && let Some(p) = a.processor()
     {
-        let d = p.upcall.driver.load(Acquire);
+        // (The words of the processor it drives, kept beside it: one load,
+        // as the processor's own field would be.)
+        // SAFETY: set with `processor` in `begin`, to the words of that
+        // processor, which live as long as its runtime.
+        let d = unsafe { &*a.words.get() }.driver.load(Acquire);
         if d != a.word() {
             return back_from_call(critical, a, p, d);
         }
@@ -976,7 +981,7 @@ impl Activations {
                         a.set_class_remotely(SchedClass::Batch);
                         crate::probe_mark!(3);
                         a.put_on_standby(p);
-                        let lent_cpu = p.upcall.lent_cpu.load(Relaxed);
+                        let lent_cpu = p.upcall().lent_cpu.load(Relaxed);
                         match p.core(shared) {
                             Some(core) => a.pin_remotely(core),
                             None if lent_cpu != NO_CORE => a.pin_remotely(lent_cpu),
@@ -1084,5 +1089,65 @@ impl Activations {
             }
             retired.push(a);
         }
+    }
+}
+
+/// An activation driving a processor, as the processor's scheduler loop
+/// sees it.
+struct Driving<'a> {
+    act: &'a Activation,
+    shared: &'a Shared,
+}
+
+impl Driver for Driving<'_> {
+    #[inline]
+    fn drives(&self, p: &Processor) -> bool {
+        debug_assert_eq!(
+            self.act.critical.load(Relaxed),
+            1,
+            "the scheduler loop runs at one level"
+        );
+        std::ptr::eq(self.act.processor().map_or(ptr::null(), ptr::from_ref), p)
+    }
+
+    #[inline]
+    fn pin_for(&self, p: &Processor) {
+        self.act.pin_for(self.shared, p);
+    }
+
+    /// Leaves the set: gives every queued thread to the injector, lets go
+    /// of the driver word and lets the others know. `false` if the
+    /// processor was re-added meanwhile (it goes on).
+    fn stop(&self, p: &Processor) -> bool {
+        let (act, shared) = (self.act, self.shared);
+        // SAFETY: we drive `p` (its scheduler loop calls us).
+        unsafe { p.give_queues_away() };
+        let words = shared.words(p);
+        // Our word, or `A|PROBING` if the monitor is checking us: it will
+        // see our count (the scheduler loop runs at one level) and fail to
+        // put the word back, so its mark on `away` is ours to undo, and the
+        // flag must not come back with the word.
+        let me = words.release();
+        debug_assert_eq!(
+            me & !PROBING,
+            act.word(),
+            "stopping a processor we do not drive"
+        );
+        if me & PROBING != 0 {
+            act.away.store(false, Relaxed);
+        }
+        if p.membership
+            .compare_exchange(STOPPING, STOPPED, AcqRel, Acquire)
+            .is_err()
+        {
+            words.restore(act.word());
+            return false;
+        }
+        shared.sources.upcalls.post(
+            Posted::ProcessorRemoved(p.index),
+            shared.instant_of(words.changed_at.load(Relaxed)),
+        );
+        shared.notify_work();
+        true
     }
 }

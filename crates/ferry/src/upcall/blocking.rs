@@ -40,9 +40,8 @@ use std::sync::OnceLock;
 use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
 
 use super::activation::{self, Activation};
-use crate::processor;
-use crate::runtime::Shared;
 use crate::sys;
+use crate::upcall::Shared;
 
 /// Call-word flag: the call is aborted.
 const ABORTED: usize = 1;
@@ -232,7 +231,7 @@ pub(crate) fn abort_step(shared: &Shared, h: usize) -> AbortStep {
 /// ```
 pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
     loop {
-        match processor::enter() {
+        match crate::upcall::enter() {
             // Inside a critical section (a `SpinLock` held,
             // `without_preemption`) the processor cannot be lent: it waits
             // for the call.
@@ -260,7 +259,7 @@ pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
     // Take the processor back, or be handed back and resumed elsewhere
     // (either way the entry leaves the call); then stop here if thread
     // control asked for it meanwhile.
-    if let Some(e) = processor::enter() {
+    if let Some(e) = crate::upcall::enter() {
         if e.p.current_ref().is_some_and(crate::Thread::must_stop) {
             let p = e.p;
             let _resumed_on = p.switch_away_held();

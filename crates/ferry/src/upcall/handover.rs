@@ -11,9 +11,10 @@
 
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 
+use super::Shared;
+use super::Words;
 use super::{Activation, Event, Kind, Reclaim};
 use crate::processor::{ACTIVE, NO_CORE, Processor, STARTING};
-use crate::runtime::Shared;
 
 /// The running thread of `p` is about to make a call that may block in the
 /// kernel: lends `p` (driven by `act`, the calling kernel thread's
@@ -21,7 +22,7 @@ use crate::runtime::Shared;
 /// the runtime hands off at once. The caller must not touch the processor
 /// again until it got it back through `processor::enter`.
 pub(crate) fn lend(p: &'static Processor, act: &Activation) {
-    let shared = p.shared();
+    let shared = Shared::of(p);
     let hand_now = shared.handoff_after.is_zero() && p.sees_work(shared);
     let cpu = if hand_now && p.core(shared).is_none() {
         crate::sys::current_cpu().unwrap_or(NO_CORE)
@@ -31,7 +32,7 @@ pub(crate) fn lend(p: &'static Processor, act: &Activation) {
     act.away.store(true, Relaxed);
     crate::probe_mark!(0);
     #[cfg(ferry_probe)]
-    match p.upcall.stand_in.load(Relaxed) {
+    match p.upcall().stand_in.load(Relaxed) {
         0 => {
             crate::probe_mark!(29);
         }
@@ -43,7 +44,7 @@ pub(crate) fn lend(p: &'static Processor, act: &Activation) {
         }
         _ => {}
     }
-    p.upcall.lend(act.word(), shared.now_ns(), cpu, hand_now);
+    p.upcall().lend(act.word(), shared.now_ns(), cpu, hand_now);
     if hand_now {
         // A spare still on its way (waiting for this core to go idle), or
         // the processor's stand-in, will take this lend too: wake nobody
@@ -64,11 +65,11 @@ pub(crate) fn reclaim_or_give_back(
     act: &Activation,
     d: usize,
 ) -> &'static Processor {
-    match p.upcall.reclaim(act.word(), d) {
+    match p.upcall().reclaim(act.word(), d) {
         Reclaim::Held => p,
         Reclaim::Reclaimed => {
             act.away.store(false, Relaxed);
-            p.shared().counters.reclaimed.fetch_add(1, Relaxed);
+            Shared::of(p).counters.reclaimed.fetch_add(1, Relaxed);
             p
         }
         Reclaim::Lost(_) => act.give_back_thread(),
@@ -83,7 +84,7 @@ pub(crate) fn deliver_blocked(p: &Processor, shared: &Shared) {
         crate::probe_mark!(13);
         shared.counters.record(
             Kind::Blocked,
-            shared.instant_of(p.upcall.lent_at.load(Relaxed)),
+            shared.instant_of(p.upcall().lent_at.load(Relaxed)),
         );
         // The blocked thread's own kernel thread carries this reference on
         // and gives it back with `Unblocked` (`give_back_thread`).
@@ -99,6 +100,6 @@ pub(crate) fn deliver_added(p: &Processor, shared: &Shared) {
     p.policy_event(Event::ProcessorAdded(p.index));
     shared.counters.record(
         Kind::ProcessorAdded,
-        shared.instant_of(p.upcall.changed_at.load(Relaxed)),
+        shared.instant_of(p.upcall().changed_at.load(Relaxed)),
     );
 }

@@ -35,10 +35,13 @@
 
 mod activation;
 mod blocking;
+pub(crate) mod deadlock;
+mod enter;
 mod handover;
 mod monitor;
 mod per_processor;
 mod preempt;
+mod shared;
 mod stand_in;
 
 /// The atomics `per_processor` reaches through `super::atomic` (loom's, in
@@ -48,138 +51,36 @@ mod atomic {
 }
 
 pub(crate) use crate::event::Posted;
+pub(crate) use crate::event::stats::Kind;
+pub use crate::event::stats::{EventLatency, UpcallStats};
 pub(crate) use activation::{
     Activation, Activations, Assignment, Critical, critical_depth, critical_enter,
     critical_release_inherited, forget_local, resumed_processor,
 };
 pub use blocking::blocking;
 pub(crate) use blocking::{AbortStep, abort_step, call_aborted, thread_in_call};
+pub(crate) use enter::{Entered, enter, keep_block, stop_terminated};
 pub(crate) use handover::lend;
 pub(crate) use monitor::Monitor;
 pub(crate) use per_processor::{LENT, ON_WAY, PROBING, PerProcessor, Reclaim};
 pub use preempt::{PreemptionOff, preemption_off, without_preemption};
 pub(crate) use preempt::{install as install_preemption, signal, signal_driver};
+pub(crate) use shared::{Config, Shared, shut_down_error};
 pub(crate) use stand_in::wake as wake_stand_in;
 
-use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::Relaxed;
-use std::time::{Duration, Instant};
-
+use crate::processor::Processor;
 pub(crate) use crate::sched::Event;
 
-/// Kinds of event, for [`UpcallStats`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Blocked = 0,
-    Unblocked = 1,
-    Preempted = 2,
-    ProcessorAdded = 3,
-    ProcessorRemoved = 4,
+/// A processor's activation words, as the rooms that know the runtime
+/// reach them (the processor itself never does; see `per_processor`).
+pub(crate) trait Words {
+    /// This processor's [`PerProcessor`].
+    fn upcall(&self) -> &PerProcessor;
 }
 
-/// Counts and latencies of delivered events, kept by the runtime.
-pub(crate) struct Counters {
-    count: [AtomicU64; 5],
-    total_ns: [AtomicU64; 5],
-    max_ns: [AtomicU64; 5],
-    /// Preemptions that waited for a lock count to reach zero.
-    pub(crate) chained: AtomicU64,
-    /// Blocking calls that came back to their processor before anyone took it.
-    pub(crate) reclaimed: AtomicU64,
-    /// Takeovers of a processor whose kernel thread slept unannounced.
-    pub(crate) unannounced: AtomicU64,
-    /// Takeovers (of either kind) made by the processor's stand-in.
-    pub(crate) by_stand_in: AtomicU64,
-}
-
-impl Counters {
-    pub(crate) fn new() -> Counters {
-        Counters {
-            count: Default::default(),
-            total_ns: Default::default(),
-            max_ns: Default::default(),
-            chained: AtomicU64::new(0),
-            reclaimed: AtomicU64::new(0),
-            unannounced: AtomicU64::new(0),
-            by_stand_in: AtomicU64::new(0),
-        }
+impl Words for Processor {
+    #[inline]
+    fn upcall(&self) -> &PerProcessor {
+        Shared::of(self).words(self)
     }
-
-    /// Records one event of `kind` whose cause happened at `cause`.
-    pub(crate) fn record(&self, kind: Kind, cause: Instant) {
-        let ns = u64::try_from(cause.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        let k = kind as usize;
-        self.count[k].fetch_add(1, Relaxed);
-        self.total_ns[k].fetch_add(ns, Relaxed);
-        self.max_ns[k].fetch_max(ns, Relaxed);
-    }
-
-    pub(crate) fn snapshot(&self) -> UpcallStats {
-        let latency = |k: Kind| {
-            let k = k as usize;
-            let count = self.count[k].load(Relaxed);
-            EventLatency {
-                count,
-                mean: Duration::from_nanos(self.total_ns[k].load(Relaxed) / count.max(1)),
-                max: Duration::from_nanos(self.max_ns[k].load(Relaxed)),
-            }
-        };
-        UpcallStats {
-            blocked: latency(Kind::Blocked),
-            unblocked: latency(Kind::Unblocked),
-            preempted: latency(Kind::Preempted),
-            processor_added: latency(Kind::ProcessorAdded),
-            processor_removed: latency(Kind::ProcessorRemoved),
-            chained_preemptions: self.chained.load(Relaxed),
-            reclaimed_blocking_calls: self.reclaimed.load(Relaxed),
-            unannounced_blocks: self.unannounced.load(Relaxed),
-            stand_in_takeovers: self.by_stand_in.load(Relaxed),
-        }
-    }
-}
-
-/// How many events of one kind the scheduling policy received, and how long
-/// each took from its cause to the policy.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct EventLatency {
-    /// Events delivered.
-    pub count: u64,
-    /// Mean time from the cause to the policy seeing the event.
-    pub mean: Duration,
-    /// Longest such time.
-    pub max: Duration,
-}
-
-/// What the runtime's scheduler activations did so far; see
-/// [`Handle::upcall_stats`](crate::Handle::upcall_stats).
-///
-/// The cause of each event is: for `blocked`, the moment the thread's call
-/// was announced (or the moment the monitor found the kernel thread asleep);
-/// for `unblocked`, the moment the call returned; for `preempted`, the
-/// moment the signal reached the thread (or its lock count reached zero);
-/// for processor changes, the call to `set_processors`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct UpcallStats {
-    /// Threads that blocked in the kernel while their processor went on.
-    pub blocked: EventLatency,
-    /// Threads handed back after their processor was taken.
-    pub unblocked: EventLatency,
-    /// Threads preempted (time slice, or processor removal).
-    pub preempted: EventLatency,
-    /// Processors added.
-    pub processor_added: EventLatency,
-    /// Processors removed.
-    pub processor_removed: EventLatency,
-    /// Preemptions deferred until the thread released its last spinlock.
-    pub chained_preemptions: u64,
-    /// Announced blocking calls that returned before a spare took their
-    /// processor (the thread went on without any event).
-    pub reclaimed_blocking_calls: u64,
-    /// Processors taken over from a kernel thread that slept in the kernel
-    /// without announcing it.
-    pub unannounced_blocks: u64,
-    /// Takeovers (announced or not) made by the processor's stand-in, the
-    /// spare kernel thread that waits on its core (see
-    /// [`Builder::stand_ins`](crate::Builder::stand_ins)).
-    pub stand_in_takeovers: u64,
 }

@@ -116,11 +116,12 @@ use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use super::Words;
 use super::activation::{Activation, FLAGS, LENT};
 use super::preempt;
 use crate::processor::{ACTIVE, Processor, STOPPING};
-use crate::runtime::Shared;
 use crate::sys::{self, TaskState};
+use crate::upcall::Shared;
 
 /// The kernel-thread name of the activation that keeps the watch, while
 /// it does.
@@ -328,7 +329,7 @@ fn nap_after(quiet_looks: u32) -> Duration {
 /// core it was armed on, so a watcher that ran once beside a processor
 /// stayed there, with a free core idle).
 fn keep_off_processors(shared: &Shared, state: &mut WatchState) {
-    crate::runtime::cpus_without_processors(shared, &mut state.cpus_now);
+    crate::processor::cpus_without_processors(shared, &mut state.cpus_now);
     if state.cpus.as_ref() != Some(&state.cpus_now) {
         if let Some(me) = super::activation::local() {
             me.pin_to_cpus(&state.cpus_now);
@@ -362,7 +363,7 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen], quiet: &mut bool) -> Option<&'s
                 *quiet = false;
             }
         }
-        let d = p.upcall.driver.load(Acquire);
+        let d = p.upcall().driver.load(Acquire);
         let membership = p.membership.load(Relaxed);
         let covered = super::stand_in::standing_by(p);
         if d != 0
@@ -370,7 +371,7 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen], quiet: &mut bool) -> Option<&'s
         {
             *quiet = false;
         }
-        let dispatch = p.upcall.dispatch.load(Acquire);
+        let dispatch = p.dispatch.load(Acquire);
         let s = &mut seen[i];
         let switched = dispatch != s.dispatch;
         if switched {
@@ -383,9 +384,9 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen], quiet: &mut bool) -> Option<&'s
         }
         if d & LENT != 0 {
             let lent_for =
-                now.saturating_duration_since(shared.instant_of(p.upcall.lent_at.load(Relaxed)));
+                now.saturating_duration_since(shared.instant_of(p.upcall().lent_at.load(Relaxed)));
             if lent_for >= shared.handoff_after.max(TICK) || p.is_stopping() {
-                let by = p.upcall.standby.load(Relaxed);
+                let by = p.upcall().standby.load(Relaxed);
                 // SAFETY: `by` names an activation of this live runtime (or
                 // is `0` or `ON_WAY`, which name none).
                 match unsafe { Activation::from_word(by) } {
@@ -474,7 +475,7 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen], quiet: &mut bool) -> Option<&'s
             TaskState::Running => {
                 if slice_over || leaving {
                     *quiet = false;
-                    p.upcall.ask_preempt(dispatch);
+                    p.upcall().ask_preempt(dispatch);
                     preempt::signal(a);
                 }
             }
@@ -512,7 +513,7 @@ fn claim(shared: &Arc<Shared>, p: &'static Processor) -> Option<&'static Process
     // The `standby` protocol of `hand_lent`: at most one taker on its way,
     // here the watcher's own kernel thread.
     let me = super::activation::local()?.word();
-    p.upcall.raise_standby(me).then_some(p)
+    p.upcall().raise_standby(me).then_some(p)
 }
 
 /// Lends processor `p` on behalf of activation `a` (driver word `d`), which
@@ -520,14 +521,16 @@ fn claim(shared: &Arc<Shared>, p: &'static Processor) -> Option<&'static Process
 /// word is then `LENT|UNANNOUNCED`, for a taker). See `activation`'s docs
 /// for the handshake.
 pub(super) fn take_unannounced(p: &'static Processor, a: &Activation, d: usize) -> bool {
-    p.upcall.lent_at.store(p.shared().now_ns(), Relaxed);
+    p.upcall().lent_at.store(Shared::of(p).now_ns(), Relaxed);
     crate::probe_mark!(16);
     // Seen asleep: the spare need not wait for the core to go idle.
-    p.upcall.lent_cpu.store(crate::processor::NO_CORE, Relaxed);
+    p.upcall()
+        .lent_cpu
+        .store(crate::processor::NO_CORE, Relaxed);
     // Marked before the word moves: `a` clears it when it takes the word
     // back, which can only come after.
     a.away.store(true, SeqCst);
-    if let Err(now) = p.upcall.probe(d) {
+    if let Err(now) = p.upcall().probe(d) {
         // Unless `a` lent it meanwhile (and marked itself away), the mark
         // is ours to undo; `a` cannot lend it after another took it.
         if now & !FLAGS != a.word() {
@@ -540,13 +543,13 @@ pub(super) fn take_unannounced(p: &'static Processor, a: &Activation, d: usize) 
     if a.critical.load(Acquire) != 0 {
         // Inside the runtime (or holding a spinlock): leave it be. If it
         // took the word back meanwhile, that is fine too.
-        if p.upcall.unprobe(d) {
+        if p.upcall().unprobe(d) {
             a.away.store(false, SeqCst);
         }
         return false;
     }
     // Confirmed: only now may a spare take it.
-    p.upcall.confirm_unannounced(d)
+    p.upcall().confirm_unannounced(d)
 }
 
 #[cfg(test)]

@@ -1,8 +1,10 @@
 //! The activation protocols' part of a processor: which kernel thread drives
 //! it (the driver word), who takes it when it is lent (the standby word), its
-//! stand-in, and what the monitor reads to see a thread run on (the dispatch
-//! word). [`PerProcessor`] owns these words and names their transitions;
-//! `activation`, `monitor` and `stand_in` decide *when* to make them.
+//! stand-in, when it was lent, and which dispatch the monitor asked to
+//! preempt. [`PerProcessor`] owns these words and names their transitions;
+//! `activation`, `monitor` and `stand_in` decide *when* to make them. The
+//! runtime keeps one per processor (`Shared::words`); the processor itself
+//! never reads them.
 //!
 //! This file must not reach anything but its atomics (`super::atomic`): the
 //! loom models (`tests/loom_driver.rs`) compile it against loom's atomics to
@@ -38,16 +40,16 @@
 //! the holder sees `LENT`, or the lender sees `0` and hands the lend to
 //! another spare. A lent processor is never left without a taker.
 //!
-//! # The dispatch word (`dispatch`)
+//! # Asking for a preemption (`preempt_dispatch`)
 //!
-//! | value | written by | meaning |
-//! |-------|------------|---------|
-//! | `n << 1 \| running` | the driver, at every switch ([`publish_dispatch`](PerProcessor::publish_dispatch)) | the `n`-th dispatch; `running`: a thread (not the scheduler loop) runs |
-//!
-//! The monitor reads it twice a slice apart: the same odd value means one
-//! thread ran (or blocked) all along. It then writes that value to
-//! `preempt_dispatch` ([`ask_preempt`](PerProcessor::ask_preempt)), so that
-//! a late signal does not preempt the next thread.
+//! The processor publishes `n << 1 | running` in its own dispatch word at
+//! every switch (`Processor::dispatch`). The monitor reads it twice a slice
+//! apart: the same odd value means one thread ran (or blocked) all along.
+//! It then writes that value to `preempt_dispatch`
+//! ([`ask_preempt`](PerProcessor::ask_preempt)), and the preemption
+//! handler acts only if the processor's dispatch word still holds it
+//! ([`slice_expired`](PerProcessor::slice_expired)), so that a late signal
+//! does not preempt the next thread.
 
 use super::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 use super::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
@@ -89,8 +91,6 @@ pub(crate) enum Reclaim {
 pub(crate) struct PerProcessor {
     /// Which activation drives the processor; see the module docs.
     pub(crate) driver: AtomicUsize,
-    /// `dispatches << 1 | running a thread`; see the module docs.
-    pub(crate) dispatch: AtomicU32,
     /// The `dispatch` value a preemption was asked for (by the monitor).
     pub(crate) preempt_dispatch: AtomicU32,
     /// When the processor was lent (ns since the runtime's epoch).
@@ -124,7 +124,6 @@ impl PerProcessor {
     pub(crate) fn new() -> PerProcessor {
         PerProcessor {
             driver: AtomicUsize::new(0),
-            dispatch: AtomicU32::new(0),
             preempt_dispatch: AtomicU32::new(u32::MAX),
             lent_at: AtomicU64::new(0),
             lent_cpu: AtomicUsize::new(NO_CPU),
@@ -270,22 +269,16 @@ impl PerProcessor {
         self.driver.load(SeqCst) & LENT != 0
     }
 
-    /// The driver publishes its `n`-th dispatch, and whether a thread runs.
-    #[inline]
-    pub(crate) fn publish_dispatch(&self, n: u32, running: bool) {
-        self.dispatch.store((n << 1) | u32::from(running), Release);
-    }
-
     /// The monitor asks to preempt the thread of dispatch `dispatch`.
     pub(crate) fn ask_preempt(&self, dispatch: u32) {
         self.preempt_dispatch.store(dispatch, Relaxed);
     }
 
-    /// Whether the monitor asked to preempt the thread running now.
+    /// Whether the monitor asked to preempt the thread running now, whose
+    /// dispatch (the processor's dispatch word) is `dispatch`.
     #[inline]
-    pub(crate) fn slice_expired(&self) -> bool {
-        let d = self.dispatch.load(Relaxed);
-        d & 1 != 0 && self.preempt_dispatch.load(Relaxed) == d
+    pub(crate) fn slice_expired(&self, dispatch: u32) -> bool {
+        dispatch & 1 != 0 && self.preempt_dispatch.load(Relaxed) == dispatch
     }
 }
 
@@ -368,13 +361,17 @@ mod tests {
     #[test]
     fn a_preemption_is_asked_for_one_dispatch_only() {
         let w = PerProcessor::new();
-        w.publish_dispatch(3, true);
-        assert!(!w.slice_expired());
-        w.ask_preempt(w.dispatch.load(Relaxed));
-        assert!(w.slice_expired());
-        w.publish_dispatch(4, true);
-        assert!(!w.slice_expired(), "the next thread keeps its slice");
-        w.publish_dispatch(4, false);
-        assert!(!w.slice_expired());
+        let third = (3 << 1) | 1;
+        assert!(!w.slice_expired(third));
+        w.ask_preempt(third);
+        assert!(w.slice_expired(third));
+        assert!(
+            !w.slice_expired((4 << 1) | 1),
+            "the next thread keeps its slice"
+        );
+        assert!(
+            !w.slice_expired(4 << 1),
+            "the scheduler loop is never preempted"
+        );
     }
 }

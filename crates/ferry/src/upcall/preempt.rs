@@ -38,8 +38,9 @@ use std::io;
 use std::sync::OnceLock;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 
+use super::Words;
 use super::activation::{self, Activation, FLAGS};
-use crate::processor::{self, Processor};
+use crate::processor::Processor;
 use crate::sys;
 
 /// The preemption signal. `SIGURG` (as Go uses) is otherwise only raised
@@ -70,7 +71,7 @@ pub(crate) fn signal(a: &Activation) {
 /// nobody does, it is lent for a blocking call (or being checked by the
 /// monitor), or it is the caller's own.
 pub(crate) fn signal_driver(p: &Processor) {
-    let d = p.upcall.driver.load(Acquire);
+    let d = p.upcall().driver.load(Acquire);
     if d == 0 || d & FLAGS != 0 || activation::local().is_some_and(|a| a.word() == d) {
         return;
     }
@@ -183,16 +184,16 @@ fn interrupt(a: &Activation, was_chained: bool) {
     let Some(p) = a.processor() else {
         return;
     };
-    let d = p.upcall.driver.load(Acquire);
+    let d = p.upcall().driver.load(Acquire);
     if d == a.word() {
-        let Some(e) = processor::enter() else {
+        let Some(e) = crate::upcall::enter() else {
             return;
         };
         let Some(current) = e.p.current_ref() else {
             return;
         };
         let stop = current.must_stop();
-        if !(stop || p.is_stopping() || p.upcall.slice_expired()) {
+        if !(stop || p.is_stopping() || p.upcall().slice_expired(p.dispatch.load(Relaxed))) {
             return;
         }
         if was_chained {
@@ -216,7 +217,7 @@ fn interrupt(a: &Activation, was_chained: bool) {
         // that nests here does the same give-back, and this `enter` then
         // finds the thread on a processor already.
         sys::unblock_signal(SIGNAL);
-        drop(processor::enter());
+        drop(crate::upcall::enter());
     }
 }
 

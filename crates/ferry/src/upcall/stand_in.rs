@@ -75,11 +75,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 use std::time::{Duration, Instant};
 
+use super::Words;
 use super::activation::{Activation, Assignment, FLAGS, LENT, ON_WAY, UNANNOUNCED};
 use super::monitor::{BLOCKED_AFTER, TICK, take_unannounced};
 use crate::processor::{ACTIVE, Processor};
-use crate::runtime::Shared;
 use crate::sys::{self, SchedClass, TaskState};
+use crate::upcall::Shared;
 
 /// `Processor::stand_in` flag: the stand-in sleeps (its processor parked).
 pub(crate) const ASLEEP: usize = 1;
@@ -127,29 +128,29 @@ pub(crate) fn stand_in(
     if provided {
         // The monitor put us on standby (`standby` holds our word).
         if !wants_one(shared, p) {
-            p.upcall.stand_in.store(0, SeqCst);
+            p.upcall().stand_in.store(0, SeqCst);
             return true;
         }
-        p.upcall.stand_in.store(a.word(), SeqCst);
+        p.upcall().stand_in.store(a.word(), SeqCst);
     } else {
         if !wants_one(shared, p)
-            || p.upcall
+            || p.upcall()
                 .stand_in
                 .compare_exchange(0, a.word(), SeqCst, Relaxed)
                 .is_err()
         {
             return false;
         }
-        if !p.upcall.raise_standby(a.word()) {
+        if !p.upcall().raise_standby(a.word()) {
             // A taker is on its way: it will take the next lend; we are
             // not needed (and the word is its to lower).
-            p.upcall.stand_in.store(0, SeqCst);
+            p.upcall().stand_in.store(0, SeqCst);
             return false;
         }
     }
     crate::probe_mark!(28);
     stand_by(a, shared, p);
-    p.upcall.stand_in.store(0, SeqCst);
+    p.upcall().stand_in.store(0, SeqCst);
     true
 }
 
@@ -173,17 +174,17 @@ fn stand_by(a: &Activation, shared: &Shared, p: &'static Processor) {
         }
         a.pin_to(p.core(shared));
         // Only the holder lowers the word: ours until we leave.
-        debug_assert_eq!(p.upcall.standby.load(Relaxed), a.word());
-        let d = p.upcall.driver.load(SeqCst);
+        debug_assert_eq!(p.upcall().standby.load(Relaxed), a.word());
+        let d = p.upcall().driver.load(SeqCst);
         if d == 0 {
             return;
         }
         if d & LENT != 0 {
-            if d & UNANNOUNCED != 0 || p.upcall.lent_hand_now.load(Relaxed) || p.is_stopping() {
+            if d & UNANNOUNCED != 0 || p.upcall().lent_hand_now.load(Relaxed) || p.is_stopping() {
                 return;
             }
-            let due =
-                shared.instant_of(p.upcall.lent_at.load(Relaxed)) + shared.handoff_after.max(TICK);
+            let due = shared.instant_of(p.upcall().lent_at.load(Relaxed))
+                + shared.handoff_after.max(TICK);
             match due.checked_duration_since(Instant::now()) {
                 Some(wait) if !wait.is_zero() => {
                     crate::probe_mark!(26);
@@ -214,7 +215,7 @@ fn stand_by(a: &Activation, shared: &Shared, p: &'static Processor) {
         // The core has nothing else to run.
         if d & FLAGS == 0
             && shared.take_over_unannounced
-            && p.upcall.dispatch.load(Acquire) & 1 == 1
+            && p.dispatch.load(Acquire) & 1 == 1
             // SAFETY: `d` is a driver word of this live runtime.
             && let Some(driver) = unsafe { Activation::from_word(d) }
             && asleep_for_good(driver, p, d)
@@ -251,11 +252,11 @@ fn asleep_for_good(driver: &Activation, p: &Processor, d: usize) -> bool {
     let Some(clock) = sys::thread_cpu_ns(tid) else {
         return false;
     };
-    let dispatch = p.upcall.dispatch.load(Acquire);
+    let dispatch = p.dispatch.load(Acquire);
     let start = Instant::now();
     while start.elapsed() < BLOCKED_AFTER {
         sys::yield_core();
-        if p.upcall.driver.load(Relaxed) != d || p.upcall.dispatch.load(Relaxed) != dispatch {
+        if p.upcall().driver.load(Relaxed) != d || p.dispatch.load(Relaxed) != dispatch {
             return false;
         }
     }
@@ -266,36 +267,36 @@ fn asleep_for_good(driver: &Activation, p: &Processor, d: usize) -> bool {
 /// stand-in, or [`PARKED_SLEEP`] passed.
 fn sleep_while_parked(a: &Activation, p: &Processor) {
     a.prepare_sleep();
-    p.upcall.stand_in.store(a.word() | ASLEEP, SeqCst);
+    p.upcall().stand_in.store(a.word() | ASLEEP, SeqCst);
     if p.is_willing_to_yield() {
         a.sleep(PARKED_SLEEP);
     }
     // Back to plain `S`, unless the monitor did it already.
     let _ = p
-        .upcall
+        .upcall()
         .stand_in
         .compare_exchange(a.word() | ASLEEP, a.word(), SeqCst, Relaxed);
 }
 
 /// Whether an activation stands in for `p` (not one on its way).
 pub(crate) fn attached(p: &Processor) -> bool {
-    let s = p.upcall.stand_in.load(Relaxed);
+    let s = p.upcall().stand_in.load(Relaxed);
     s != 0 && s != COMING
 }
 
 /// Whether a stand-in stands by for `p`, awake (the monitor may look
 /// less often: that stand-in notices its driver sleeping by itself).
 pub(crate) fn standing_by(p: &Processor) -> bool {
-    let s = p.upcall.stand_in.load(Relaxed);
+    let s = p.upcall().stand_in.load(Relaxed);
     s != 0 && s != COMING && s & ASLEEP == 0
 }
 
 /// Wakes `p`'s stand-in if it sleeps (the monitor, once `p` is busy again
 /// or leaves the set; shutdown).
 pub(crate) fn wake(p: &Processor) {
-    let s = p.upcall.stand_in.load(Relaxed);
+    let s = p.upcall().stand_in.load(Relaxed);
     if s & ASLEEP != 0
-        && p.upcall
+        && p.upcall()
             .stand_in
             .compare_exchange(s, s & !ASLEEP, SeqCst, Relaxed)
             .is_ok()
@@ -314,17 +315,17 @@ pub(crate) fn wake(p: &Processor) {
 /// takes a while).
 pub(crate) fn provide(shared: &Arc<Shared>, p: &'static Processor) -> bool {
     let busy = !p.is_willing_to_yield();
-    let s = p.upcall.stand_in.load(Relaxed);
+    let s = p.upcall().stand_in.load(Relaxed);
     if s & ASLEEP != 0 {
         if busy || p.membership.load(Relaxed) != ACTIVE {
             wake(p);
         }
         return false;
     }
-    if s != 0 || !busy || !wants_one(shared, p) || p.upcall.standby.load(Relaxed) != 0 {
+    if s != 0 || !busy || !wants_one(shared, p) || p.upcall().standby.load(Relaxed) != 0 {
         return false;
     }
-    if p.upcall
+    if p.upcall()
         .stand_in
         .compare_exchange(0, COMING, SeqCst, Relaxed)
         .is_err()
@@ -333,19 +334,19 @@ pub(crate) fn provide(shared: &Arc<Shared>, p: &'static Processor) -> bool {
     }
     // The spare counts as on its way from now: a lend wakes nobody else
     // (`hand` names the spare in the word).
-    if !p.upcall.raise_standby(ON_WAY) {
-        p.upcall.stand_in.store(0, SeqCst);
+    if !p.upcall().raise_standby(ON_WAY) {
+        p.upcall().stand_in.store(0, SeqCst);
         return false;
     }
     let handed = shared
         .activations
         .hand(shared, Assignment::StandIn(p, true));
     if !handed {
-        p.upcall.stand_in.store(0, SeqCst);
+        p.upcall().stand_in.store(0, SeqCst);
         // The word's protocol (`Activation::take`): down (nobody was
         // started, it is still ours), then look for a lend that counted on
         // it.
-        if p.upcall.drop_standby() {
+        if p.upcall().drop_standby() {
             shared.hand_lent(p, true);
         }
     }

@@ -16,7 +16,7 @@
 //! [`blocking`](crate::blocking)), or a kernel thread outside the runtime
 //! (one holding a [`Handle`](crate::Handle), a `Thread` or a ferry lock;
 //! another runtime's processor). A deadlock is declared only when none of
-//! them can act, twice [`GRACE`] apart with no switch on any processor in
+//! them can act, twice [`processor::DEADLOCK_GRACE`] apart with no switch on any processor in
 //! between:
 //!
 //! - every processor of the set sleeps in `idle` (none is starting,
@@ -39,16 +39,10 @@ use std::io;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
 
+use super::Words;
 use crate::processor::{ACTIVE, STOPPED};
-use crate::runtime::Shared;
-use crate::upcall;
-
-/// How long the runtime must stay quiet between the two looks: long enough
-/// that nothing is still on its way (a woken processor the kernel has not
-/// run yet), short enough for a prompt report.
-pub(crate) const GRACE: Duration = Duration::from_millis(100);
+use crate::upcall::Shared;
 
 /// What a runtime does when every thread is blocked for good; see
 /// [`Builder::on_deadlock`](crate::Builder::on_deadlock).
@@ -127,7 +121,7 @@ impl Detector {
 /// The first look, by a processor about to sleep with no timer pending:
 /// if the runtime looks quiet (see the module docs, all but the kernel
 /// threads), a fingerprint of every processor's switch count, for
-/// [`confirm`] after [`GRACE`].
+/// [`confirm`] after [`processor::DEADLOCK_GRACE`].
 pub(crate) fn quiet(shared: &Shared) -> Option<u64> {
     // The activations first: one that hands its thread back posts the
     // event before it clears `away` (Release), so a look that finds
@@ -151,11 +145,11 @@ pub(crate) fn quiet(shared: &Shared) -> Option<u64> {
     for p in shared.processors.iter() {
         match p.membership.load(Acquire) {
             STOPPED => {}
-            ACTIVE if p.upcall.driver.load(Acquire) & upcall::LENT == 0 => {
+            ACTIVE if p.upcall().driver.load(Acquire) & super::LENT == 0 => {
                 members += 1;
                 seen = seen
                     .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-                    .wrapping_add(u64::from(p.upcall.dispatch.load(Acquire)));
+                    .wrapping_add(u64::from(p.dispatch.load(Acquire)));
             }
             _ => return None,
         }
@@ -166,7 +160,7 @@ pub(crate) fn quiet(shared: &Shared) -> Option<u64> {
     Some(seen)
 }
 
-/// The second look, [`GRACE`] after [`quiet`] gave `seen`: still quiet, no
+/// The second look, [`processor::DEADLOCK_GRACE`] after [`quiet`] gave `seen`: still quiet, no
 /// processor switched meanwhile, and no kernel thread of the process is
 /// outside the runtime. Then declares the deadlock (once).
 pub(crate) fn confirm(shared: &Shared, seen: u64) {
@@ -177,7 +171,7 @@ pub(crate) fn confirm(shared: &Shared, seen: u64) {
     if d.declared.swap(true, Relaxed) {
         return;
     }
-    let threads = crate::waits::describe_threads(shared);
+    let threads = crate::waits::describe_threads(std::ptr::from_ref(shared) as usize);
     let mut report = format!(
         "ferry: deadlock: all {} threads of the runtime are blocked and nothing can wake one",
         threads.len()

@@ -67,7 +67,13 @@
 //! | `false` | the processor, when it leaves `idle` | busy, or spinning for work |
 //! | `true` | the processor, when it stops spinning and goes to sleep | it has nothing to run: its core may be taken back (the processor-allocation issue reads it) |
 
-use std::cell::UnsafeCell;
+mod cpus;
+mod set;
+
+pub(crate) use cpus::{available_cpus, cpus_without_processors, pin, pin_to_cpus};
+pub(crate) use set::{Host, Set, Settings};
+
+use std::cell::{Cell, UnsafeCell};
 use std::io;
 use std::ops::Range;
 use std::ptr::{self, NonNull};
@@ -76,16 +82,16 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize};
 use std::time::Instant;
 
 use crate::arch::{self, Context};
+use crate::event::stats::Kind;
 use crate::event::{Deliver, Sources};
 use crate::header::{
     DROPPED, HELD, Header, SUSPENDED, SmallBlock, TERMINATED, Thread, ThreadId, held_back,
     park_word::finish_parking,
 };
-use crate::runtime::Shared;
+use crate::sched::Event;
 use crate::sched::{self, Cx, NextSlot, Policy, Ready, RunQueue, WorkStealing};
 use crate::stack::{Stack, StackCache};
 use crate::sys;
-use crate::upcall::{self, Activation, Critical, Event, Kind, PerProcessor, Posted};
 
 /// Stacks of the runtime's default size each processor keeps for its next
 /// spawns, without a lock; beyond that they go to the process-wide cache.
@@ -97,6 +103,28 @@ pub(crate) const LOCAL_BLOCKS: usize = 64;
 
 /// Thread ids a processor takes from the runtime's counter at a time.
 const ID_BLOCK: u64 = 1024;
+
+/// How long the last processor to sleep waits, asleep, before it confirms
+/// a deadlock it saw ([`Host::quiet`], [`Host::confirm`]): long enough that
+/// nothing is still on its way (a woken processor the kernel has not run
+/// yet), short enough for a prompt report.
+pub(crate) const DEADLOCK_GRACE: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The kernel thread that drives a processor, as the processor's scheduler
+/// loop sees it (an activation; see `upcall`).
+pub(crate) trait Driver {
+    /// Whether it still drives `p` (it loses `p` when a thread of its comes
+    /// back from the kernel to find `p` taken).
+    fn drives(&self, p: &Processor) -> bool;
+
+    /// Moves its kernel thread to the core `p` runs on, if that changed.
+    fn pin_for(&self, p: &Processor);
+
+    /// `p` is leaving the set: stops driving it (its queues go to the
+    /// injector first, see [`Processor::give_queues_away`]). `false` if `p`
+    /// was added back meanwhile and goes on.
+    fn stop(&self, p: &Processor) -> bool;
+}
 
 /// Where [`Processor::switch_to`] goes.
 enum To {
@@ -157,8 +185,9 @@ pub(crate) const NO_CORE: usize = usize::MAX;
 pub(crate) struct Owner {
     queue: RunQueue,
     policy: WorkStealing,
-    /// The activation driving this processor.
-    act: *const Activation,
+    /// Where the driving kernel thread records the thread it runs (its
+    /// activation's, for the preemption handler and the monitor).
+    running: *const Cell<*mut Header>,
     /// Where that activation's scheduler loop is suspended while a thread
     /// runs.
     sched: *mut Context,
@@ -183,7 +212,7 @@ pub(crate) struct Owner {
     /// without going through `shared`.
     account_cpu: bool,
     /// The runtime this processor belongs to (set once, before it runs).
-    shared: *const Shared,
+    shared: *const Set,
 }
 
 /// One processor: a kernel thread's worth of user-level scheduling.
@@ -203,9 +232,11 @@ pub(crate) struct Processor {
     sleep: AtomicU32,
     /// See the module docs.
     willing_to_yield: AtomicBool,
-    /// The activation protocols' words (driver, standby, stand-in,
-    /// dispatch): `upcall` owns them and their transitions.
-    pub(crate) upcall: PerProcessor,
+    /// `dispatches << 1 | running a thread`, written at every switch (see
+    /// `mark_dispatch`), read by the monitor: a value that stays the same
+    /// while the low bit is set means one thread has run (or blocked) all
+    /// along.
+    pub(crate) dispatch: AtomicU32,
     /// See [`ACTIVE`].
     pub(crate) membership: AtomicU8,
     /// The core its driver is pinned to, or [`NO_CORE`] for the default.
@@ -230,73 +261,6 @@ unsafe impl Sync for Processor {}
 // kernel thread and then used by the one it is handed to.
 unsafe impl Send for Processor {}
 
-/// A ferry thread's way into the runtime: the processor the calling kernel
-/// thread drives, with one level of its critical count held (see
-/// `upcall::activation`) until this drops.
-///
-/// Code that switches while holding it may resume on another processor: it
-/// takes the processor it resumed on from the switch, never from an
-/// `Entered` made before.
-pub(crate) struct Entered {
-    pub(crate) p: &'static Processor,
-    critical: Critical,
-}
-
-impl Entered {
-    /// Leaves the level held to the context switched to (an exiting thread).
-    pub(crate) fn hand_over(self) {
-        self.critical.hand_over();
-    }
-
-    /// How many freed small thread blocks the entered processor keeps (for
-    /// tests).
-    #[cfg(test)]
-    pub(crate) fn cached_blocks(&self) -> usize {
-        // SAFETY: as in `take_block`.
-        unsafe { (*self.p.blocks.get()).len() }
-    }
-
-    /// A freed small thread block from the entered processor's cache, for a
-    /// spawn there.
-    pub(crate) fn take_block(&self) -> Option<SmallBlock> {
-        // SAFETY: we drive `p` (entered), and the borrow ends with the pop,
-        // which frees nothing.
-        unsafe { (*self.p.blocks.get()).pop() }
-    }
-
-    /// Keeps a freed small thread block in the entered processor's cache if
-    /// there is room; frees it otherwise.
-    fn keep_block(&self, block: SmallBlock) {
-        // SAFETY: we drive `p` (entered); the borrow ends with the push,
-        // which frees nothing (the vector has its full capacity from the
-        // start).
-        let blocks = unsafe { &mut *self.p.blocks.get() };
-        if blocks.len() < LOCAL_BLOCKS {
-            blocks.push(block);
-        }
-    }
-}
-
-/// Enters the runtime from the calling kernel thread: `None` if it drives no
-/// processor (a plain kernel thread, or an activation between processors).
-/// If the processor was lent for a blocking call, takes it back; if it was
-/// taken meanwhile, the calling ferry thread is handed back to the runtime
-/// first and this returns once it runs again, on whichever processor.
-#[inline]
-pub(crate) fn enter() -> Option<Entered> {
-    let (critical, act) = upcall::critical_enter()?;
-    let p = act.processor()?;
-    // A nested entry does not look at the word, and the monitor may be
-    // probing it (`A|PROBING`): it finds our count above zero and puts the
-    // word back, and nobody else may take it meanwhile, so it is still ours.
-    debug_assert_eq!(
-        p.upcall.driver.load(Relaxed) & !upcall::PROBING,
-        act.word(),
-        "entered a processor we do not drive"
-    );
-    Some(Entered { p, critical })
-}
-
 impl Processor {
     /// Builds the processors of one runtime, with their queues and each one's
     /// stealing handles on all the others.
@@ -309,7 +273,7 @@ impl Processor {
                 owner: UnsafeCell::new(Owner {
                     queue,
                     policy: WorkStealing::default(),
-                    act: ptr::null(),
+                    running: ptr::null(),
                     sched: ptr::null_mut(),
                     dispatches: 0,
                     current: None,
@@ -326,7 +290,7 @@ impl Processor {
                 next: NextSlot::new(),
                 sleep: AtomicU32::new(0),
                 willing_to_yield: AtomicBool::new(false),
-                upcall: PerProcessor::new(),
+                dispatch: AtomicU32::new(0),
                 membership: AtomicU8::new(STOPPED),
                 core: AtomicUsize::new(NO_CORE),
                 home: AtomicUsize::new(NO_CORE),
@@ -343,32 +307,32 @@ impl Processor {
         unsafe { &*ptr::from_ref(self) }
     }
 
-    /// Records the runtime this processor belongs to.
+    /// Records the set this processor belongs to.
     ///
     /// # Safety
     /// Called once per processor, before any kernel thread runs it, with the
-    /// `Shared` that owns it (which outlives every use of the processor).
-    pub(crate) unsafe fn set_shared(&self, shared: *const Shared) {
+    /// `Set` that owns it (which outlives every use of the processor).
+    pub(crate) unsafe fn set_set(&self, set: &Set) {
         let owner = self.owner();
-        owner.shared = shared;
-        // SAFETY: the caller passes the live runtime that owns us.
-        owner.account_cpu = unsafe { (*shared).account_cpu };
+        owner.shared = set;
+        owner.account_cpu = set.account_cpu;
     }
 
-    /// The runtime this processor belongs to.
-    pub(crate) fn shared(&self) -> &Shared {
+    /// The set of processors this one belongs to: its view of the runtime.
+    pub(crate) fn shared(&self) -> &Set {
         // SAFETY: set by `set_shared` before the processor ran, to the
         // `Shared` that owns this processor and so outlives this borrow.
         unsafe { &*self.owner().shared }
     }
 
-    /// Makes `act` (running on the calling kernel thread, which just took
-    /// this processor's driver word) the one whose scheduler loop the
-    /// processor's threads return to.
-    pub(crate) fn bind(&self, act: &Activation) {
+    /// Makes the calling kernel thread, which just took this processor's
+    /// driver word, the one whose scheduler loop (suspended in `sched`) the
+    /// processor's threads return to, and which records in `running` the
+    /// thread it runs.
+    pub(crate) fn bind(&self, sched: *mut Context, running: &Cell<*mut Header>) {
         let owner = self.owner();
-        owner.act = act;
-        owner.sched = act.sched.get();
+        owner.running = running;
+        owner.sched = sched;
         owner.errno = crate::sys::errno_location();
         // Without an alternate signal stack an overflow still kills the
         // process, it just cannot say which thread overflowed.
@@ -379,10 +343,10 @@ impl Processor {
     /// `processor_on`, else (with several processors) its home, which is
     /// the `index`-th CPU of the process's mask unless a takeover moved it,
     /// else none.
-    pub(crate) fn core(&self, shared: &Shared) -> Option<usize> {
+    pub(crate) fn core(&self, shared: &Set) -> Option<usize> {
         match self.core.load(Relaxed) {
             NO_CORE if shared.processors.len() > 1 => match self.home.load(Relaxed) {
-                NO_CORE => crate::runtime::default_core(self.index),
+                NO_CORE => cpus::default_core(self.index),
                 home => Some(home),
             },
             NO_CORE => None,
@@ -395,7 +359,7 @@ impl Processor {
     /// taking it over, runs it where it is instead of moving to the blocked
     /// driver's core, which went idle (on a VM, waking an idle core for
     /// the move cost 50-100 µs, most of such a takeover).
-    pub(crate) fn settle_where_taken(&self, shared: &Shared) {
+    pub(crate) fn settle_where_taken(&self, shared: &Set) {
         if self.core.load(Relaxed) != NO_CORE || shared.processors.len() < 2 {
             return;
         }
@@ -446,14 +410,15 @@ impl Processor {
         self.with_policy(|policy, cx| policy.event(cx, event));
     }
 
-    /// Leaves the set: gives every queued thread to the injector and lets
-    /// the others know. `false` if it was re-added meanwhile (it goes on).
-    fn stop(&self, shared: &Shared) -> bool {
+    /// The processor leaves the set: gives every queued thread to the
+    /// injector (which is closed only once every processor stopped, so it
+    /// takes them all), and publishes that no thread runs.
+    ///
+    /// # Safety
+    /// The caller drives this processor (its scheduler loop, stopping it).
+    pub(crate) unsafe fn give_queues_away(&self) {
         let owner = self.owner();
-        // SAFETY: the driver set `act` in `bind`; it outlives its drive.
-        let act = unsafe { &*owner.act };
-        // (The injector is closed only once every processor stopped, so it
-        // takes them all.)
+        let shared = self.shared();
         if let Some(t) = self.next.take() {
             drop(shared.injector.push(t));
         }
@@ -462,34 +427,7 @@ impl Processor {
                 drop(shared.injector.push(t));
             }
         }
-        // Our word, or `A|PROBING` if the monitor is checking us: it will
-        // see our count (the scheduler loop runs at one level) and fail to
-        // put the word back, so its mark on `away` is ours to undo, and the
-        // flag must not come back with the word.
-        let me = self.upcall.release();
-        debug_assert_eq!(
-            me & !upcall::PROBING,
-            act.word(),
-            "stopping a processor we do not drive"
-        );
-        if me & upcall::PROBING != 0 {
-            act.away.store(false, Relaxed);
-        }
-        if self
-            .membership
-            .compare_exchange(STOPPING, STOPPED, AcqRel, Acquire)
-            .is_err()
-        {
-            self.upcall.restore(act.word());
-            return false;
-        }
         self.mark_dispatch(false);
-        shared.sources.upcalls.post(
-            Posted::ProcessorRemoved(self.index),
-            shared.instant_of(self.upcall.changed_at.load(Relaxed)),
-        );
-        shared.notify_work();
-        true
     }
 
     /// Publishes whether a thread runs, for the monitor.
@@ -497,7 +435,8 @@ impl Processor {
     fn mark_dispatch(&self, running: bool) {
         let owner = self.owner();
         owner.dispatches = owner.dispatches.wrapping_add(1);
-        self.upcall.publish_dispatch(owner.dispatches, running);
+        self.dispatch
+            .store((owner.dispatches << 1) | u32::from(running), Release);
     }
 
     /// Preempts the running thread (time slice over, or the processor is
@@ -675,8 +614,9 @@ impl Processor {
             Some(next) => {
                 claim(&next, self);
                 let to = next.context_ptr();
-                // SAFETY: `act` is our driver, set in `bind`.
-                unsafe { (*owner.act).set_running(next.as_ptr().as_ptr()) };
+                // SAFETY: `running` is our driver's, set in `bind`; only
+                // its kernel thread (this one) touches it.
+                unsafe { (*owner.running).set(next.as_ptr().as_ptr()) };
                 // (Its run time is counted from `since`: the clock read of
                 // the `account` that switched the last thread out, or the
                 // scheduler loop's, one read per switch.)
@@ -807,29 +747,25 @@ impl Processor {
         unsafe { arch::resume(to) }
     }
 
-    /// The scheduler loop, run by activation `act`: runs threads until the
-    /// runtime shuts down, the processor leaves the set, or `act` loses it
-    /// (a thread of `act`'s came back from the kernel to find it taken and
-    /// switched to this loop to be handed back).
-    pub(crate) fn run(&self, shared: &Shared, act: &Activation) -> RunEnd {
+    /// The scheduler loop, run by `driver`'s kernel thread: runs threads
+    /// until the runtime shuts down, the processor leaves the set, or the
+    /// driver loses it (a thread of the driver's came back from the kernel
+    /// to find it taken and switched to this loop to be handed back).
+    pub(crate) fn run(&self, driver: &impl Driver) -> RunEnd {
+        let shared = self.shared();
         loop {
-            if !std::ptr::eq(act.processor().map_or(ptr::null(), ptr::from_ref), self) {
+            if !driver.drives(self) {
                 return RunEnd::Lost;
             }
-            debug_assert_eq!(
-                act.critical.load(Relaxed),
-                1,
-                "the scheduler loop runs at one level"
-            );
             self.finish_switch();
             if shared.is_shut_down() {
                 return RunEnd::ShutDown;
             }
-            if self.is_stopping() && self.stop(shared) {
+            if self.is_stopping() && driver.stop(self) {
                 return RunEnd::Stopped;
             }
             shared.sources.poll(self);
-            act.pin_for(shared, self);
+            driver.pin_for(self);
             match self.with_policy(|policy, cx| policy.next(cx)) {
                 Some(t) => {
                     self.start_account();
@@ -841,9 +777,9 @@ impl Processor {
                     if ptr::eq(to, sched) {
                         continue;
                     }
-                    // SAFETY: `sched` is `act`'s scheduler context, on its
-                    // kernel thread's own stack, saved here and resumed only
-                    // by a thread this processor (or `act`) runs; `to` is a
+                    // SAFETY: `sched` is the driver's scheduler context, on
+                    // its kernel thread's own stack, saved here and resumed
+                    // only by a thread this processor (or the driver) runs; `to` is a
                     // queued thread's context, saved or prepared and not
                     // resumed since.
                     unsafe { arch::switch(sched, to) };
@@ -855,7 +791,7 @@ impl Processor {
 
     /// Whether there looks to be work for this processor (or a reason to
     /// stop idling): cheap loads only.
-    pub(crate) fn sees_work(&self, shared: &Shared) -> bool {
+    pub(crate) fn sees_work(&self, shared: &Set) -> bool {
         shared.is_shut_down()
             || self.is_stopping()
             || shared.sources.switch_ready()
@@ -868,7 +804,7 @@ impl Processor {
     /// what was in each slot and since when.
     fn steal_stale_next(
         &self,
-        shared: &Shared,
+        shared: &Set,
         seen: &mut Vec<(usize, *const Header, Instant)>,
     ) -> bool {
         let now = Instant::now();
@@ -894,7 +830,7 @@ impl Processor {
 
     /// Nothing to run: spin a while, then sleep until woken (or until the
     /// earliest timer is due). Returns when there may be work.
-    fn idle(&self, shared: &Shared) {
+    fn idle(&self, shared: &Set) {
         if shared.processors.len() > 1 {
             shared.spinning_enter();
             let mut seen = Vec::new();
@@ -938,7 +874,7 @@ impl Processor {
             self.willing_to_yield.store(false, Relaxed);
             return;
         }
-        let mut looked = !shared.deadlock.is_on();
+        let mut looked = !shared.host().watches_deadlocks();
         while self.sleep.load(Acquire) == 0 && !shared.is_shut_down() {
             // Sleep no longer than until the earliest timer, then look again.
             if let Some(wait) = shared.sources.until_next() {
@@ -952,10 +888,10 @@ impl Processor {
             // deadlock, twice a grace apart (once per idle spell).
             if !looked {
                 looked = true;
-                if let Some(seen) = crate::deadlock::quiet(shared) {
-                    sys::futex_wait(&self.sleep, 0, Some(crate::deadlock::GRACE));
+                if let Some(seen) = shared.host().quiet() {
+                    sys::futex_wait(&self.sleep, 0, Some(DEADLOCK_GRACE));
                     if self.sleep.load(Acquire) == 0 {
-                        crate::deadlock::confirm(shared, seen);
+                        shared.host().confirm(seen);
                     }
                     continue;
                 }
@@ -964,7 +900,7 @@ impl Processor {
         }
         shared.sleeper_exit(self.index);
         self.willing_to_yield.store(false, Relaxed);
-        shared.monitor.unpark();
+        shared.host().woke();
     }
 
     /// Before sleeping: if another processor's next-to-run slot holds a
@@ -972,7 +908,7 @@ impl Processor {
     /// still the same one (its owner is busy with something else). A slot
     /// whose occupant changed meanwhile belongs to a processor that is
     /// scheduling; a thread put there after our `heavy_fence` wakes us.
-    fn steal_stranded_next(&self, shared: &Shared) -> bool {
+    fn steal_stranded_next(&self, shared: &Set) -> bool {
         let occupied: Vec<(usize, *const Header)> = self
             .owner()
             .queue
@@ -1008,17 +944,18 @@ impl Processor {
     }
 
     /// Hands every thread still queued here to `abandon`, and drops the
-    /// stacks this processor still holds.
+    /// stacks this processor still holds; `lent`: its driver was away in a
+    /// kernel call, whose thread keeps the processor's reference to it.
     ///
     /// # Safety
     /// No kernel thread runs this processor any more.
-    pub(crate) unsafe fn drain(&self, mut abandon: impl FnMut(Thread)) {
+    pub(crate) unsafe fn drain(&self, lent: bool, mut abandon: impl FnMut(Thread)) {
         let owner = self.owner();
         owner.queue.clear(&mut abandon);
         if let Some(t) = self.next.take() {
             abandon(t);
         }
-        if self.upcall.is_lent() {
+        if lent {
             // Its thread runs on, away in the kernel, on this reference.
             std::mem::forget(owner.current.take());
         }
@@ -1029,6 +966,43 @@ impl Processor {
         }
         // SAFETY: as for `owner` (the contract): nobody drives it.
         unsafe { (*self.blocks.get()).clear() };
+    }
+
+    /// A freed small thread block from this processor's cache, for a spawn
+    /// here.
+    ///
+    /// # Safety
+    /// The caller drives this processor.
+    #[inline]
+    pub(crate) unsafe fn take_block(&self) -> Option<SmallBlock> {
+        // SAFETY: the caller drives us; the borrow ends with the pop, which
+        // frees nothing.
+        unsafe { (*self.blocks.get()).pop() }
+    }
+
+    /// Keeps a freed small thread block in this processor's cache if there
+    /// is room; frees it otherwise.
+    ///
+    /// # Safety
+    /// The caller drives this processor.
+    #[inline]
+    pub(crate) unsafe fn keep_block(&self, block: SmallBlock) {
+        // SAFETY: the caller drives us; the borrow ends with the push, which
+        // frees nothing (the vector has its full capacity from the start).
+        let blocks = unsafe { &mut *self.blocks.get() };
+        if blocks.len() < LOCAL_BLOCKS {
+            blocks.push(block);
+        }
+    }
+
+    /// How many freed small thread blocks this processor keeps (for tests).
+    ///
+    /// # Safety
+    /// The caller drives this processor.
+    #[cfg(test)]
+    pub(crate) unsafe fn cached_blocks(&self) -> usize {
+        // SAFETY: as in `take_block`.
+        unsafe { (*self.blocks.get()).len() }
     }
 
     /// Wakes this processor if it sleeps in `idle`.
@@ -1066,15 +1040,6 @@ unsafe fn resumed_on(header: NonNull<Header>) -> &'static Processor {
     // SAFETY: the block is live (the contract) and the processor, owned by
     // the runtime's `Shared`, outlives every thread run on it.
     unsafe { &*header.as_ref().processor.load(Relaxed).cast::<Processor>() }
-}
-
-/// Keeps a freed small thread block in the cache of the processor the
-/// calling kernel thread drives, for its next spawns; frees it if there is
-/// none, or no room.
-pub(crate) fn keep_block(block: SmallBlock) {
-    if let Some(e) = enter() {
-        e.keep_block(block);
-    }
 }
 
 /// Holds suspended thread `t` (its `control` word takes over the runtime's

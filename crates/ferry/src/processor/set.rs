@@ -1,0 +1,230 @@
+//! The processors of one runtime as they see each other: the set itself,
+//! the injector, who spins and who sleeps, the event sources, and the
+//! counts and settings a processor needs while it schedules. [`Set`] is the
+//! processor's narrow view of its runtime; what lies above it (kernel
+//! threads, the monitor, deadlock detection) is reached only through
+//! [`Host`].
+//!
+//! This file owns the idle bookkeeping and [`Set::notify_work`]'s side of
+//! the handshake in the module docs of `processor`; it must not switch or
+//! park anyone itself.
+//!
+//! | word | written by | meaning |
+//! |------|------------|---------|
+//! | `spinning` | a processor entering (+1) and leaving (-1) its spin in `idle` (SeqCst) | how many processors are looking for work right now; while any is, nobody needs waking |
+//! | `sleeper_count` | a processor joining or leaving `sleepers`, under its lock | how many processors sleep (or are about to); read without the lock by `notify_work` |
+//! | `shutdown` | the runtime, once (Release) | every scheduler loop leaves |
+
+use std::any::Any;
+use std::cell::UnsafeCell;
+use std::ops::Range;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::{Mutex, PoisonError};
+
+use super::Processor;
+use crate::event::Sources;
+use crate::event::stats::Counters;
+use crate::sched::Injector;
+
+/// What a processor asks of the runtime above it, at the slow ends of its
+/// idle path. Called from the processor's own kernel thread.
+pub(crate) trait Host: Send + Sync {
+    /// Whether the runtime looks for deadlocks when the last processor
+    /// goes to sleep.
+    fn watches_deadlocks(&self) -> bool;
+
+    /// The last processor to sleep, with nothing pending: a snapshot if
+    /// every thread looks blocked for good, to be confirmed a grace later.
+    fn quiet(&self) -> Option<u64>;
+
+    /// Still asleep a grace after [`Host::quiet`] returned `seen`: reports
+    /// the deadlock if nothing moved.
+    fn confirm(&self, seen: u64);
+
+    /// A sleeping processor woke (the monitor may have something to watch).
+    fn woke(&self);
+
+    /// The runtime itself, for the rooms that know its type.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// The processors of one runtime and what they share; see the module docs.
+pub(crate) struct Set {
+    /// The processors, by index.
+    pub(crate) processors: Box<[Processor]>,
+    /// Threads made or woken off a processor, and ring overflow.
+    pub(crate) injector: Injector,
+    /// Indices of processors asleep (or about to sleep) in `idle`.
+    sleepers: Mutex<Vec<usize>>,
+    sleeper_count: AtomicUsize,
+    spinning: AtomicUsize,
+    shutdown: AtomicBool,
+    /// The default stack size of a thread.
+    pub(crate) stack_size: usize,
+    spin_tries: u32,
+    next_thread_id: AtomicU64,
+    /// The event sources the processors ask in one place (`event`).
+    pub(crate) sources: Sources,
+    /// What the activations and events did, for `Handle::upcall_stats`.
+    pub(crate) counters: Counters,
+    /// Whether processors account each thread's run time.
+    pub(crate) account_cpu: bool,
+    /// The runtime this set belongs to (set once, before any processor
+    /// runs: [`Set::set_host`]).
+    host: UnsafeCell<Option<*const dyn Host>>,
+}
+
+// SAFETY: `host` is written once, before the set is shared with any other
+// kernel thread, and only read afterwards; everything else is `Sync`.
+unsafe impl Sync for Set {}
+// SAFETY: as above; the host pointer names the runtime that owns the set.
+unsafe impl Send for Set {}
+
+/// How a [`Set`] is made.
+pub(crate) struct Settings {
+    /// Processors the set holds (at most).
+    pub(crate) processors: usize,
+    /// The default stack size of a thread.
+    pub(crate) stack_size: usize,
+    /// Spins of an idle processor before it sleeps.
+    pub(crate) spin_tries: u32,
+    /// Whether processors account each thread's run time.
+    pub(crate) account_cpu: bool,
+}
+
+impl Set {
+    /// A set of `settings.processors` stopped processors, with no host yet.
+    pub(crate) fn new(settings: &Settings) -> Set {
+        Set {
+            processors: Processor::build(settings.processors).into_boxed_slice(),
+            injector: Injector::new(),
+            sleepers: Mutex::new(Vec::with_capacity(settings.processors)),
+            sleeper_count: AtomicUsize::new(0),
+            spinning: AtomicUsize::new(0),
+            shutdown: AtomicBool::new(false),
+            stack_size: settings.stack_size,
+            spin_tries: settings.spin_tries,
+            next_thread_id: AtomicU64::new(1),
+            sources: Sources::new(),
+            counters: Counters::new(),
+            account_cpu: settings.account_cpu,
+            host: UnsafeCell::new(None),
+        }
+    }
+
+    /// Names the runtime the set belongs to, and tells each processor its
+    /// set.
+    ///
+    /// # Safety
+    /// Called once, before any kernel thread runs a processor of the set or
+    /// reads its host, with a host that owns the set (so outlives it) and
+    /// a set that does not move any more.
+    pub(crate) unsafe fn set_host(&self, host: *const dyn Host) {
+        // SAFETY: nobody reads the field yet (the contract).
+        unsafe { *self.host.get() = Some(host) };
+        for p in self.processors.iter() {
+            // SAFETY: no kernel thread runs the processors yet, and the
+            // set outlives them (it owns them) and stays where it is.
+            unsafe { p.set_set(self) };
+        }
+    }
+
+    /// The runtime the set belongs to.
+    pub(crate) fn host(&self) -> &dyn Host {
+        // SAFETY: written once before the set was shared (`set_host`), and
+        // the host owns the set, so it outlives this borrow.
+        unsafe { &*(*self.host.get()).expect("a running set has a host") }
+    }
+
+    /// Work was just published (on a processor's queues or the injector):
+    /// wakes a sleeping processor unless one is spinning, which will find it.
+    /// See `processor`'s module docs for the handshake.
+    #[inline]
+    pub(crate) fn notify_work(&self) {
+        ferry_queue::wait::light_fence();
+        if self.spinning.load(Relaxed) != 0 || self.sleeper_count.load(Relaxed) == 0 {
+            return;
+        }
+        self.wake_sleeper();
+    }
+
+    /// [`Set::notify_work`], from a kernel thread that drives no
+    /// processor.
+    pub(crate) fn notify_work_anywhere(&self) {
+        ferry_queue::wait::heavy_fence();
+        if self.spinning.load(Relaxed) != 0 || self.sleeper_count.load(Relaxed) == 0 {
+            return;
+        }
+        self.wake_sleeper();
+    }
+
+    /// Wakes one sleeping processor, if any sleeps.
+    #[cold]
+    fn wake_sleeper(&self) {
+        let index = {
+            let mut sleepers = self.sleepers.lock().unwrap_or_else(PoisonError::into_inner);
+            let i = sleepers.pop();
+            self.sleeper_count.store(sleepers.len(), Relaxed);
+            i
+        };
+        if let Some(i) = index {
+            self.processors[i].wake();
+        }
+    }
+
+    pub(crate) fn spinning_enter(&self) {
+        self.spinning.fetch_add(1, SeqCst);
+    }
+
+    pub(crate) fn spinning_exit(&self) {
+        self.spinning.fetch_sub(1, SeqCst);
+    }
+
+    /// A spinner found work: if it was the last spinner, another processor
+    /// is woken to spin in its place, so that more work already queued does
+    /// not wait for this one (Go's rule).
+    pub(crate) fn spinning_exit_found_work(&self) {
+        if self.spinning.fetch_sub(1, SeqCst) == 1 && self.sleeper_count.load(Relaxed) != 0 {
+            self.wake_sleeper();
+        }
+    }
+
+    pub(crate) fn sleeper_enter(&self, index: usize) {
+        let mut sleepers = self.sleepers.lock().unwrap_or_else(PoisonError::into_inner);
+        sleepers.push(index);
+        self.sleeper_count.store(sleepers.len(), SeqCst);
+    }
+
+    /// How many processors sleep in `idle` (or are about to).
+    pub(crate) fn sleepers(&self) -> usize {
+        self.sleeper_count.load(SeqCst)
+    }
+
+    pub(crate) fn sleeper_exit(&self, index: usize) {
+        let mut sleepers = self.sleepers.lock().unwrap_or_else(PoisonError::into_inner);
+        sleepers.retain(|&i| i != index);
+        self.sleeper_count.store(sleepers.len(), SeqCst);
+    }
+
+    /// Whether the runtime shut down: every scheduler loop leaves.
+    pub(crate) fn is_shut_down(&self) -> bool {
+        self.shutdown.load(Acquire)
+    }
+
+    /// Marks the runtime shut down (the caller then wakes every kernel
+    /// thread that waits).
+    pub(crate) fn mark_shut_down(&self) {
+        self.shutdown.store(true, Release);
+    }
+
+    pub(crate) fn spin_tries(&self) -> u32 {
+        self.spin_tries
+    }
+
+    /// `n` fresh thread ids.
+    pub(crate) fn next_thread_ids(&self, n: u64) -> Range<u64> {
+        let start = self.next_thread_id.fetch_add(n, Relaxed);
+        start..start + n
+    }
+}
