@@ -68,30 +68,29 @@
 //! | `true` | the processor, when it stops spinning and goes to sleep | it has nothing to run: its core may be taken back (the processor-allocation issue reads it) |
 
 mod cpus;
+mod idle;
 mod set;
+mod switch;
 
 pub(crate) use cpus::{available_cpus, cpus_without_processors, pin, pin_to_cpus};
 pub(crate) use set::{Host, Set, Settings};
+pub(crate) use switch::switch_out_to;
 
 use std::cell::{Cell, UnsafeCell};
 use std::io;
 use std::ops::Range;
-use std::ptr::{self, NonNull};
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::ptr;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize};
 use std::time::Instant;
 
 use crate::arch::{self, Context};
 use crate::event::stats::Kind;
-use crate::event::{Deliver, Sources};
-use crate::header::{
-    DROPPED, HELD, Header, SUSPENDED, SmallBlock, TERMINATED, Thread, ThreadId, held_back,
-    park_word::finish_parking,
-};
+use crate::event::Deliver;
+use crate::header::{Header, SmallBlock, Thread, ThreadId};
 use crate::sched::Event;
 use crate::sched::{self, Cx, NextSlot, Policy, Ready, RunQueue, WorkStealing};
 use crate::stack::{Stack, StackCache};
-use crate::sys;
 
 /// Stacks of the runtime's default size each processor keeps for its next
 /// spawns, without a lock; beyond that they go to the process-wide cache.
@@ -538,215 +537,6 @@ impl Processor {
         }
     }
 
-    /// Does what the context that switched to us left to do.
-    pub(crate) fn finish_switch(&self) {
-        match std::mem::replace(&mut self.owner().pending, Pending::None) {
-            Pending::None => {}
-            Pending::Requeue(t) => {
-                self.make_ready(t, Ready::Yielded);
-            }
-            Pending::Park(t) => {
-                // An unpark that came while it switched out: run it again.
-                if !finish_parking(t.state()) {
-                    self.make_ready(t, Ready::Woken);
-                }
-            }
-            Pending::Exit(t) => {
-                // SAFETY: `t` exited and the switch away from it has landed:
-                // nothing runs on its stack, and only we hold it now.
-                if let Some(stack) = unsafe { t.take_stack() } {
-                    self.release_stack(stack);
-                }
-            }
-            Pending::Hold(t) => hold(t, Ready::Woken, self),
-            Pending::Preempted(t, at) => {
-                self.with_policy(|policy, cx| policy.event(cx, Event::Preempted(t)));
-                let shared = self.shared();
-                shared.counters.record(Kind::Preempted, at);
-                if shared.processors.len() > 1 {
-                    shared.notify_work();
-                }
-            }
-        }
-    }
-
-    /// Yields the running thread to the one the policy has ready here, if
-    /// any.
-    pub(crate) fn yield_current(&self) {
-        let shared = self.shared();
-        shared.sources.poll(self);
-        match self.with_policy(|policy, cx| policy.next_local(cx)) {
-            Some(next) => self.switch_to(To::Thread(next), Pending::Requeue),
-            // A thread that yields with nothing else to run would go on
-            // for ever after a shutdown: to the scheduler loop, which leaves.
-            None if shared.is_shut_down() => self.switch_to(To::Loop, Pending::Requeue),
-            None => {}
-        }
-    }
-
-    /// Makes `next` the running thread and returns its context, or the
-    /// scheduler loop's when there is none. The thread learns which
-    /// processor resumed it from its header, without a TLS lookup.
-    #[inline]
-    fn enter_context(&self, mut next: Option<Thread>) -> *const Context {
-        // A suspended thread is held, not run (see `thread`'s docs).
-        while next.as_ref().is_some_and(|t| {
-            let h = t.header();
-            held_back(h, h.control.load(Relaxed))
-        }) {
-            let held = next.take().expect("checked above");
-            let c = held.header().control.load(Acquire);
-            if c & TERMINATED != 0 && !held.header().exiting.load(Relaxed) {
-                // It never runs again: drop the runtime's reference.
-                held.header().control.fetch_or(DROPPED, AcqRel);
-                drop(held);
-            } else if let Some(resumed) = try_hold(held) {
-                next = Some(resumed);
-                break;
-            }
-            if self.membership.load(Relaxed) == ACTIVE {
-                next = self.with_policy(|policy, cx| policy.next(cx));
-            }
-        }
-        self.mark_dispatch(next.is_some());
-        let owner = self.owner();
-        match next {
-            Some(next) => {
-                claim(&next, self);
-                let to = next.context_ptr();
-                // SAFETY: `running` is our driver's, set in `bind`; only
-                // its kernel thread (this one) touches it.
-                unsafe { (*owner.running).set(next.as_ptr().as_ptr()) };
-                // (Its run time is counted from `since`: the clock read of
-                // the `account` that switched the last thread out, or the
-                // scheduler loop's, one read per switch.)
-                owner.current = Some(next);
-                to
-            }
-            None => owner.sched,
-        }
-    }
-
-    /// Adds the running thread's time since it was switched to (when the
-    /// runtime accounts it), and starts the next thread's from the same
-    /// clock read: one `rdtsc` a switch, and a plain load and store of the
-    /// count. The C API, which accounts (`thread_info` reports it), pays two
-    /// of them per fork+join: about 11 ns, 5-6% of it, on the development
-    /// VM.
-    #[inline]
-    fn account(&self, t: &Thread) {
-        let owner = self.owner();
-        if owner.account_cpu {
-            let now = sys::cycles();
-            let ran = now.wrapping_sub(owner.since);
-            owner.since = now;
-            // Only the processor running `t` writes its count, and the next
-            // one to run it is handed `t` through a queue or slot (release,
-            // acquire), after this store: a plain load and store suffice.
-            let ticks = &t.header().cpu_ticks;
-            ticks.store(ticks.load(Relaxed).wrapping_add(ran), Relaxed);
-        }
-    }
-
-    /// Starts the run time of a thread the scheduler loop switches to (when
-    /// the runtime accounts it): the loop's time is nobody's.
-    #[inline]
-    fn start_account(&self) {
-        let owner = self.owner();
-        if owner.account_cpu {
-            owner.since = sys::cycles();
-        }
-    }
-
-    /// Switches the running thread away and holds it (it suspended itself);
-    /// returns once it is resumed, on whichever processor.
-    pub(crate) fn switch_away_held(&self) -> &'static Processor {
-        let owner = self.owner();
-        let me = owner
-            .current
-            .take()
-            .expect("switch_away_held outside a thread");
-        self.account(&me);
-        let from = me.context_ptr();
-        let my_header = me.as_ptr();
-        owner.pending = Pending::Hold(me);
-        let to = self.next_context();
-        switch_out_to(from, to, my_header)
-    }
-
-    /// The next context: the thread the policy chooses (a handoff, straight
-    /// from thread to thread), else the scheduler loop. A processor that is
-    /// leaving the set, or whose runtime shut down, goes to its scheduler
-    /// loop.
-    #[inline]
-    fn next_context(&self) -> *const Context {
-        // After a shutdown, to the loop, which leaves: a thread that
-        // spawns its successor and exits would otherwise relay for ever.
-        let next = if self.membership.load(Relaxed) == ACTIVE && !self.shared().is_shut_down() {
-            self.with_policy(|policy, cx| policy.next(cx))
-        } else {
-            None
-        };
-        self.enter_context(next)
-    }
-
-    /// Switches away from the running thread, leaving `pending` for whoever
-    /// runs next: straight to the thread the policy picks if there is one
-    /// (handoff), else to the scheduler loop. Returns when the thread is
-    /// resumed, possibly on another processor.
-    pub(crate) fn switch_away(&self, make_pending: impl FnOnce(Thread) -> Pending) {
-        self.switch_to(To::Policy, make_pending);
-    }
-
-    /// As [`Processor::switch_away`], to `to`.
-    #[inline]
-    fn switch_to(&self, mut to: To, make_pending: impl FnOnce(Thread) -> Pending) {
-        let owner = self.owner();
-        // Threads handed off among themselves never pass through the
-        // scheduler loop: ask the event sources here too (those that read
-        // the clock every so often).
-        owner.ticks = owner.ticks.wrapping_add(1);
-        let tick = owner.ticks.is_multiple_of(Sources::TICKS);
-        if tick {
-            // Threads that only yield would hand the processor among
-            // themselves for ever after a shutdown: every so often, look,
-            // and go to the scheduler loop, which leaves (the chosen
-            // thread is abandoned with the others still queued).
-            if self.shared().is_shut_down() {
-                if let To::Thread(t) = to {
-                    self.make_ready(t, Ready::Yielded);
-                }
-                to = To::Loop;
-            }
-        }
-        self.shared().sources.at_switch(tick, self);
-        let owner = self.owner();
-        let me = owner.current.take().expect("switch_away outside a thread");
-        self.account(&me);
-        let from = me.context_ptr();
-        let my_header = me.as_ptr();
-        owner.pending = make_pending(me);
-        let to = match to {
-            To::Thread(t) => self.enter_context(Some(t)),
-            To::Policy => self.next_context(),
-            To::Loop => self.enter_context(None),
-        };
-        switch_out_to(from, to, my_header);
-    }
-
-    /// Ends the running thread: its stack is released by whoever runs next.
-    pub(crate) fn exit_current(&self) -> ! {
-        let owner = self.owner();
-        let me = owner.current.take().expect("exit outside a thread");
-        self.account(&me);
-        owner.pending = Pending::Exit(me);
-        let to = self.next_context();
-        // SAFETY: `to` as in `switch_out_to`; nothing on this stack is used
-        // again (the caller dropped its locals), and the stack is released
-        // only after the switch, by `finish_switch`.
-        unsafe { arch::resume(to) }
-    }
-
     /// The scheduler loop, run by `driver`'s kernel thread: runs threads
     /// until the runtime shuts down, the processor leaves the set, or the
     /// driver loses it (a thread of the driver's came back from the kernel
@@ -786,160 +576,6 @@ impl Processor {
                 }
                 None => self.idle(shared),
             }
-        }
-    }
-
-    /// Whether there looks to be work for this processor (or a reason to
-    /// stop idling): cheap loads only.
-    pub(crate) fn sees_work(&self, shared: &Set) -> bool {
-        shared.is_shut_down()
-            || self.is_stopping()
-            || shared.sources.switch_ready()
-            || self.with_policy(|policy, cx| policy.has_ready(cx))
-            || self.owner().queue.others_have_work()
-    }
-
-    /// Takes a thread that has sat in another processor's next-to-run slot
-    /// for [`sched::NEXT_STEAL_AFTER`], queuing it here; `seen` keeps
-    /// what was in each slot and since when.
-    fn steal_stale_next(
-        &self,
-        shared: &Set,
-        seen: &mut Vec<(usize, *const Header, Instant)>,
-    ) -> bool {
-        let now = Instant::now();
-        let victims: Vec<usize> = self.owner().queue.victim_indices().collect();
-        for v in victims {
-            let slot = &shared.processors[v].next;
-            let who = slot.peek();
-            match seen.iter_mut().find(|(i, _, _)| *i == v) {
-                Some(entry) if entry.1 == who => {
-                    if !who.is_null()
-                        && now.duration_since(entry.2) >= sched::NEXT_STEAL_AFTER
-                        && self.steal_next_if_still(slot, who)
-                    {
-                        return true;
-                    }
-                }
-                Some(entry) => *entry = (v, who, now),
-                None => seen.push((v, who, now)),
-            }
-        }
-        false
-    }
-
-    /// Nothing to run: spin a while, then sleep until woken (or until the
-    /// earliest timer is due). Returns when there may be work.
-    fn idle(&self, shared: &Set) {
-        if shared.processors.len() > 1 {
-            shared.spinning_enter();
-            let mut seen = Vec::new();
-            let mut found = false;
-            for i in 0..shared.spin_tries() {
-                if self.sees_work(shared) {
-                    found = true;
-                    break;
-                }
-                if i % 64 == 63
-                    && (shared.sources.any_ready() || self.steal_stale_next(shared, &mut seen))
-                {
-                    found = true;
-                    break;
-                }
-                std::hint::spin_loop();
-            }
-            if found {
-                shared.spinning_exit_found_work();
-                return;
-            }
-            // Give up spinning, and offer the core while asleep.
-            self.willing_to_yield.store(true, Relaxed);
-            self.sleep.store(0, Relaxed);
-            shared.sleeper_enter(self.index);
-            shared.spinning_exit();
-        } else {
-            if self.sees_work(shared) || shared.sources.any_ready() {
-                return;
-            }
-            self.willing_to_yield.store(true, Relaxed);
-            self.sleep.store(0, Relaxed);
-            shared.sleeper_enter(self.index);
-        }
-        // Pairs with `light_fence` in `Shared::notify_work`: either the
-        // notifier sees us among the sleepers, or we see its work below.
-        ferry_queue::wait::heavy_fence();
-        if self.sees_work(shared) || shared.sources.any_ready() || self.steal_stranded_next(shared)
-        {
-            shared.sleeper_exit(self.index);
-            self.willing_to_yield.store(false, Relaxed);
-            return;
-        }
-        let mut looked = !shared.host().watches_deadlocks();
-        while self.sleep.load(Acquire) == 0 && !shared.is_shut_down() {
-            // Sleep no longer than until the earliest timer, then look again.
-            if let Some(wait) = shared.sources.until_next() {
-                if wait.is_zero() {
-                    break;
-                }
-                sys::futex_wait(&self.sleep, 0, Some(wait));
-                break;
-            }
-            // The last processor to sleep, with nothing pending: look for a
-            // deadlock, twice a grace apart (once per idle spell).
-            if !looked {
-                looked = true;
-                if let Some(seen) = shared.host().quiet() {
-                    sys::futex_wait(&self.sleep, 0, Some(DEADLOCK_GRACE));
-                    if self.sleep.load(Acquire) == 0 {
-                        shared.host().confirm(seen);
-                    }
-                    continue;
-                }
-            }
-            sys::futex_wait(&self.sleep, 0, None);
-        }
-        shared.sleeper_exit(self.index);
-        self.willing_to_yield.store(false, Relaxed);
-        shared.host().woke();
-    }
-
-    /// Before sleeping: if another processor's next-to-run slot holds a
-    /// thread, waits [`sched::NEXT_STEAL_AFTER`] and steals it if it is
-    /// still the same one (its owner is busy with something else). A slot
-    /// whose occupant changed meanwhile belongs to a processor that is
-    /// scheduling; a thread put there after our `heavy_fence` wakes us.
-    fn steal_stranded_next(&self, shared: &Set) -> bool {
-        let occupied: Vec<(usize, *const Header)> = self
-            .owner()
-            .queue
-            .victim_indices()
-            .map(|v| (v, shared.processors[v].next.peek()))
-            .filter(|(_, who)| !who.is_null())
-            .collect();
-        if occupied.is_empty() {
-            return false;
-        }
-        let start = Instant::now();
-        while start.elapsed() < sched::NEXT_STEAL_AFTER {
-            std::hint::spin_loop();
-        }
-        occupied
-            .into_iter()
-            .any(|(v, who)| self.steal_next_if_still(&shared.processors[v].next, who))
-    }
-
-    /// Takes the thread in another processor's next-to-run `slot` if `who`
-    /// still sits there, and makes it ready here.
-    fn steal_next_if_still(&self, slot: &NextSlot, who: *const Header) -> bool {
-        if slot.peek() != who {
-            return false;
-        }
-        match slot.take() {
-            Some(t) => {
-                self.with_policy(|policy, cx| policy.ready(cx, t, Ready::Woken));
-                true
-            }
-            None => false,
         }
     }
 
@@ -1005,20 +641,6 @@ impl Processor {
         unsafe { (*self.blocks.get()).len() }
     }
 
-    /// Wakes this processor if it sleeps in `idle`.
-    pub(crate) fn wake(&self) {
-        self.sleep.store(1, Release);
-        sys::futex_wake_one(&self.sleep);
-    }
-}
-
-/// Records in `t`'s header that `p` is about to switch to it. Only the
-/// processor doing so calls it, while the thread is not running.
-#[inline]
-fn claim(t: &Thread, p: &Processor) {
-    t.header()
-        .processor
-        .store(ptr::from_ref(p).cast_mut().cast(), Relaxed);
 }
 
 /// The processor that last switched to the thread of `header` (see
@@ -1028,74 +650,6 @@ pub(crate) fn last_of(header: &Header) -> Option<&'static Processor> {
     // the runtime's processors, which live as long as the runtime the
     // block holds.
     unsafe { header.processor.load(Acquire).cast::<Processor>().as_ref() }
-}
-
-/// The processor that switched to the thread owning `header`.
-///
-/// # Safety
-/// Called by that thread, running (so its block is alive and [`claim`]
-/// was called for this run).
-#[inline]
-unsafe fn resumed_on(header: NonNull<Header>) -> &'static Processor {
-    // SAFETY: the block is live (the contract) and the processor, owned by
-    // the runtime's `Shared`, outlives every thread run on it.
-    unsafe { &*header.as_ref().processor.load(Relaxed).cast::<Processor>() }
-}
-
-/// Holds suspended thread `t` (its `control` word takes over the runtime's
-/// reference), or gives it back if it was resumed meanwhile.
-fn try_hold(t: Thread) -> Option<Thread> {
-    match t
-        .header()
-        .control
-        .compare_exchange(SUSPENDED, SUSPENDED | HELD, AcqRel, Acquire)
-    {
-        Ok(_) => {
-            let _ = t.into_raw();
-            None
-        }
-        Err(_) => Some(t),
-    }
-}
-
-/// Holds `t` as [`try_hold`] does, or queues it on `p` if it was resumed.
-fn hold(t: Thread, why: Ready, p: &Processor) {
-    if let Some(t) = try_hold(t) {
-        p.make_ready(t, why);
-    }
-}
-
-/// Saves the running thread's context into `from`, continues `to`, and once
-/// someone resumes the thread (on whichever processor) finishes the switch
-/// there and puts back the thread's errno. Returns the processor it resumed
-/// on. The caller holds one level of the critical count, which `to`
-/// inherits and the resumer hands back.
-pub(crate) fn switch_out_to(
-    from: *mut Context,
-    to: *const Context,
-    my_header: std::ptr::NonNull<Header>,
-) -> &'static Processor {
-    // errno belongs to the kernel thread; a user-level thread keeps its own
-    // on its stack across the switch and puts it back wherever it resumes.
-    let errno_slot = crate::sys::errno_location();
-    // SAFETY: the calling kernel thread's own errno slot.
-    let errno = unsafe { *errno_slot };
-    // SAFETY: `from` is the running thread's own context slot, kept alive by
-    // its `Thread` (in a pending action, a queue or a lost-thread slot) until
-    // it is resumed; `to` is a context that was saved or prepared and not
-    // resumed since (a queued thread's, or a scheduler loop's, which is
-    // suspended while any thread runs on its processor).
-    unsafe { arch::switch(from, to) };
-    // Resumed, possibly by another processor on another kernel thread: the
-    // one that resumed us left itself in our header.
-    // SAFETY: we run, so the processor that switched to us holds our block
-    // as its `current`; it wrote `processor` just before.
-    let p = unsafe { resumed_on(my_header) };
-    p.finish_switch();
-    // SAFETY: the errno slot of the kernel thread driving `p`, which is the
-    // one running us now (set in `bind`).
-    unsafe { *p.owner().errno = errno };
-    p
 }
 
 /// What the event sources hand a processor goes to its policy, counted in

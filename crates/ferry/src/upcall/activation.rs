@@ -97,14 +97,14 @@
 
 use std::cell::{Cell, UnsafeCell};
 use std::fs::File;
-use std::marker::PhantomData;
 use std::ptr;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize, compiler_fence};
-use std::sync::{Arc, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize};
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::Posted;
+use super::pool::{decode, encode};
 use super::Words;
 use crate::arch::Context;
 use crate::header::{Header, Thread};
@@ -122,7 +122,7 @@ const PIN_UNKNOWN: usize = usize::MAX - 1;
 
 thread_local! {
     /// The activation this kernel thread is, or null.
-    static LOCAL: Cell<*const Activation> = const { Cell::new(ptr::null()) };
+    pub(super) static LOCAL: Cell<*const Activation> = const { Cell::new(ptr::null()) };
 }
 
 /// The calling kernel thread's activation, if it is one. Never inlined, so
@@ -187,7 +187,7 @@ pub(crate) struct Activation {
     processor: Cell<*const Processor>,
     /// That processor's activation words (its own kernel thread only; set
     /// with `processor` and meaningful only while `processor` is set).
-    words: Cell<*const PerProcessor>,
+    pub(super) words: Cell<*const PerProcessor>,
     /// The header of the thread running on this kernel thread (its own
     /// kernel thread only; set by its processor on each switch).
     running: Cell<*mut Header>,
@@ -210,7 +210,7 @@ pub(crate) struct Activation {
     /// Its kernel thread's thread pointer (`sys::thread_pointer`), set
     /// before `LOCAL` names it: how `raise` tells that the code raising the
     /// count still runs on this kernel thread.
-    home: AtomicUsize,
+    pub(super) home: AtomicUsize,
     /// Its `/proc` stat file, for the monitor.
     stat: std::sync::OnceLock<File>,
     /// The CPU it is pinned to, `NO_CORE` for every allowed CPU, or
@@ -525,7 +525,7 @@ impl Activation {
 
     /// Names this activation, picked by a hander that raised `p`'s
     /// `standby` word, as its holder (before it is woken or started).
-    fn put_on_standby(&self, p: &Processor) {
+    pub(super) fn put_on_standby(&self, p: &Processor) {
         p.upcall().name_standby(self.word());
     }
 
@@ -550,7 +550,7 @@ impl Activation {
     ///
     /// Also used by the monitor on a spare that is awake ([`hurry`](Self::hurry)):
     /// the only race is with that spare setting a class itself.
-    fn set_class_remotely(&self, class: SchedClass) {
+    pub(super) fn set_class_remotely(&self, class: SchedClass) {
         let tid = self.tid.load(Relaxed);
         if tid != 0 && self.class.load(Relaxed) != class as u8 && sys::set_class(tid as i32, class)
         {
@@ -585,7 +585,7 @@ impl Activation {
     /// Pins this pooled (sleeping) activation to `cpu` from the hander's
     /// kernel thread, before `assign` wakes it: in the wait class it might
     /// not get to run where it is pinned now to move itself.
-    fn pin_remotely(&self, cpu: usize) {
+    pub(super) fn pin_remotely(&self, cpu: usize) {
         if self.pinned.load(Relaxed) != cpu {
             let tid = self.tid.load(Relaxed);
             if tid != 0 {
@@ -632,463 +632,6 @@ impl Activation {
 fn restore_thread_name() {
     if let Some(name) = std::thread::current().name() {
         sys::set_thread_name(name);
-    }
-}
-
-/// Marks the calling kernel thread as in runtime-critical code (or holding
-/// a spinlock) until the returned guard drops; `None` on a kernel thread
-/// that is no activation (nothing there can be preempted or taken).
-///
-/// The activation is returned for the caller's immediate use only: after a
-/// switch the code may run on another one.
-///
-/// Entering from the thread's own code (a count of zero), it first makes
-/// sure the kernel thread still drives its processor: a lent one is taken
-/// back, and if it was taken (the thread slept in the kernel), the thread
-/// is handed back and this returns once it runs again, on whichever kernel
-/// thread. Nested entries need no check: nobody takes a processor from a
-/// kernel thread whose count is above zero (the handshake in the module
-/// docs), so code inside the runtime or under a spinlock never switches
-/// for this reason.
-#[inline(never)]
-pub(crate) fn critical_enter() -> Option<(Critical, &'static Activation)> {
-    // Entering from a count of zero, this code may be preempted and moved
-    // to another kernel thread until the count is raised, so the activation
-    // `raise` read may name the kernel thread it ran on a moment ago;
-    // `raise` checks, and then we ask again. Nested, the count holds it
-    // here.
-    let (a, c) = loop {
-        let (a, c) = raise();
-        if a.is_null() {
-            return None;
-        }
-        if c != MOVED {
-            // SAFETY: a non-null `LOCAL` is an activation kept alive by the
-            // runtime's list while its kernel thread runs (see `local`).
-            break (unsafe { &*a }, c);
-        }
-    };
-    // Pairs with the monitor's `heavy_fence` (see the module docs).
-    ferry_queue::wait::light_fence();
-    let critical = Critical {
-        _not_send: PhantomData,
-    };
-    if c == 0
-        && let Some(p) = a.processor()
-    {
-        // (The words of the processor it drives, kept beside it: one load,
-        // as the processor's own field would be.)
-        // SAFETY: set with `processor` in `begin`, to the words of that
-        // processor, which live as long as its runtime.
-        let d = unsafe { &*a.words.get() }.driver.load(Acquire);
-        if d != a.word() {
-            return back_from_call(critical, a, p, d);
-        }
-    }
-    Some((critical, a))
-}
-
-/// [`critical_enter`]'s rare branch, out of line (inlined, it made every
-/// entry save more registers): back from a blocking call (or entering from
-/// inside one) to processor `p`, whose driver word is `d`: the call is over.
-#[cold]
-#[inline(never)]
-fn back_from_call(
-    critical: Critical,
-    a: &'static Activation,
-    p: &'static Processor,
-    d: usize,
-) -> Option<(Critical, &'static Activation)> {
-    super::blocking::leave_call(a);
-    super::handover::reclaim_or_give_back(p, a, d);
-    // Possibly resumed on another kernel thread: ask again.
-    Some((critical, local()?))
-}
-
-/// What [`raise`] returns for a count it could not raise: the calling code
-/// was moved off the kernel thread whose activation it read.
-const MOVED: u32 = u32::MAX;
-
-/// Reads the calling kernel thread's activation (null if it is none) and
-/// raises its count by one, returning it with the count before; or the
-/// count [`MOVED`] if the code no longer runs on the activation's kernel
-/// thread (it was moved after the read, and that count belongs to whatever
-/// runs there now). The check and the store are one `asm!` block
-/// (`arch::raise_on_home`, always inlined) in a function of its own, whose code the preemption handler leaves alone
-/// (`preempt::in_count_update`): no move can come between them, whatever
-/// the compiler makes of the code around it. The read of `LOCAL` is in the
-/// same function (one call per entry instead of two); where the compiler
-/// keeps it out of line (a debug build), a move after it is what the check
-/// catches.
-#[inline(never)]
-fn raise() -> (*const Activation, u32) {
-    let a = LOCAL.with(Cell::get);
-    // SAFETY: as in `local`: a non-null `LOCAL` is a live activation.
-    let Some(act) = (unsafe { a.as_ref() }) else {
-        return (a, 0);
-    };
-    // SAFETY: both pointers are to fields of a live activation (activations
-    // outlive their runtime's threads); `critical` is only ever written from
-    // the kernel thread it belongs to, whose thread pointer `home` holds,
-    // with plain relaxed stores (`critical_exit`).
-    let before = unsafe { crate::arch::raise_on_home(act.home.as_ptr(), act.critical.as_ptr()) };
-    (a, before)
-}
-
-/// Where `raise` starts (for the preemption handler).
-pub(crate) fn raise_address() -> usize {
-    raise as *const () as usize
-}
-
-/// The processor the calling kernel thread drives, without entering the
-/// runtime: for a context that was just switched to (it runs with the
-/// level the switch handed over).
-pub(crate) fn resumed_processor() -> Option<&'static Processor> {
-    local()?.processor()
-}
-
-/// The calling kernel thread's critical count (0 off the runtime). Exact
-/// only while the caller holds a level: at zero, a preemption may move it
-/// between reading its activation and the count.
-pub(crate) fn critical_depth() -> u32 {
-    local().map_or(0, |a| a.critical.load(Relaxed))
-}
-
-/// Leaves one level of runtime-critical code on the calling kernel thread;
-/// at zero, performs a preemption that waited for it.
-///
-/// The caller holds a level, so until the store `a` is this kernel
-/// thread's; once the count is zero the code may be moved, so nothing
-/// after the store touches `a`. (A preemption that arrives between the
-/// look at `chained` and the store stays chained until the next time the
-/// count reaches zero here, or the monitor asks again.)
-#[inline(never)]
-fn critical_exit() {
-    // `LOCAL` read here rather than through `local`, saving a call: this
-    // function is never inlined and does not switch before its last use of
-    // `a` (only `preempt::chained` may, after the store), so the address
-    // cannot outlive the kernel thread it was read on.
-    // SAFETY: as in `local`.
-    let Some(a) = (unsafe { LOCAL.with(Cell::get).as_ref() }) else {
-        return;
-    };
-    compiler_fence(SeqCst);
-    let c = a.critical.load(Relaxed) - 1;
-    // Only this kernel thread and its own signal handler touch `chained`:
-    // look before the swap (a full barrier on x86), which it rarely needs.
-    let chained = c == 0 && a.chained.load(Relaxed) && a.chained.swap(false, Relaxed);
-    a.critical.store(c, Release);
-    compiler_fence(SeqCst);
-    if chained {
-        super::preempt::chained();
-    }
-}
-
-/// One level of the calling kernel thread's critical count (see the module
-/// docs). Dropping it leaves the level on whatever kernel thread the code
-/// runs on by then: a switch in between hands the level over with it.
-#[must_use]
-pub(crate) struct Critical {
-    _not_send: PhantomData<*const ()>,
-}
-
-impl Critical {
-    /// Leaves without dropping through `Drop`'s chained-preemption check
-    /// (the count is handed to the context switched to).
-    pub(crate) fn hand_over(self) {
-        std::mem::forget(self);
-    }
-}
-
-impl Drop for Critical {
-    fn drop(&mut self) {
-        critical_exit();
-    }
-}
-
-/// Leaves one level of the count that a context switched to us handed over
-/// (a thread's first run).
-pub(crate) fn critical_release_inherited() {
-    critical_exit();
-}
-
-/// An assignment as one word: the processor's address (aligned to at least
-/// 8) with a tag in the low three bits: `0` an urgent `Take`, `1` `Start`,
-/// `2` a patient `Take`, `3` a `StandIn` the runtime's monitor provided, `4`
-/// one the activation took up itself; [`WATCH`] (tag 3, no address) for
-/// `Watch`.
-fn encode(a: Assignment) -> usize {
-    match a {
-        Assignment::Take(p, patient) => ptr::from_ref(p) as usize | (usize::from(patient) << 1),
-        Assignment::Start(p) => ptr::from_ref(p) as usize | 1,
-        Assignment::StandIn(p, provided) => {
-            ptr::from_ref(p) as usize | if provided { 3 } else { 4 }
-        }
-        Assignment::Watch => WATCH,
-    }
-}
-
-/// `Assignment::Watch`, encoded: no processor's address.
-const WATCH: usize = 3;
-
-fn decode(word: usize) -> Assignment {
-    if word == WATCH {
-        return Assignment::Watch;
-    }
-    // SAFETY: encoded by `encode` from a processor of the live runtime.
-    let p = unsafe { &*((word & !7) as *const Processor) };
-    match word & 7 {
-        0 => Assignment::Take(p, false),
-        1 => Assignment::Start(p),
-        2 => Assignment::Take(p, true),
-        3 => Assignment::StandIn(p, true),
-        _ => Assignment::StandIn(p, false),
-    }
-}
-
-const _: () = assert!(std::mem::align_of::<Processor>() >= 8);
-
-/// An activation and its kernel thread (none for the runtime's caller).
-type Registered = (Arc<Activation>, Option<std::thread::JoinHandle<()>>);
-
-/// Every activation of a runtime, and the pool of spare ones.
-pub(crate) struct Activations {
-    all: std::sync::Mutex<Vec<Registered>>,
-    pool: std::sync::Mutex<Vec<Arc<Activation>>>,
-    /// How many activations there are (read without the lock).
-    count: AtomicUsize,
-    max: usize,
-    /// The activations of an ended run, joined: kept until the runtime
-    /// itself goes, because a driver word may still name one (thread
-    /// control on a `Thread` kept past the run reads the word and signals
-    /// its kernel thread, which then has exited: the signal is refused).
-    retired: std::sync::Mutex<Vec<Arc<Activation>>>,
-}
-
-impl Activations {
-    pub(crate) fn new(max: usize) -> Activations {
-        Activations {
-            all: std::sync::Mutex::new(Vec::new()),
-            pool: std::sync::Mutex::new(Vec::new()),
-            count: AtomicUsize::new(0),
-            max,
-            retired: std::sync::Mutex::new(Vec::new()),
-        }
-    }
-
-    /// The most kernel threads the runtime runs as activations.
-    pub(crate) fn max(&self) -> usize {
-        self.max
-    }
-
-    /// How many kernel threads are activations now.
-    pub(crate) fn count(&self) -> usize {
-        self.count.load(Relaxed)
-    }
-
-    /// Registers the calling kernel thread's activation (the runtime's
-    /// first), which the caller then runs.
-    pub(crate) fn register_caller(&self) -> Arc<Activation> {
-        let a = Arc::new(Activation::new());
-        let mut all = self.all.lock().unwrap_or_else(PoisonError::into_inner);
-        all.push((Arc::clone(&a), None));
-        // Room in the pool for every activation (see `to_pool`); at the
-        // runtime's start, where a failure would abort anyway.
-        self.pool
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .reserve(all.len());
-        drop(all);
-        self.count.fetch_add(1, Relaxed);
-        a
-    }
-
-    /// Starts a new activation on a new kernel thread, running `first`;
-    /// fails when the bound is reached or no thread can be made.
-    pub(crate) fn spawn(
-        &self,
-        shared: &Arc<Shared>,
-        first: Option<Assignment>,
-    ) -> std::io::Result<()> {
-        let mut all = self.all.lock().unwrap_or_else(PoisonError::into_inner);
-        if shared.is_shut_down() {
-            return Err(std::io::Error::other("ferry: the runtime is shutting down"));
-        }
-        if all.len() >= self.max {
-            return Err(std::io::Error::other(
-                "ferry: the runtime's activation bound is reached",
-            ));
-        }
-        // Room for the new activation in the list and in the pool, made
-        // now, where a failure is an error: an activation going back to the
-        // pool (after a blocking call, with memory short) then never
-        // allocates.
-        let out_of_memory = |_| std::io::Error::from(std::io::ErrorKind::OutOfMemory);
-        all.try_reserve(1).map_err(out_of_memory)?;
-        {
-            let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
-            let room = (all.len() + 1).saturating_sub(pool.len());
-            pool.try_reserve(room).map_err(out_of_memory)?;
-        }
-        let a = Arc::new(Activation::new());
-        if let Some(Assignment::Take(p, _) | Assignment::StandIn(p, _)) = first {
-            a.put_on_standby(p);
-        }
-        let (mine, for_thread) = (Arc::clone(&a), Arc::clone(shared));
-        let k = std::thread::Builder::new()
-            .name(format!("ferry-activation-{}", all.len()))
-            .spawn(move || mine.main(&for_thread, first))?;
-        if first.is_none() {
-            // A spare from birth: it waits in the pool.
-            let _ = self.to_pool(shared, Arc::clone(&a));
-        }
-        all.push((a, Some(k)));
-        self.count.store(all.len(), Relaxed);
-        Ok(())
-    }
-
-    /// Puts an activation whose work ended into the pool, unless the watch
-    /// is vacant: then it is `false` and the activation keeps the watch.
-    /// Both under the pool's lock, which `hand_watch` holds to leave the
-    /// watch vacant: either it finds this activation in the pool, or this
-    /// finds the watch vacant.
-    ///
-    /// Never allocates: `spawn` and `register_caller` keep room in the pool
-    /// for every activation there is.
-    fn to_pool(&self, shared: &Shared, a: Arc<Activation>) -> bool {
-        let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
-        if shared.monitor.claim_vacancy() {
-            return false;
-        }
-        debug_assert!(pool.len() < pool.capacity(), "the pool's room was kept");
-        pool.push(a);
-        true
-    }
-
-    /// Hands `assignment` to a spare, making one if the pool is empty and
-    /// the bound allows. Returns whether anyone got it.
-    pub(crate) fn hand(&self, shared: &Arc<Shared>, assignment: Assignment) -> bool {
-        let spare = self
-            .pool
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop();
-        match spare {
-            Some(a) => {
-                crate::probe_mark!(2);
-                match assignment {
-                    Assignment::Take(p, true) => {
-                        a.set_class_remotely(SchedClass::Batch);
-                        crate::probe_mark!(3);
-                        a.put_on_standby(p);
-                        let lent_cpu = p.upcall().lent_cpu.load(Relaxed);
-                        match p.core(shared) {
-                            Some(core) => a.pin_remotely(core),
-                            None if lent_cpu != NO_CORE => a.pin_remotely(lent_cpu),
-                            None => {}
-                        }
-                    }
-                    Assignment::Take(p, false) => {
-                        a.set_class_remotely(SchedClass::Normal);
-                        a.put_on_standby(p);
-                    }
-                    Assignment::Start(_) => a.set_class_remotely(SchedClass::Normal),
-                    // It must run only when the core has nothing else.
-                    Assignment::StandIn(p, _) => {
-                        a.set_class_remotely(super::stand_in::class());
-                        a.put_on_standby(p);
-                        if let Some(core) = p.core(shared) {
-                            a.pin_remotely(core);
-                        }
-                    }
-                    // It must run soon: out of the wait class (a batch
-                    // thread woken on a busy core waits for a scheduler
-                    // tick; in the normal class it preempts), it then
-                    // unpins itself.
-                    Assignment::Watch => a.set_class_remotely(SchedClass::Normal),
-                }
-                crate::probe_mark!(5);
-                a.assign(assignment);
-                crate::probe_mark!(6);
-                true
-            }
-            None => self.spawn(shared, Some(assignment)).is_ok(),
-        }
-    }
-
-    /// Whether a watcher that takes a processor could hand the watch on: a
-    /// spare waits in the pool, or the bound leaves room for a new one.
-    pub(crate) fn has_successor(&self) -> bool {
-        self.count() < self.max
-            || !self
-                .pool
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .is_empty()
-    }
-
-    /// Hands the watch to a spare (a new one if the pool is empty); leaves
-    /// it vacant if there is none (see `monitor`): under the pool's lock,
-    /// so that an activation on its way into the pool either is found
-    /// there or finds the watch vacant (`to_pool`).
-    pub(crate) fn hand_watch(&self, shared: &Arc<Shared>) {
-        if self.hand(shared, Assignment::Watch) {
-            return;
-        }
-        let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
-        match pool.pop() {
-            Some(a) => {
-                drop(pool);
-                a.set_class_remotely(SchedClass::Normal);
-                a.assign(Assignment::Watch);
-            }
-            None => shared.monitor.leave_vacant(),
-        }
-    }
-
-    /// Starts one spare, so that the first handoff need not make a kernel
-    /// thread.
-    pub(crate) fn add_spare(&self, shared: &Arc<Shared>) -> std::io::Result<()> {
-        self.spawn(shared, None)
-    }
-
-    /// Calls `f` on every activation (the monitor's scan).
-    pub(crate) fn for_each(&self, mut f: impl FnMut(&Arc<Activation>)) {
-        for (a, _) in self
-            .all
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-        {
-            f(a);
-        }
-    }
-
-    /// Wakes every pooled activation (at shutdown).
-    pub(crate) fn wake_pool(&self) {
-        for a in self
-            .pool
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-        {
-            a.wake_up();
-        }
-    }
-
-    /// Joins every activation's kernel thread that is not away in a
-    /// ferry thread's kernel call (those end when their call returns).
-    pub(crate) fn join_all(&self) {
-        let all = std::mem::take(&mut *self.all.lock().unwrap_or_else(PoisonError::into_inner));
-        let mut retired = self.retired.lock().unwrap_or_else(PoisonError::into_inner);
-        for (a, k) in all {
-            if let Some(k) = k
-                && !a.away.load(Acquire)
-            {
-                let _ = k.join();
-            }
-            retired.push(a);
-        }
     }
 }
 

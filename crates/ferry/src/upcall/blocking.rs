@@ -235,7 +235,7 @@ pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
             // Inside a critical section (a `SpinLock` held,
             // `without_preemption`) the processor cannot be lent: it waits
             // for the call.
-            Some(e) if e.p.in_thread() && activation::critical_depth() == 1 => {
+            Some(e) if e.p.in_thread() && super::critical_depth() == 1 => {
                 let me = e.p.current_ref().expect("in a thread, checked above");
                 if me.must_stop() {
                     // Asked to stop before the signal caught it: stop

@@ -6,7 +6,7 @@
 //! This file owns only the entry; the count's protocol is `activation`'s,
 //! the processor's work is `processor`'s.
 
-use super::{Critical, Words, activation};
+use super::{Critical, Words, critical};
 use crate::header::SmallBlock;
 use crate::processor::Processor;
 
@@ -52,7 +52,7 @@ impl Entered {
 /// first and this returns once it runs again, on whichever processor.
 #[inline]
 pub(crate) fn enter() -> Option<Entered> {
-    let (critical, act) = activation::critical_enter()?;
+    let (critical, act) = critical::critical_enter()?;
     let p = act.processor()?;
     // A nested entry does not look at the word, and the monitor may be
     // probing it (`A|PROBING`): it finds our count above zero and puts the

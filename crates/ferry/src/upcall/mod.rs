@@ -35,11 +35,13 @@
 
 mod activation;
 mod blocking;
+mod critical;
 pub(crate) mod deadlock;
 mod enter;
 mod handover;
 mod monitor;
 mod per_processor;
+mod pool;
 mod preempt;
 mod shared;
 mod stand_in;
@@ -53,10 +55,11 @@ mod atomic {
 pub(crate) use crate::event::Posted;
 pub(crate) use crate::event::stats::Kind;
 pub use crate::event::stats::{EventLatency, UpcallStats};
-pub(crate) use activation::{
-    Activation, Activations, Assignment, Critical, critical_depth, critical_enter,
-    critical_release_inherited, forget_local, resumed_processor,
+pub(crate) use activation::{Activation, Assignment, forget_local};
+pub(crate) use critical::{
+    Critical, critical_depth, critical_enter, critical_release_inherited, resumed_processor,
 };
+pub(crate) use pool::Activations;
 pub use blocking::blocking;
 pub(crate) use blocking::{AbortStep, abort_step, call_aborted, thread_in_call};
 pub(crate) use enter::{Entered, enter, keep_block, stop_terminated};

@@ -96,7 +96,7 @@ const COUNT_UPDATE_BYTES: usize = 512;
 /// check notices; `critical_exit` touches its activation only before it
 /// stores zero.
 fn in_count_update(pc: usize) -> bool {
-    let raise = activation::raise_address();
+    let raise = super::critical::raise_address();
     (raise..raise + COUNT_UPDATE_BYTES).contains(&pc)
 }
 
@@ -246,7 +246,7 @@ pub fn without_preemption<R>(f: impl FnOnce() -> R) -> R {
 /// nothing.
 pub fn preemption_off() -> PreemptionOff {
     PreemptionOff {
-        _critical: activation::critical_enter().map(|(c, _)| c),
+        _critical: super::critical_enter().map(|(c, _)| c),
     }
 }
 
@@ -254,5 +254,5 @@ pub fn preemption_off() -> PreemptionOff {
 /// dropped.
 #[must_use = "preemption is held off only while the guard lives"]
 pub struct PreemptionOff {
-    _critical: Option<activation::Critical>,
+    _critical: Option<super::Critical>,
 }

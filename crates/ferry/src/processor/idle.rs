@@ -1,0 +1,180 @@
+//! A processor with nothing to run: it spins a bounded number of tries
+//! looking for work (its own queues, the injector, the event sources,
+//! stranded next-to-run slots of busy processors), then parks on its
+//! `sleep` futex word, no longer than the earliest deadline of the event
+//! sources. The handshake with `Set::notify_work` is in the parent
+//! module's docs.
+//!
+//! This file owns the idle path; it must not choose which thread runs
+//! (stealing only moves a thread into this processor's queues, where the
+//! policy finds it).
+
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::time::Instant;
+
+use super::{DEADLOCK_GRACE, Processor, Set};
+use crate::header::Header;
+use crate::sched::{self, NextSlot, Policy, Ready};
+use crate::sys;
+
+impl Processor {
+    /// Whether there looks to be work for this processor (or a reason to
+    /// stop idling): cheap loads only.
+    pub(crate) fn sees_work(&self, shared: &Set) -> bool {
+        shared.is_shut_down()
+            || self.is_stopping()
+            || shared.sources.switch_ready()
+            || self.with_policy(|policy, cx| policy.has_ready(cx))
+            || self.owner().queue.others_have_work()
+    }
+
+    /// Takes a thread that has sat in another processor's next-to-run slot
+    /// for [`sched::NEXT_STEAL_AFTER`], queuing it here; `seen` keeps
+    /// what was in each slot and since when.
+    pub(super) fn steal_stale_next(
+        &self,
+        shared: &Set,
+        seen: &mut Vec<(usize, *const Header, Instant)>,
+    ) -> bool {
+        let now = Instant::now();
+        let victims: Vec<usize> = self.owner().queue.victim_indices().collect();
+        for v in victims {
+            let slot = &shared.processors[v].next;
+            let who = slot.peek();
+            match seen.iter_mut().find(|(i, _, _)| *i == v) {
+                Some(entry) if entry.1 == who => {
+                    if !who.is_null()
+                        && now.duration_since(entry.2) >= sched::NEXT_STEAL_AFTER
+                        && self.steal_next_if_still(slot, who)
+                    {
+                        return true;
+                    }
+                }
+                Some(entry) => *entry = (v, who, now),
+                None => seen.push((v, who, now)),
+            }
+        }
+        false
+    }
+
+    /// Nothing to run: spin a while, then sleep until woken (or until the
+    /// earliest timer is due). Returns when there may be work.
+    pub(super) fn idle(&self, shared: &Set) {
+        if shared.processors.len() > 1 {
+            shared.spinning_enter();
+            let mut seen = Vec::new();
+            let mut found = false;
+            for i in 0..shared.spin_tries() {
+                if self.sees_work(shared) {
+                    found = true;
+                    break;
+                }
+                if i % 64 == 63
+                    && (shared.sources.any_ready() || self.steal_stale_next(shared, &mut seen))
+                {
+                    found = true;
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+            if found {
+                shared.spinning_exit_found_work();
+                return;
+            }
+            // Give up spinning, and offer the core while asleep.
+            self.willing_to_yield.store(true, Relaxed);
+            self.sleep.store(0, Relaxed);
+            shared.sleeper_enter(self.index);
+            shared.spinning_exit();
+        } else {
+            if self.sees_work(shared) || shared.sources.any_ready() {
+                return;
+            }
+            self.willing_to_yield.store(true, Relaxed);
+            self.sleep.store(0, Relaxed);
+            shared.sleeper_enter(self.index);
+        }
+        // Pairs with `light_fence` in `Shared::notify_work`: either the
+        // notifier sees us among the sleepers, or we see its work below.
+        ferry_queue::wait::heavy_fence();
+        if self.sees_work(shared) || shared.sources.any_ready() || self.steal_stranded_next(shared)
+        {
+            shared.sleeper_exit(self.index);
+            self.willing_to_yield.store(false, Relaxed);
+            return;
+        }
+        let mut looked = !shared.host().watches_deadlocks();
+        while self.sleep.load(Acquire) == 0 && !shared.is_shut_down() {
+            // Sleep no longer than until the earliest timer, then look again.
+            if let Some(wait) = shared.sources.until_next() {
+                if wait.is_zero() {
+                    break;
+                }
+                sys::futex_wait(&self.sleep, 0, Some(wait));
+                break;
+            }
+            // The last processor to sleep, with nothing pending: look for a
+            // deadlock, twice a grace apart (once per idle spell).
+            if !looked {
+                looked = true;
+                if let Some(seen) = shared.host().quiet() {
+                    sys::futex_wait(&self.sleep, 0, Some(DEADLOCK_GRACE));
+                    if self.sleep.load(Acquire) == 0 {
+                        shared.host().confirm(seen);
+                    }
+                    continue;
+                }
+            }
+            sys::futex_wait(&self.sleep, 0, None);
+        }
+        shared.sleeper_exit(self.index);
+        self.willing_to_yield.store(false, Relaxed);
+        shared.host().woke();
+    }
+
+    /// Before sleeping: if another processor's next-to-run slot holds a
+    /// thread, waits [`sched::NEXT_STEAL_AFTER`] and steals it if it is
+    /// still the same one (its owner is busy with something else). A slot
+    /// whose occupant changed meanwhile belongs to a processor that is
+    /// scheduling; a thread put there after our `heavy_fence` wakes us.
+    pub(super) fn steal_stranded_next(&self, shared: &Set) -> bool {
+        let occupied: Vec<(usize, *const Header)> = self
+            .owner()
+            .queue
+            .victim_indices()
+            .map(|v| (v, shared.processors[v].next.peek()))
+            .filter(|(_, who)| !who.is_null())
+            .collect();
+        if occupied.is_empty() {
+            return false;
+        }
+        let start = Instant::now();
+        while start.elapsed() < sched::NEXT_STEAL_AFTER {
+            std::hint::spin_loop();
+        }
+        occupied
+            .into_iter()
+            .any(|(v, who)| self.steal_next_if_still(&shared.processors[v].next, who))
+    }
+
+    /// Takes the thread in another processor's next-to-run `slot` if `who`
+    /// still sits there, and makes it ready here.
+    pub(super) fn steal_next_if_still(&self, slot: &NextSlot, who: *const Header) -> bool {
+        if slot.peek() != who {
+            return false;
+        }
+        match slot.take() {
+            Some(t) => {
+                self.with_policy(|policy, cx| policy.ready(cx, t, Ready::Woken));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Wakes this processor if it sleeps in `idle`.
+    pub(crate) fn wake(&self) {
+        self.sleep.store(1, Release);
+        sys::futex_wake_one(&self.sleep);
+    }
+}

@@ -1,0 +1,306 @@
+//! Switching between threads: what a thread that gives up its processor
+//! leaves for the next context to do ([`Pending`], see the parent module's
+//! docs), the switch itself, and the accounting of run time.
+//!
+//! This file owns the order of a switch; it must not choose the next
+//! thread (the policy does, through `with_policy`) and never keeps the
+//! processor's address across a switch.
+
+use std::ptr::{self, NonNull};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+
+use super::{ACTIVE, Pending, Processor, To};
+use crate::arch::{self, Context};
+use crate::event::Sources;
+use crate::event::stats::Kind;
+use crate::header::{DROPPED, HELD, Header, SUSPENDED, TERMINATED, Thread, held_back, park_word::finish_parking};
+use crate::sched::{Event, Policy, Ready};
+use crate::sys;
+
+impl Processor {
+    /// Does what the context that switched to us left to do.
+    pub(crate) fn finish_switch(&self) {
+        match std::mem::replace(&mut self.owner().pending, Pending::None) {
+            Pending::None => {}
+            Pending::Requeue(t) => {
+                self.make_ready(t, Ready::Yielded);
+            }
+            Pending::Park(t) => {
+                // An unpark that came while it switched out: run it again.
+                if !finish_parking(t.state()) {
+                    self.make_ready(t, Ready::Woken);
+                }
+            }
+            Pending::Exit(t) => {
+                // SAFETY: `t` exited and the switch away from it has landed:
+                // nothing runs on its stack, and only we hold it now.
+                if let Some(stack) = unsafe { t.take_stack() } {
+                    self.release_stack(stack);
+                }
+            }
+            Pending::Hold(t) => hold(t, Ready::Woken, self),
+            Pending::Preempted(t, at) => {
+                self.with_policy(|policy, cx| policy.event(cx, Event::Preempted(t)));
+                let shared = self.shared();
+                shared.counters.record(Kind::Preempted, at);
+                if shared.processors.len() > 1 {
+                    shared.notify_work();
+                }
+            }
+        }
+    }
+
+    /// Yields the running thread to the one the policy has ready here, if
+    /// any.
+    pub(crate) fn yield_current(&self) {
+        let shared = self.shared();
+        shared.sources.poll(self);
+        match self.with_policy(|policy, cx| policy.next_local(cx)) {
+            Some(next) => self.switch_to(To::Thread(next), Pending::Requeue),
+            // A thread that yields with nothing else to run would go on
+            // for ever after a shutdown: to the scheduler loop, which leaves.
+            None if shared.is_shut_down() => self.switch_to(To::Loop, Pending::Requeue),
+            None => {}
+        }
+    }
+
+    /// Makes `next` the running thread and returns its context, or the
+    /// scheduler loop's when there is none. The thread learns which
+    /// processor resumed it from its header, without a TLS lookup.
+    #[inline]
+    pub(super) fn enter_context(&self, mut next: Option<Thread>) -> *const Context {
+        // A suspended thread is held, not run (see `thread`'s docs).
+        while next.as_ref().is_some_and(|t| {
+            let h = t.header();
+            held_back(h, h.control.load(Relaxed))
+        }) {
+            let held = next.take().expect("checked above");
+            let c = held.header().control.load(Acquire);
+            if c & TERMINATED != 0 && !held.header().exiting.load(Relaxed) {
+                // It never runs again: drop the runtime's reference.
+                held.header().control.fetch_or(DROPPED, AcqRel);
+                drop(held);
+            } else if let Some(resumed) = try_hold(held) {
+                next = Some(resumed);
+                break;
+            }
+            if self.membership.load(Relaxed) == ACTIVE {
+                next = self.with_policy(|policy, cx| policy.next(cx));
+            }
+        }
+        self.mark_dispatch(next.is_some());
+        let owner = self.owner();
+        match next {
+            Some(next) => {
+                claim(&next, self);
+                let to = next.context_ptr();
+                // SAFETY: `running` is our driver's, set in `bind`; only
+                // its kernel thread (this one) touches it.
+                unsafe { (*owner.running).set(next.as_ptr().as_ptr()) };
+                // (Its run time is counted from `since`: the clock read of
+                // the `account` that switched the last thread out, or the
+                // scheduler loop's, one read per switch.)
+                owner.current = Some(next);
+                to
+            }
+            None => owner.sched,
+        }
+    }
+
+    /// Adds the running thread's time since it was switched to (when the
+    /// runtime accounts it), and starts the next thread's from the same
+    /// clock read: one `rdtsc` a switch, and a plain load and store of the
+    /// count. The C API, which accounts (`thread_info` reports it), pays two
+    /// of them per fork+join: about 11 ns, 5-6% of it, on the development
+    /// VM.
+    #[inline]
+    pub(super) fn account(&self, t: &Thread) {
+        let owner = self.owner();
+        if owner.account_cpu {
+            let now = sys::cycles();
+            let ran = now.wrapping_sub(owner.since);
+            owner.since = now;
+            // Only the processor running `t` writes its count, and the next
+            // one to run it is handed `t` through a queue or slot (release,
+            // acquire), after this store: a plain load and store suffice.
+            let ticks = &t.header().cpu_ticks;
+            ticks.store(ticks.load(Relaxed).wrapping_add(ran), Relaxed);
+        }
+    }
+
+    /// Starts the run time of a thread the scheduler loop switches to (when
+    /// the runtime accounts it): the loop's time is nobody's.
+    #[inline]
+    pub(super) fn start_account(&self) {
+        let owner = self.owner();
+        if owner.account_cpu {
+            owner.since = sys::cycles();
+        }
+    }
+
+    /// Switches the running thread away and holds it (it suspended itself);
+    /// returns once it is resumed, on whichever processor.
+    pub(crate) fn switch_away_held(&self) -> &'static Processor {
+        let owner = self.owner();
+        let me = owner
+            .current
+            .take()
+            .expect("switch_away_held outside a thread");
+        self.account(&me);
+        let from = me.context_ptr();
+        let my_header = me.as_ptr();
+        owner.pending = Pending::Hold(me);
+        let to = self.next_context();
+        switch_out_to(from, to, my_header)
+    }
+
+    /// The next context: the thread the policy chooses (a handoff, straight
+    /// from thread to thread), else the scheduler loop. A processor that is
+    /// leaving the set, or whose runtime shut down, goes to its scheduler
+    /// loop.
+    #[inline]
+    pub(super) fn next_context(&self) -> *const Context {
+        // After a shutdown, to the loop, which leaves: a thread that
+        // spawns its successor and exits would otherwise relay for ever.
+        let next = if self.membership.load(Relaxed) == ACTIVE && !self.shared().is_shut_down() {
+            self.with_policy(|policy, cx| policy.next(cx))
+        } else {
+            None
+        };
+        self.enter_context(next)
+    }
+
+    /// Switches away from the running thread, leaving `pending` for whoever
+    /// runs next: straight to the thread the policy picks if there is one
+    /// (handoff), else to the scheduler loop. Returns when the thread is
+    /// resumed, possibly on another processor.
+    pub(crate) fn switch_away(&self, make_pending: impl FnOnce(Thread) -> Pending) {
+        self.switch_to(To::Policy, make_pending);
+    }
+
+    /// As [`Processor::switch_away`], to `to`.
+    #[inline]
+    pub(super) fn switch_to(&self, mut to: To, make_pending: impl FnOnce(Thread) -> Pending) {
+        let owner = self.owner();
+        // Threads handed off among themselves never pass through the
+        // scheduler loop: ask the event sources here too (those that read
+        // the clock every so often).
+        owner.ticks = owner.ticks.wrapping_add(1);
+        let tick = owner.ticks.is_multiple_of(Sources::TICKS);
+        if tick {
+            // Threads that only yield would hand the processor among
+            // themselves for ever after a shutdown: every so often, look,
+            // and go to the scheduler loop, which leaves (the chosen
+            // thread is abandoned with the others still queued).
+            if self.shared().is_shut_down() {
+                if let To::Thread(t) = to {
+                    self.make_ready(t, Ready::Yielded);
+                }
+                to = To::Loop;
+            }
+        }
+        self.shared().sources.at_switch(tick, self);
+        let owner = self.owner();
+        let me = owner.current.take().expect("switch_away outside a thread");
+        self.account(&me);
+        let from = me.context_ptr();
+        let my_header = me.as_ptr();
+        owner.pending = make_pending(me);
+        let to = match to {
+            To::Thread(t) => self.enter_context(Some(t)),
+            To::Policy => self.next_context(),
+            To::Loop => self.enter_context(None),
+        };
+        switch_out_to(from, to, my_header);
+    }
+
+    /// Ends the running thread: its stack is released by whoever runs next.
+    pub(crate) fn exit_current(&self) -> ! {
+        let owner = self.owner();
+        let me = owner.current.take().expect("exit outside a thread");
+        self.account(&me);
+        owner.pending = Pending::Exit(me);
+        let to = self.next_context();
+        // SAFETY: `to` as in `switch_out_to`; nothing on this stack is used
+        // again (the caller dropped its locals), and the stack is released
+        // only after the switch, by `finish_switch`.
+        unsafe { arch::resume(to) }
+    }
+}
+
+/// Records in `t`'s header that `p` is about to switch to it. Only the
+/// processor doing so calls it, while the thread is not running.
+#[inline]
+pub(super) fn claim(t: &Thread, p: &Processor) {
+    t.header()
+        .processor
+        .store(ptr::from_ref(p).cast_mut().cast(), Relaxed);
+}
+
+/// The processor that switched to the thread owning `header`.
+///
+/// # Safety
+/// Called by that thread, running (so its block is alive and [`claim`]
+/// was called for this run).
+#[inline]
+pub(super) unsafe fn resumed_on(header: NonNull<Header>) -> &'static Processor {
+    // SAFETY: the block is live (the contract) and the processor, owned by
+    // the runtime's `Shared`, outlives every thread run on it.
+    unsafe { &*header.as_ref().processor.load(Relaxed).cast::<Processor>() }
+}
+
+/// Holds suspended thread `t` (its `control` word takes over the runtime's
+/// reference), or gives it back if it was resumed meanwhile.
+pub(super) fn try_hold(t: Thread) -> Option<Thread> {
+    match t
+        .header()
+        .control
+        .compare_exchange(SUSPENDED, SUSPENDED | HELD, AcqRel, Acquire)
+    {
+        Ok(_) => {
+            let _ = t.into_raw();
+            None
+        }
+        Err(_) => Some(t),
+    }
+}
+
+/// Holds `t` as [`try_hold`] does, or queues it on `p` if it was resumed.
+pub(super) fn hold(t: Thread, why: Ready, p: &Processor) {
+    if let Some(t) = try_hold(t) {
+        p.make_ready(t, why);
+    }
+}
+
+/// Saves the running thread's context into `from`, continues `to`, and once
+/// someone resumes the thread (on whichever processor) finishes the switch
+/// there and puts back the thread's errno. Returns the processor it resumed
+/// on. The caller holds one level of the critical count, which `to`
+/// inherits and the resumer hands back.
+pub(crate) fn switch_out_to(
+    from: *mut Context,
+    to: *const Context,
+    my_header: std::ptr::NonNull<Header>,
+) -> &'static Processor {
+    // errno belongs to the kernel thread; a user-level thread keeps its own
+    // on its stack across the switch and puts it back wherever it resumes.
+    let errno_slot = crate::sys::errno_location();
+    // SAFETY: the calling kernel thread's own errno slot.
+    let errno = unsafe { *errno_slot };
+    // SAFETY: `from` is the running thread's own context slot, kept alive by
+    // its `Thread` (in a pending action, a queue or a lost-thread slot) until
+    // it is resumed; `to` is a context that was saved or prepared and not
+    // resumed since (a queued thread's, or a scheduler loop's, which is
+    // suspended while any thread runs on its processor).
+    unsafe { arch::switch(from, to) };
+    // Resumed, possibly by another processor on another kernel thread: the
+    // one that resumed us left itself in our header.
+    // SAFETY: we run, so the processor that switched to us holds our block
+    // as its `current`; it wrote `processor` just before.
+    let p = unsafe { resumed_on(my_header) };
+    p.finish_switch();
+    // SAFETY: the errno slot of the kernel thread driving `p`, which is the
+    // one running us now (set in `bind`).
+    unsafe { *p.owner().errno = errno };
+    p
+}
