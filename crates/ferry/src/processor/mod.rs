@@ -85,8 +85,8 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize};
 use std::time::Instant;
 
 use crate::arch::{self, Context};
-use crate::event::stats::Kind;
 use crate::event::Deliver;
+use crate::event::stats::Kind;
 use crate::header::{Header, SmallBlock, Thread, ThreadId};
 use crate::sched::Event;
 use crate::sched::{self, Cx, NextSlot, Policy, Ready, RunQueue, WorkStealing};
@@ -640,7 +640,6 @@ impl Processor {
         // SAFETY: as in `take_block`.
         unsafe { (*self.blocks.get()).len() }
     }
-
 }
 
 /// The processor that last switched to the thread of `header` (see

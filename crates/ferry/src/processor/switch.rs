@@ -13,7 +13,9 @@ use super::{ACTIVE, Pending, Processor, To};
 use crate::arch::{self, Context};
 use crate::event::Sources;
 use crate::event::stats::Kind;
-use crate::header::{DROPPED, HELD, Header, SUSPENDED, TERMINATED, Thread, held_back, park_word::finish_parking};
+use crate::header::{
+    DROPPED, HELD, Header, SUSPENDED, TERMINATED, Thread, held_back, park_word::finish_parking,
+};
 use crate::sched::{Event, Policy, Ready};
 use crate::sys;
 

@@ -31,7 +31,7 @@ unsafe fn clear(header: &Header) {
             tries = 0;
         } else {
             tries += 1;
-            super::pause(tries);
+            pause(tries);
         }
     }
     header.waits.store(ptr::null_mut(), Relaxed);
@@ -64,4 +64,16 @@ pub(crate) unsafe fn finish_terminated<T: 'static>(ptr: NonNull<Header>, value: 
     }
     // SAFETY: the thread never runs again, so the stage is ours.
     unsafe { raw::finish_with(ptr, value) }
+}
+
+/// Waits a little between looks at another thread's state: yields at
+/// first, then sleeps 50 µs (the thread or kernel thread alike).
+pub(super) fn pause(tries: u32) {
+    let on_ferry = crate::upcall::enter().is_some();
+    match (tries < 64, on_ferry) {
+        (true, true) => super::yield_now(),
+        (true, false) => std::thread::yield_now(),
+        (false, true) => crate::sleep(std::time::Duration::from_micros(50)),
+        (false, false) => std::thread::sleep(std::time::Duration::from_micros(50)),
+    }
 }

@@ -98,14 +98,14 @@
 use std::cell::{Cell, UnsafeCell};
 use std::fs::File;
 use std::ptr;
+use std::sync::Arc;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize};
-use std::sync::Arc;
 use std::time::Instant;
 
 use super::Posted;
-use super::pool::{decode, encode};
 use super::Words;
+use super::pool::{decode, encode};
 use crate::arch::Context;
 use crate::header::{Header, Thread};
 use crate::processor::{Driver, NO_CORE, Processor, RunEnd, STOPPED, STOPPING};

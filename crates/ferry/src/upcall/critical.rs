@@ -7,14 +7,13 @@
 //! the release; it must not switch threads but through the preemption a
 //! release performs.
 
-use std::marker::PhantomData;
 use std::cell::Cell;
+use std::marker::PhantomData;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use std::sync::atomic::compiler_fence;
 
 use super::activation::{Activation, LOCAL, local};
 use crate::processor::Processor;
-
 
 /// Marks the calling kernel thread as in runtime-critical code (or holding
 /// a spinlock) until the returned guard drops; `None` on a kernel thread

@@ -56,16 +56,16 @@ pub(crate) use crate::event::Posted;
 pub(crate) use crate::event::stats::Kind;
 pub use crate::event::stats::{EventLatency, UpcallStats};
 pub(crate) use activation::{Activation, Assignment, forget_local};
+pub use blocking::blocking;
+pub(crate) use blocking::{AbortStep, abort_step, call_aborted, thread_in_call};
 pub(crate) use critical::{
     Critical, critical_depth, critical_enter, critical_release_inherited, resumed_processor,
 };
-pub(crate) use pool::Activations;
-pub use blocking::blocking;
-pub(crate) use blocking::{AbortStep, abort_step, call_aborted, thread_in_call};
 pub(crate) use enter::{Entered, enter, keep_block, stop_terminated};
 pub(crate) use handover::lend;
 pub(crate) use monitor::Monitor;
 pub(crate) use per_processor::{LENT, ON_WAY, PROBING, PerProcessor, Reclaim};
+pub(crate) use pool::Activations;
 pub use preempt::{PreemptionOff, preemption_off, without_preemption};
 pub(crate) use preempt::{install as install_preemption, signal, signal_driver};
 pub(crate) use shared::{Config, Shared, shut_down_error};

@@ -8,9 +8,9 @@
 //! and processor changes do).
 
 use std::ptr;
-use std::sync::{Arc, PoisonError};
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::sync::{Arc, PoisonError};
 
 use super::activation::{Activation, Assignment};
 use super::{Shared, Words};
@@ -296,4 +296,3 @@ impl Activations {
         }
     }
 }
-
