@@ -329,7 +329,7 @@ pub(crate) enum SchedClass {
     Normal = 0,
     /// `SCHED_BATCH`: never woken *onto* a core ahead of the thread running
     /// there (no wakeup preemption), yet keeps its fair share. A spare
-    /// waits for a patient handoff in it (see `upcall::activation`).
+    /// waits for a when-idle handoff in it (see `upcall::activation`).
     Batch = 1,
     /// `SCHED_IDLE`: runs only when its core has nothing else to run (but
     /// for a tiny share), and any normal thread woken there preempts it at

@@ -17,7 +17,7 @@
 //! | `A` | a spare or starter (CAS from `0` or a lent value); `A` reclaiming (CAS from `A\|LENT` or `A\|PROBING`); the monitor putting it back; `A` whose stop was called off | activation `A` drives it; only `A`'s kernel thread touches the processor's owner part |
 //! | `A\|LENT` | `A` entering an announced blocking call (a store, over `A` or `A\|PROBING`) | `A` is off in a kernel call: `A` may reclaim it, a spare may take it |
 //! | `A\|PROBING` | the monitor, having found `A` asleep in the kernel | being checked: nobody may take it; `A` still drives it (runtime code of `A`'s, whose count is above zero, goes on as under `A`) and may take it back |
-//! | `A\|LENT\|UNANNOUNCED` | the monitor, from `A\|PROBING`, having seen `A`'s count at zero | as `A\|LENT`; a spare that takes it marks `A` an orphan |
+//! | `A\|LENT\|UNANNOUNCED` | the monitor, from `A\|PROBING`, having seen `A`'s count at zero | as `A\|LENT`; a spare that takes it marks `A` as having lost its processor |
 //!
 //! Whoever moves the word to its own activation (by CAS) owns the
 //! processor's owner part from then on. The monitor's `A -> A|PROBING`
@@ -43,8 +43,8 @@
 //! when that core has nothing else to run, which is when the lender
 //! sleeps (or at a scheduler tick).
 //!
-//! So the lender of a processor with work waiting asks for a *patient*
-//! takeover (`Assignment::Take(p, true)`): the hander picks a pooled spare,
+//! So the lender of a processor with work waiting asks for a *when-idle*
+//! takeover (`Assignment::Take(p, true)`): the handoff picks a pooled spare,
 //! makes sure it is in `SCHED_BATCH` and on the lender's core
 //! (`pin_remotely`; the lender's CPU is `Processor::lent_cpu` when the
 //! processor is not pinned) and wakes it; a short call is back and has
@@ -53,8 +53,8 @@
 //! monitor's takeovers (a lend that outlasted the handoff wait, a thread
 //! seen asleep) are *urgent*: the activation that keeps the watch takes
 //! the processor itself, at once (or, when nobody could watch after it, a
-//! spare in the normal class does). A patient spare that still has not
-//! come a tick later (other processes hold the core) is hurried back into
+//! spare in the normal class does). A when-idle spare that still has not
+//! come a tick later (other processes hold the core) is moved at once back into
 //! the normal class.
 //!
 //! A processor with a stand-in (`stand_in`) skips the wakeup: the
@@ -64,16 +64,16 @@
 //!
 //! The class changes are system calls of several microseconds each, kept
 //! off the way from the lend to `Blocked`: an activation puts itself in
-//! `SCHED_BATCH` before it enters the pool (so the hander usually has
-//! nothing to change and only wakes it), and a patient spare that took a
+//! `SCHED_BATCH` before it enters the pool (so the handoff usually has
+//! nothing to change and only wakes it), and a when-idle spare that took a
 //! processor goes back to the normal class only once it has delivered
 //! `Blocked`, before it runs any thread.
 //!
 //! | word | written by | meaning |
 //! |------|------------|---------|
-//! | `Processor::standby` | raised by a hander (CAS `0 -> ON_WAY`: `hand_lent`, the monitor providing a stand-in or claiming for the watcher, which raises it to its own word) or a stand-in attaching (CAS `0 -> S`); set to the picked spare's word by the hander, before it wakes or starts it; lowered only by its holder (CAS from its own word to `0`, SeqCst, before it loads the driver word), or by a hander that started nobody | `0`: nobody will take a lend, the lender hands it to a spare. Otherwise someone will look at the driver word after any lend: a lend wakes nobody else. The lender stores the driver word (SeqCst) before its CAS: either the holder sees `LENT` or the lender sees `0` and wakes another. The word names the holder, so a taker that was not on its way (a stand-in taking a lend a spare was woken for, the watcher) never lowers another's flag, and the monitor knows whom to hurry |
-//! | `Activation::class` | the activation itself (`Batch` before it enters the pool, the stand-in class while it stands in, `Normal` once it drives a processor); a hander while it sleeps in the pool; the monitor (`Normal`, `hurry`) while it waits to arrive | its kernel thread's scheduling class (mirrors the kernel's setting). A `hurry` that read `Batch` just before its spare arrived may land after that spare is back in the pool and in `SCHED_BATCH` again, leaving the mirror `Normal` over a batch thread: until that spare next enters the pool, an urgent handoff to it waits for a tick and its wakeups do not preempt (time, never correctness). A stand-in compares the mirror with its class at every pass, so a hurried one goes back |
-//! | `Activation::pinned` | the activation itself; a hander while it sleeps in the pool | the CPU its kernel thread is pinned to, or `NO_CORE` |
+//! | `Processor::standby` | raised by a handoff (CAS `0 -> ON_WAY`: `hand_lent`, the monitor providing a stand-in or claiming for the watcher, which raises it to its own word) or a stand-in attaching (CAS `0 -> S`); set to the picked spare's word by the handoff, before it wakes or starts it; lowered only by its holder (CAS from its own word to `0`, SeqCst, before it loads the driver word), or by a handoff that started nobody | `0`: nobody will take a lend, the lender hands it to a spare. Otherwise someone will look at the driver word after any lend: a lend wakes nobody else. The lender stores the driver word (SeqCst) before its CAS: either the holder sees `LENT` or the lender sees `0` and wakes another. The word names the holder, so a taker that was not on its way (a stand-in taking a lend a spare was woken for, the watcher) never lowers another's flag, and the monitor knows whom to hurry |
+//! | `Activation::class` | the activation itself (`Batch` before it enters the pool, the stand-in class while it stands in, `Normal` once it drives a processor); a handoff while it sleeps in the pool; the monitor (`Normal`, `take_at_once`) while it waits to arrive | its kernel thread's scheduling class (mirrors the kernel's setting). A `take_at_once` that read `Batch` just before its spare arrived may land after that spare is back in the pool and in `SCHED_BATCH` again, leaving the mirror `Normal` over a batch thread: until that spare next enters the pool, an urgent handoff to it waits for a tick and its wakeups do not preempt (time, never correctness). A stand-in compares the mirror with its class at every pass, so a hurried one goes back |
+//! | `Activation::pinned` | the activation itself; a handoff while it sleeps in the pool | the CPU its kernel thread is pinned to, or `NO_CORE` |
 //!
 //! # The critical count (`Activation::critical`)
 //!
@@ -149,20 +149,38 @@ pub(crate) unsafe fn forget_local() {
 /// What to do with a processor handed to a spare.
 #[derive(Clone, Copy)]
 pub(crate) enum Assignment {
-    /// Take over a lent processor (its driver is off in the kernel). A
-    /// *patient* takeover (asked for by the lender itself, which may not
-    /// block at all) waits until the lender's core has nothing else to run;
-    /// the monitor's (the lender was seen asleep, or outlasted the handoff
-    /// wait) takes at once.
-    Take(&'static Processor, bool),
+    /// Take over a lent processor (its driver is off in the kernel), as
+    /// [`Takeover`] says.
+    Take(&'static Processor, Takeover),
     /// Start a processor nobody drives (a new or re-added one).
     Start(&'static Processor),
     /// Keep the runtime's watch (`monitor::watch`).
     Watch,
     /// Stand in for a processor: wait on its core in the lowest class and
-    /// take it over when its driver sleeps (`stand_in`); `true` if the
-    /// monitor provided it (the processor's stand-in word is `COMING`).
-    StandIn(&'static Processor, bool),
+    /// take it over when its driver sleeps (`stand_in`).
+    StandIn(&'static Processor, StandInBy),
+}
+
+/// When a spare takes over a lent processor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Takeover {
+    /// Once the lender's core has nothing else to run: the lender itself
+    /// asked (its call may not block at all), and the spare waits in the
+    /// batch class on the lender's core.
+    WhenIdle,
+    /// At once: the monitor saw the lender asleep, or the lend outlasted
+    /// the handoff wait.
+    AtOnce,
+}
+
+/// Who made an activation a processor's stand-in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StandInBy {
+    /// The monitor provided it (the processor's stand-in word is `COMING`
+    /// and its `standby` word holds the activation's already).
+    Monitor,
+    /// The activation took it up itself, from the pool.
+    Itself,
 }
 
 /// A kernel thread of the runtime: the paper's scheduler activation, which
@@ -175,8 +193,8 @@ pub(crate) struct Activation {
     pub(crate) chained: AtomicBool,
     /// Its processor was taken while it slept in the kernel outside the
     /// runtime; set by the taker, cleared by the kernel thread when it
-    /// notices. The monitor pushes an orphan that runs again off its thread.
-    pub(crate) orphaned: AtomicBool,
+    /// notices. The monitor pushes such an activation that runs again off its thread.
+    pub(crate) lost_processor: AtomicBool,
     /// Between taking the processor from `A|LENT` and posting `Unblocked`:
     /// a ferry thread's code runs here on no processor (or blocks).
     pub(crate) away: AtomicBool,
@@ -216,13 +234,13 @@ pub(crate) struct Activation {
     /// The CPU it is pinned to, `NO_CORE` for every allowed CPU, or
     /// `PIN_UNKNOWN` until it first pins itself (a new kernel thread
     /// inherits its creator's mask): written by its own kernel thread, or
-    /// by a hander while it sleeps in the pool (before `assign`, whose
+    /// by a handoff while it sleeps in the pool (before `assign`, whose
     /// store publishes it).
     pinned: AtomicUsize,
     /// Its kernel thread's scheduling class (a `SchedClass`, mirroring the
     /// kernel's setting): written by its own kernel thread (entering the
-    /// pool, taking a processor, standing in), by a hander while it sleeps
-    /// in the pool, or by the monitor hurrying it (see the module docs).
+    /// pool, taking a processor, standing in), by a handoff while it sleeps
+    /// in the pool, or by the monitor moving it back (`take_at_once`) (see the module docs).
     class: AtomicU8,
 }
 
@@ -238,7 +256,7 @@ impl Activation {
         Activation {
             critical: AtomicU32::new(1),
             chained: AtomicBool::new(false),
-            orphaned: AtomicBool::new(false),
+            lost_processor: AtomicBool::new(false),
             away: AtomicBool::new(false),
             call: AtomicUsize::new(0),
             processor: Cell::new(ptr::null()),
@@ -316,9 +334,9 @@ impl Activation {
                     self.set_class(SchedClass::Normal);
                     match super::monitor::watch(shared) {
                         Some(p) => {
-                            crate::probe_mark!(19);
+                            crate::probe_mark!(crate::probe::WATCHER_TAKES);
                             self.hands_watch_on.set(true);
-                            Some(Assignment::Take(p, false))
+                            Some(Assignment::Take(p, Takeover::AtOnce))
                         }
                         None => {
                             restore_thread_name();
@@ -328,10 +346,10 @@ impl Activation {
                 }
                 // A stand-in that held the `standby` word leaves through
                 // `take`: it may find the processor lent (see `stand_in`).
-                Assignment::StandIn(p, provided) => {
-                    let held = super::stand_in::stand_in(self, shared, p, provided);
+                Assignment::StandIn(p, by) => {
+                    let held = super::stand_in::stand_in(self, shared, p, by);
                     self.stood_in.set(held);
-                    held.then_some(Assignment::Take(p, true))
+                    held.then_some(Assignment::Take(p, Takeover::WhenIdle))
                 }
                 other => Some(other),
             };
@@ -358,7 +376,7 @@ impl Activation {
                     next = Some(if shared.monitor.claim_vacancy() {
                         Assignment::Watch
                     } else {
-                        Assignment::StandIn(p, false)
+                        Assignment::StandIn(p, StandInBy::Itself)
                     });
                     continue;
                 }
@@ -370,8 +388,8 @@ impl Activation {
             if shared.is_shut_down() {
                 break;
             }
-            // Ready for a patient handoff before anyone can pick us, so
-            // that the hander need not move us (a system call on the
+            // Ready for a when-idle handoff before anyone can pick us, so
+            // that the handoff need not move us (a system call on the
             // lender's way into its call).
             self.set_class(SchedClass::Batch);
             if !shared.activations.to_pool(shared, Arc::clone(self)) {
@@ -400,7 +418,7 @@ impl Activation {
             // (which `wake_pool` may miss) still sees the flag. (The `wake`
             // word was armed at the top of the loop.)
             self.sleep(std::time::Duration::from_millis(50));
-            crate::probe_mark!(8);
+            crate::probe_mark!(crate::probe::SPARE_AWAKE);
         }
     }
 
@@ -434,13 +452,13 @@ impl Activation {
     /// still needs one, and delivers the event the takeover means.
     fn take(&self, shared: &Shared, a: Assignment) -> Option<&'static Processor> {
         match a {
-            Assignment::Take(p, patient) => {
-                crate::probe_mark!(9);
-                // Patient: the hander put us in the wait class on the
+            Assignment::Take(p, how) => {
+                crate::probe_mark!(crate::probe::TAKE_BEGINS);
+                // When idle: the handoff put us in the wait class on the
                 // lender's core, so that we run there only once the lender
                 // sleeps (or at a scheduler tick, or when the monitor
-                // hurries us). Else take at once.
-                if !patient {
+                // moves us back). Else take at once.
+                if how == Takeover::AtOnce {
                     self.set_class(SchedClass::Normal);
                 }
                 let watcher = self.hands_watch_on.get();
@@ -462,7 +480,7 @@ impl Activation {
                 if stood_in {
                     shared.counters.by_stand_in.fetch_add(1, Relaxed);
                 }
-                crate::probe_mark!(10);
+                crate::probe_mark!(crate::probe::DRIVER_WORD_MOVED);
                 if watcher {
                     // Ours now: run it here, if no core is named for it and
                     // no other processor lives here, rather than wake the
@@ -474,10 +492,10 @@ impl Activation {
                 if let Some(previous) = unsafe { Activation::from_word(d) }
                     && d & UNANNOUNCED != 0
                 {
-                    previous.orphaned.store(true, Release);
+                    previous.lost_processor.store(true, Release);
                     shared.counters.unannounced.fetch_add(1, Relaxed);
                 }
-                crate::probe_mark!(12);
+                crate::probe_mark!(crate::probe::BEFORE_BEGIN);
                 self.begin(shared, p);
                 super::handover::deliver_blocked(p, shared);
                 // Back in the normal class only now that the policy knows
@@ -486,11 +504,11 @@ impl Activation {
                 self.set_class(SchedClass::Normal);
                 if self.hands_watch_on.replace(false) {
                     shared.activations.hand_watch(&shared.arc());
-                    crate::probe_mark!(21);
+                    crate::probe_mark!(crate::probe::WATCH_HANDED_ON);
                     restore_thread_name();
-                    crate::probe_mark!(22);
+                    crate::probe_mark!(crate::probe::NAME_RESTORED);
                 }
-                crate::probe_mark!(11);
+                crate::probe_mark!(crate::probe::SPARE_NORMAL_CLASS);
                 Some(p)
             }
             Assignment::Start(p) => {
@@ -519,11 +537,11 @@ impl Activation {
         self.words.set(shared.words(p));
         self.critical.store(1, Relaxed);
         self.pin_for(shared, p);
-        crate::probe_mark!(20);
+        crate::probe_mark!(crate::probe::PINNED_FOR_PROCESSOR);
         p.bind(self.sched.get(), &self.running);
     }
 
-    /// Names this activation, picked by a hander that raised `p`'s
+    /// Names this activation, picked by a handoff that raised `p`'s
     /// `standby` word, as its holder (before it is woken or started).
     pub(super) fn put_on_standby(&self, p: &Processor) {
         p.upcall().name_standby(self.word());
@@ -543,12 +561,12 @@ impl Activation {
         }
     }
 
-    /// [`set_class`](Self::set_class) from a hander's kernel thread, while
+    /// [`set_class`](Self::set_class) from a handoff's kernel thread, while
     /// this activation sleeps in the pool: its wakeup must already be in
-    /// the right class (a patient spare must not preempt the lender; an
+    /// the right class (a when-idle spare must not preempt the lender; an
     /// urgent one must; a stand-in must run only on an idle core).
     ///
-    /// Also used by the monitor on a spare that is awake ([`hurry`](Self::hurry)):
+    /// Also used by the monitor on a spare that is awake ([`take_at_once`](Self::take_at_once)):
     /// the only race is with that spare setting a class itself.
     pub(super) fn set_class_remotely(&self, class: SchedClass) {
         let tid = self.tid.load(Relaxed);
@@ -575,14 +593,14 @@ impl Activation {
         self.pinned.store(PIN_UNKNOWN, Relaxed);
     }
 
-    /// Hurries a patient spare that waits for its lender's core: back in
-    /// the normal class, it competes for the core like any thread (the
-    /// monitor's call, when a lend outlasts a tick).
-    pub(crate) fn hurry(&self) {
+    /// Makes a when-idle spare that waits for its lender's core take over
+    /// at once: back in the normal class, it competes for the core like any
+    /// thread (the monitor's call, when a lend outlasts a tick).
+    pub(crate) fn take_at_once(&self) {
         self.set_class_remotely(SchedClass::Normal);
     }
 
-    /// Pins this pooled (sleeping) activation to `cpu` from the hander's
+    /// Pins this pooled (sleeping) activation to `cpu` from the handing
     /// kernel thread, before `assign` wakes it: in the wait class it might
     /// not get to run where it is pinned now to move itself.
     pub(super) fn pin_remotely(&self, cpu: usize) {
@@ -610,7 +628,7 @@ impl Activation {
     #[cold]
     #[inline(never)]
     pub(crate) fn give_back_thread(&self) -> &'static Processor {
-        self.orphaned.store(false, Relaxed);
+        self.lost_processor.store(false, Relaxed);
         self.processor.set(ptr::null());
         let header = self.running.replace(ptr::null_mut());
         // SAFETY: `header` is the running thread's own block; the taker of

@@ -249,7 +249,7 @@ pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
                 a.call.store(me.as_ptr().as_ptr() as usize, Release);
                 super::lend(e.p, a);
                 drop(e);
-                crate::probe_mark!(7);
+                crate::probe_mark!(crate::probe::CALL_BEGINS);
                 break;
             }
             _ => return f(),

@@ -23,7 +23,7 @@
 //!   stopping or lent), so no ferry thread runs and none is runnable (the
 //!   injector and the pending upcalls are empty too);
 //! - no timer is pending (a sleep, a timed wait);
-//! - no activation is away in a kernel call or orphaned by a takeover;
+//! - no activation is away in a kernel call or lost_processor by a takeover;
 //! - every kernel thread of the process is an activation of this runtime
 //!   (`/proc/self/task`), so no outside party exists at all.
 //!
@@ -128,7 +128,7 @@ pub(crate) fn quiet(shared: &Shared) -> Option<u64> {
     // `away` clear (Acquire) then finds the event pending.
     let mut away = false;
     shared.activations.for_each(|a| {
-        away |= a.away.load(Acquire) || a.orphaned.load(Acquire);
+        away |= a.away.load(Acquire) || a.lost_processor.load(Acquire);
     });
     if away {
         return None;

@@ -12,6 +12,7 @@
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 
 use super::Shared;
+use super::Takeover;
 use super::Words;
 use super::{Activation, Event, Kind, Reclaim};
 use crate::processor::{ACTIVE, NO_CORE, Processor, STARTING};
@@ -30,17 +31,17 @@ pub(crate) fn lend(p: &'static Processor, act: &Activation) {
         NO_CORE
     };
     act.away.store(true, Relaxed);
-    crate::probe_mark!(0);
+    crate::probe_mark!(crate::probe::LENT);
     #[cfg(ferry_probe)]
     match p.upcall().stand_in.load(Relaxed) {
         0 => {
-            crate::probe_mark!(29);
+            crate::probe_mark!(crate::probe::LEND_NO_STAND_IN);
         }
         2 => {
-            crate::probe_mark!(30);
+            crate::probe_mark!(crate::probe::LEND_STAND_IN_COMING);
         }
         s if s & 1 != 0 => {
-            crate::probe_mark!(31);
+            crate::probe_mark!(crate::probe::LEND_STAND_IN_ASLEEP);
         }
         _ => {}
     }
@@ -49,7 +50,7 @@ pub(crate) fn lend(p: &'static Processor, act: &Activation) {
         // A spare still on its way (waiting for this core to go idle), or
         // the processor's stand-in, will take this lend too: wake nobody
         // else.
-        shared.hand_lent(p, true);
+        shared.hand_lent(p, Takeover::WhenIdle);
     }
 }
 
@@ -81,7 +82,7 @@ pub(crate) fn reclaim_or_give_back(
 pub(crate) fn deliver_blocked(p: &Processor, shared: &Shared) {
     if let Some(t) = p.take_blocked() {
         p.policy_event(Event::Blocked(&t));
-        crate::probe_mark!(13);
+        crate::probe_mark!(crate::probe::POLICY_GOT_BLOCKED);
         shared.counters.record(
             Kind::Blocked,
             shared.instant_of(p.upcall().lent_at.load(Relaxed)),

@@ -55,7 +55,7 @@ mod atomic {
 pub(crate) use crate::event::Posted;
 pub(crate) use crate::event::stats::Kind;
 pub use crate::event::stats::{EventLatency, UpcallStats};
-pub(crate) use activation::{Activation, Assignment, forget_local};
+pub(crate) use activation::{Activation, Assignment, StandInBy, Takeover, forget_local};
 pub use blocking::blocking;
 pub(crate) use blocking::{AbortStep, abort_step, call_aborted, thread_in_call};
 pub(crate) use critical::{

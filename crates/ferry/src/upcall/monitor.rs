@@ -7,7 +7,7 @@
 //! run for [`BLOCKED_AFTER`] and whose kernel thread sleeps in the kernel is
 //! taken over as if the call had been announced; a thread past its time
 //! slice, or on a processor that is leaving, is sent the preemption signal;
-//! an orphaned kernel thread running again is pushed off its thread. It
+//! an lost_processor kernel thread running again is pushed off its thread. It
 //! must not touch a processor's owner part: it only moves driver words (by
 //! the protocol in `activation`) and sends signals.
 //!
@@ -31,7 +31,7 @@
 //! spare in the pool, or room under the bound for a new one); else it
 //! hands the processor to a spare as before (which, with the bound
 //! reached, leaves it to its lender). Should no successor be found after
-//! all (another hander took the last spare, or the kernel refuses a
+//! all (another handoff took the last spare, or the kernel refuses a
 //! thread), the watch is left *vacant* and the next activation that would
 //! enter the pool takes it instead. Both happen under the pool's lock, so
 //! an activation on its way into the pool is either found there or finds
@@ -116,6 +116,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use super::Takeover;
 use super::Words;
 use super::activation::{Activation, FLAGS, LENT};
 use super::preempt;
@@ -338,7 +339,7 @@ fn keep_off_processors(shared: &Shared, state: &mut WatchState) {
     }
 }
 
-/// One look at every processor and every orphaned activation; stops at a
+/// One look at every processor and every lost_processor activation; stops at a
 /// lent processor the watcher should take itself (see [`claim`]).
 ///
 /// `quiet` is cleared unless the look found nothing to do nor anything
@@ -390,11 +391,11 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen], quiet: &mut bool) -> Option<&'s
                 // SAFETY: `by` names an activation of this live runtime (or
                 // is `0` or `ON_WAY`, which name none).
                 match unsafe { Activation::from_word(by) } {
-                    // A patient spare still waits for the core (others run
+                    // A when-idle spare still waits for the core (others run
                     // there): let it compete now. (A stand-in that let the
                     // lend wait this long is kept off its core by others:
                     // the watcher takes over instead, below.)
-                    Some(spare) if !super::stand_in::attached(p) => spare.hurry(),
+                    Some(spare) if !super::stand_in::attached(p) => spare.take_at_once(),
                     _ => {
                         if let Some(p) = claim(shared, p) {
                             return Some(p);
@@ -468,7 +469,7 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen], quiet: &mut bool) -> Option<&'s
                 if take_unannounced(p, a, d)
                     && let Some(p) = claim(shared, p)
                 {
-                    crate::probe_mark!(18);
+                    crate::probe_mark!(crate::probe::WATCHER_CLAIMED);
                     return Some(p);
                 }
             }
@@ -482,10 +483,10 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen], quiet: &mut bool) -> Option<&'s
             TaskState::Blocked | TaskState::Other => {}
         }
     }
-    // Orphans: kernel threads whose processor was taken while they slept,
+    // Kernel threads whose processor was taken while they slept,
     // running their thread again on no processor. Push the thread off.
     shared.activations.for_each(|a| {
-        if a.orphaned.load(Relaxed) && a.task_state() == TaskState::Running {
+        if a.lost_processor.load(Relaxed) && a.task_state() == TaskState::Running {
             *quiet = false;
             preempt::signal(a);
         }
@@ -504,7 +505,7 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen], quiet: &mut bool) -> Option<&'s
 /// the stand-in's: only its holder lowers it.)
 fn claim(shared: &Arc<Shared>, p: &'static Processor) -> Option<&'static Processor> {
     if !shared.activations.has_successor() {
-        shared.hand_lent(p, false);
+        shared.hand_lent(p, Takeover::AtOnce);
         return None;
     }
     if super::stand_in::attached(p) {
@@ -522,7 +523,7 @@ fn claim(shared: &Arc<Shared>, p: &'static Processor) -> Option<&'static Process
 /// for the handshake.
 pub(super) fn take_unannounced(p: &'static Processor, a: &Activation, d: usize) -> bool {
     p.upcall().lent_at.store(Shared::of(p).now_ns(), Relaxed);
-    crate::probe_mark!(16);
+    crate::probe_mark!(crate::probe::FOUND_ASLEEP);
     // Seen asleep: the spare need not wait for the core to go idle.
     p.upcall()
         .lent_cpu
@@ -539,7 +540,7 @@ pub(super) fn take_unannounced(p: &'static Processor, a: &Activation, d: usize) 
         return false;
     }
     ferry_queue::wait::heavy_fence();
-    crate::probe_mark!(17);
+    crate::probe_mark!(crate::probe::PROBE_FENCED);
     if a.critical.load(Acquire) != 0 {
         // Inside the runtime (or holding a spinlock): leave it be. If it
         // took the word back meanwhile, that is fine too.

@@ -31,9 +31,9 @@
 //!
 //! | value | written by | meaning |
 //! |-------|------------|---------|
-//! | `0` | its holder ([`lower_standby`](PerProcessor::lower_standby), SeqCst, before it loads the driver word), or a hander that started nobody ([`drop_standby`](PerProcessor::drop_standby)) | nobody will take a lend: the lender hands it to a spare |
-//! | [`ON_WAY`] | a hander ([`raise_standby`](PerProcessor::raise_standby) with `ON_WAY`) | a taker is being picked |
-//! | `S` | the hander naming the picked spare ([`name_standby`](PerProcessor::name_standby)); a stand-in or the watcher raising it for itself | `S` will look at the driver word after any lend: a lend wakes nobody else |
+//! | `0` | its holder ([`lower_standby`](PerProcessor::lower_standby), SeqCst, before it loads the driver word), or a handoff that started nobody ([`drop_standby`](PerProcessor::drop_standby)) | nobody will take a lend: the lender hands it to a spare |
+//! | [`ON_WAY`] | a handoff ([`raise_standby`](PerProcessor::raise_standby) with `ON_WAY`) | a taker is being picked |
+//! | `S` | the handoff naming the picked spare ([`name_standby`](PerProcessor::name_standby)); a stand-in or the watcher raising it for itself | `S` will look at the driver word after any lend: a lend wakes nobody else |
 //!
 //! The lender stores the driver word (SeqCst) and then loads `standby`; the
 //! holder lowers `standby` (SeqCst) and then loads the driver word: either
@@ -65,7 +65,7 @@ pub(crate) const PROBING: usize = 4;
 /// All driver-word flags (an activation's word is aligned beyond them).
 pub(crate) const FLAGS: usize = LENT | UNANNOUNCED | PROBING;
 
-/// `standby` value: a hander raised the word and is picking the taker,
+/// `standby` value: a handoff raised the word and is picking the taker,
 /// whose own word replaces it before that taker runs (an activation's word
 /// is never 1: activations are aligned).
 pub(crate) const ON_WAY: usize = 1;
@@ -236,7 +236,7 @@ impl PerProcessor {
             .is_ok()
     }
 
-    /// Raises `standby` for `holder` (a hander's [`ON_WAY`], or a taker's
+    /// Raises `standby` for `holder` (a handoff's [`ON_WAY`], or a taker's
     /// own word); `false` if someone holds it already.
     ///
     /// SeqCst on failure too: a lender that finds the word raised relies
@@ -249,7 +249,7 @@ impl PerProcessor {
             .is_ok()
     }
 
-    /// Names the spare a hander picked (`ON_WAY -> me`), before the spare
+    /// Names the spare a handoff picked (`ON_WAY -> me`), before the spare
     /// is woken or started.
     pub(crate) fn name_standby(&self, me: usize) {
         let _ = self.standby.compare_exchange(ON_WAY, me, SeqCst, Relaxed);
@@ -261,7 +261,7 @@ impl PerProcessor {
         let _ = self.standby.compare_exchange(me, 0, SeqCst, Relaxed);
     }
 
-    /// A hander that raised `standby` started nobody: lowers it, and
+    /// A handoff that raised `standby` started nobody: lowers it, and
     /// returns whether a lend counted on it meanwhile (the caller then
     /// hands that lend to another spare).
     pub(crate) fn drop_standby(&self) -> bool {
@@ -339,7 +339,7 @@ mod tests {
         assert_eq!(w.standby.load(Relaxed), A, "B does not hold it");
         w.lower_standby(A);
         assert_eq!(w.standby.load(Relaxed), 0);
-        // A hander that started nobody learns of a lend that counted on it.
+        // A handoff that started nobody learns of a lend that counted on it.
         assert!(w.start(B));
         assert!(w.raise_standby(ON_WAY));
         w.lend(B, 0, NO_CPU, false);

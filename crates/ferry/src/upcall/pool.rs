@@ -14,20 +14,23 @@ use std::sync::{Arc, PoisonError};
 
 use super::activation::{Activation, Assignment};
 use super::{Shared, Words};
+use super::{StandInBy, Takeover};
 use crate::processor::{NO_CORE, Processor};
 use crate::sys::SchedClass;
 
 /// An assignment as one word: the processor's address (aligned to at least
 /// 8) with a tag in the low three bits: `0` an urgent `Take`, `1` `Start`,
-/// `2` a patient `Take`, `3` a `StandIn` the runtime's monitor provided, `4`
+/// `2` a when-idle `Take`, `3` a `StandIn` the runtime's monitor provided, `4`
 /// one the activation took up itself; [`WATCH`] (tag 3, no address) for
 /// `Watch`.
 pub(super) fn encode(a: Assignment) -> usize {
     match a {
-        Assignment::Take(p, patient) => ptr::from_ref(p) as usize | (usize::from(patient) << 1),
+        Assignment::Take(p, how) => {
+            ptr::from_ref(p) as usize | if how == Takeover::WhenIdle { 2 } else { 0 }
+        }
         Assignment::Start(p) => ptr::from_ref(p) as usize | 1,
-        Assignment::StandIn(p, provided) => {
-            ptr::from_ref(p) as usize | if provided { 3 } else { 4 }
+        Assignment::StandIn(p, by) => {
+            ptr::from_ref(p) as usize | if by == StandInBy::Monitor { 3 } else { 4 }
         }
         Assignment::Watch => WATCH,
     }
@@ -43,11 +46,11 @@ pub(super) fn decode(word: usize) -> Assignment {
     // SAFETY: encoded by `encode` from a processor of the live runtime.
     let p = unsafe { &*((word & !7) as *const Processor) };
     match word & 7 {
-        0 => Assignment::Take(p, false),
+        0 => Assignment::Take(p, Takeover::AtOnce),
         1 => Assignment::Start(p),
-        2 => Assignment::Take(p, true),
-        3 => Assignment::StandIn(p, true),
-        _ => Assignment::StandIn(p, false),
+        2 => Assignment::Take(p, Takeover::WhenIdle),
+        3 => Assignment::StandIn(p, StandInBy::Monitor),
+        _ => Assignment::StandIn(p, StandInBy::Itself),
     }
 }
 
@@ -180,11 +183,11 @@ impl Activations {
             .pop();
         match spare {
             Some(a) => {
-                crate::probe_mark!(2);
+                crate::probe_mark!(crate::probe::SPARE_POPPED);
                 match assignment {
-                    Assignment::Take(p, true) => {
+                    Assignment::Take(p, Takeover::WhenIdle) => {
                         a.set_class_remotely(SchedClass::Batch);
-                        crate::probe_mark!(3);
+                        crate::probe_mark!(crate::probe::SPARE_TO_WAIT_CLASS);
                         a.put_on_standby(p);
                         let lent_cpu = p.upcall().lent_cpu.load(Relaxed);
                         match p.core(shared) {
@@ -193,7 +196,7 @@ impl Activations {
                             None => {}
                         }
                     }
-                    Assignment::Take(p, false) => {
+                    Assignment::Take(p, Takeover::AtOnce) => {
                         a.set_class_remotely(SchedClass::Normal);
                         a.put_on_standby(p);
                     }
@@ -212,9 +215,9 @@ impl Activations {
                     // unpins itself.
                     Assignment::Watch => a.set_class_remotely(SchedClass::Normal),
                 }
-                crate::probe_mark!(5);
+                crate::probe_mark!(crate::probe::SPARE_PINNED);
                 a.assign(assignment);
-                crate::probe_mark!(6);
+                crate::probe_mark!(crate::probe::SPARE_WOKEN);
                 true
             }
             None => self.spawn(shared, Some(assignment)).is_ok(),

@@ -14,6 +14,7 @@ use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+use super::Takeover;
 use super::Words;
 use super::deadlock::Detector;
 use super::{Activation, Activations, Assignment, Monitor, PerProcessor, enter};
@@ -226,17 +227,14 @@ impl Shared {
     ///
     /// At most one taker is on its way per processor (`standby`): a lend
     /// while one is on its way (or stands in) wakes nobody, that taker takes
-    /// this lend too. `patient`: the lender itself asks, and the spare waits
+    /// this lend too. `how`: [`Takeover::WhenIdle`] when the lender itself asks (the spare waits
     /// for the lender's core to go idle (see `upcall::activation`).
-    pub(crate) fn hand_lent(&self, p: &'static Processor, patient: bool) {
+    pub(crate) fn hand_lent(&self, p: &'static Processor, how: Takeover) {
         if !p.upcall().raise_standby(super::ON_WAY) {
             return;
         }
-        crate::probe_mark!(1);
-        if !self
-            .activations
-            .hand(&self.arc(), Assignment::Take(p, patient))
-        {
+        crate::probe_mark!(crate::probe::STANDBY_RAISED);
+        if !self.activations.hand(&self.arc(), Assignment::Take(p, how)) {
             // Nobody was started: the word is still ours.
             p.upcall().standby.store(0, SeqCst);
         }
@@ -319,7 +317,7 @@ impl Shared {
         super::wake_stand_in(p);
         let d = p.upcall().driver.load(Acquire);
         if d & super::LENT != 0 {
-            self.hand_lent(p, false);
+            self.hand_lent(p, Takeover::AtOnce);
         } else if p.dispatch.load(Relaxed) & 1 != 0
             // SAFETY: `d` is a driver word of this live runtime.
             && let Some(a) = unsafe { Activation::from_word(d) }

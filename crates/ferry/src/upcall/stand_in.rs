@@ -41,7 +41,7 @@
 //! | word | what the stand-in does |
 //! |------|------------------------|
 //! | `0` | leaves: nobody drives the processor (stopped) |
-//! | `A\|LENT` with `UNANNOUNCED`, or asked to be handed at once (`Processor::lent_hand_now`), or lent for the handoff wait, or stopping | takes it (through `Activation::take`, as a patient spare would) |
+//! | `A\|LENT` with `UNANNOUNCED`, or asked to be handed at once (`Processor::lent_hand_now`), or lent for the handoff wait, or stopping | takes it (through `Activation::take`, as a when-idle spare would) |
 //! | `A\|LENT`, none of the above | sleeps until the handoff wait is over |
 //! | `A`, the processor parked (`is_willing_to_yield`) | sleeps until the monitor or shutdown wakes it (`ASLEEP`) |
 //! | `A`, running a thread, and a `sched_yield` came back at once | asks the kernel whether `A` sleeps; if it does, watches for [`BLOCKED_AFTER`] that `A`'s CPU clock stays still, then lends the processor for `A` (`take_unannounced`) and takes it |
@@ -78,6 +78,7 @@ use std::time::{Duration, Instant};
 use super::Words;
 use super::activation::{Activation, Assignment, FLAGS, LENT, ON_WAY, UNANNOUNCED};
 use super::monitor::{BLOCKED_AFTER, TICK, take_unannounced};
+use super::{StandInBy, Takeover};
 use crate::processor::{ACTIVE, Processor};
 use crate::sys::{self, SchedClass, TaskState};
 use crate::upcall::Shared;
@@ -123,9 +124,9 @@ pub(crate) fn stand_in(
     a: &Activation,
     shared: &Arc<Shared>,
     p: &'static Processor,
-    provided: bool,
+    by: StandInBy,
 ) -> bool {
-    if provided {
+    if by == StandInBy::Monitor {
         // The monitor put us on standby (`standby` holds our word).
         if !wants_one(shared, p) {
             p.upcall().stand_in.store(0, SeqCst);
@@ -148,7 +149,7 @@ pub(crate) fn stand_in(
             return false;
         }
     }
-    crate::probe_mark!(28);
+    crate::probe_mark!(crate::probe::STAND_IN_BEGINS);
     stand_by(a, shared, p);
     p.upcall().stand_in.store(0, SeqCst);
     true
@@ -187,26 +188,26 @@ fn stand_by(a: &Activation, shared: &Shared, p: &'static Processor) {
                 + shared.handoff_after.max(TICK);
             match due.checked_duration_since(Instant::now()) {
                 Some(wait) if !wait.is_zero() => {
-                    crate::probe_mark!(26);
+                    crate::probe_mark!(crate::probe::STAND_IN_HANDOFF_WAIT);
                     std::thread::sleep(wait);
-                    crate::probe_mark!(23);
+                    crate::probe_mark!(crate::probe::STAND_IN_SLEPT);
                 }
                 _ => return,
             }
             continue;
         }
-        // A hurried stand-in goes back (not before a lend: hurried, it is
+        // A stand-in moved back goes back (not before a lend: moved back, it is
         // to take that lend in the normal class).
         a.set_class(class);
         if p.is_willing_to_yield() {
-            crate::probe_mark!(27);
+            crate::probe_mark!(crate::probe::STAND_IN_PARKED_SLEEP);
             sleep_while_parked(a, p);
             quiet = 0;
             continue;
         }
         let yielded = Instant::now();
         sys::yield_core();
-        crate::probe_mark!(24);
+        crate::probe_mark!(crate::probe::STAND_IN_YIELDED);
         if yielded.elapsed() >= YIELD_RAN_OTHERS {
             // The driver (or another thread) had the core meanwhile.
             quiet = 0;
@@ -225,15 +226,15 @@ fn stand_by(a: &Activation, shared: &Shared, p: &'static Processor) {
             // takeover half-way.
             a.set_class(SchedClass::Normal);
             if take_unannounced(p, driver, d) {
-                crate::probe_mark!(18);
+                crate::probe_mark!(crate::probe::WATCHER_CLAIMED);
                 return;
             }
         }
         quiet += 1;
         if quiet >= QUIET_PASSES {
-            crate::probe_mark!(25);
+            crate::probe_mark!(crate::probe::STAND_IN_QUIET_TICK);
             std::thread::sleep(TICK);
-            crate::probe_mark!(23);
+            crate::probe_mark!(crate::probe::STAND_IN_SLEPT);
             quiet = 0;
         }
     }
@@ -340,14 +341,14 @@ pub(crate) fn provide(shared: &Arc<Shared>, p: &'static Processor) -> bool {
     }
     let handed = shared
         .activations
-        .hand(shared, Assignment::StandIn(p, true));
+        .hand(shared, Assignment::StandIn(p, StandInBy::Monitor));
     if !handed {
         p.upcall().stand_in.store(0, SeqCst);
         // The word's protocol (`Activation::take`): down (nobody was
         // started, it is still ours), then look for a lend that counted on
         // it.
         if p.upcall().drop_standby() {
-            shared.hand_lent(p, true);
+            shared.hand_lent(p, Takeover::WhenIdle);
         }
     }
     handed
