@@ -326,7 +326,7 @@ impl Unparker {
     }
 }
 
-/// A panic that ended a thread, as [`JoinHandle::join`] returns it.
+/// A panic that ended a thread, as [`JoinHandle::join`](crate::JoinHandle::join) returns it.
 pub struct Panic(Box<dyn Any + Send>);
 
 impl Panic {

@@ -46,7 +46,7 @@ impl Handle {
         self.shared.active_processors()
     }
 
-    /// The most processors the set may grow to ([`Builder::max_processors`]).
+    /// The most processors the set may grow to ([`Builder::max_processors`](crate::Builder::max_processors)).
     pub fn max_processors(&self) -> usize {
         self.shared.processors.len()
     }
@@ -130,7 +130,7 @@ impl Handle {
     /// How many kernel threads the runtime runs now (processor drivers,
     /// spares, the one that watches, and threads away in blocking calls),
     /// and the bound
-    /// ([`Builder::max_kernel_threads`]).
+    /// ([`Builder::max_kernel_threads`](crate::Builder::max_kernel_threads)).
     pub fn kernel_threads(&self) -> (usize, usize) {
         (
             self.shared.activations.count(),

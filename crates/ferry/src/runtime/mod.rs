@@ -115,7 +115,7 @@ impl Builder {
     /// only when they block, yield or end, and a thread that computes
     /// without either keeps its processor from the others).
     ///
-    /// The default is [`DEFAULT_TIME_SLICE`] (10 ms, as Go's), so that a
+    /// The default is 10 ms (as Go's), so that a
     /// busy loop cannot starve the other threads of its processor; the
     /// environment variable `FERRY_TIME_SLICE` sets another default (e.g.
     /// `500us`, `2ms`; `off` or `0` for none; a value it cannot read leaves

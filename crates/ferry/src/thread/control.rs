@@ -153,7 +153,7 @@ impl Thread {
     /// Aborts the blocking call the thread is in (Mach's `thread_abort`):
     /// the system call it is blocked in fails with `EINTR`, and ferry's
     /// wrappers ([`crate::fs`], [`crate::net`], [`crate::process`]) return
-    /// [`Interrupted`](io::ErrorKind::Interrupted) instead of retrying it.
+    /// [`Interrupted`](std::io::ErrorKind::Interrupted) instead of retrying it.
     /// Returns once the system call was interrupted or the call is over;
     /// `true` if the thread was in a blocking call, `false` if it was in
     /// none (then nothing is done, and nothing is remembered for a later

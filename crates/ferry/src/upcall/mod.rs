@@ -32,6 +32,37 @@
 //! taken while it slept unannounced runs its thread on until its next call
 //! into ferry, or until the monitor sees it running and pushes the thread
 //! off with the preemption signal, whichever comes first.
+//!
+//! # The files, and the one cycle among them
+//!
+//! ```text
+//!   shared.rs (Shared: the runtime's state; Schedule, Host)   deadlock.rs
+//!        |                                                        |
+//!        v                                                        v
+//!   pool.rs ----------> activation.rs <-----------+----------- monitor.rs
+//!   (spares,            (a kernel thread: its     |            (the watch)
+//!    assignments) <---- loop, take, drive,        |              |    ^
+//!                       give back) ---------------+--> stand_in.rs    |
+//!                          |   ^                                      |
+//!                          v   |                                      |
+//!   enter.rs ---> critical.rs (the count) ---> preempt.rs (signal) ---+
+//!                          |         ^             |
+//!                          v         +-------------+
+//!   handover.rs <----- blocking.rs (ferry::blocking: lend, reclaim)
+//!
+//!   per_processor.rs (the words; reaches only its atomics)
+//! ```
+//!
+//! Everything above `per_processor.rs` is one mechanism: the runtime's
+//! kernel threads. An activation's loop runs the watch and stand-ins on its
+//! own kernel thread, and they hand processors back to activations; a
+//! preemption the critical count deferred runs when the count drops to
+//! zero, and the preemption handler enters the runtime through the count.
+//! So `activation`, `pool`, `monitor`, `stand_in`, `critical`, `preempt`,
+//! `blocking` and `enter` import each other: they are split by concern, not
+//! layered. Nothing outside this room sees that cycle, and nothing in it
+//! reaches up (the room imports only `processor`, `event`, `sched`,
+//! `header`, `waits` and the floor).
 
 mod activation;
 mod blocking;
