@@ -59,10 +59,10 @@ pub(crate) enum Every {
 pub(crate) trait Deliver {
     /// Hands `event` to the calling processor's policy; `cause` is when it
     /// happened (for the runtime's upcall statistics).
-    fn event(&self, event: Event<'_>, cause: Instant);
+    fn event(&mut self, event: Event<'_>, cause: Instant);
 
     /// Threads were just queued here: lets an idle processor know.
-    fn made_ready(&self);
+    fn made_ready(&mut self);
 }
 
 /// One event source; see the module docs for the contract.
@@ -75,7 +75,7 @@ pub(crate) trait Source {
 
     /// Hands what is ready to `to` (or wakes its threads, which reach
     /// their own processors); nothing if nothing is ready.
-    fn deliver(&self, to: &dyn Deliver);
+    fn deliver(&self, to: &mut dyn Deliver);
 
     /// How long a parked processor may sleep before this source needs a
     /// look without being woken; `None`: it wakes processors itself.
@@ -120,7 +120,7 @@ impl Sources {
     /// when `tick` (every [`Sources::TICKS`] switches), what the others
     /// have too.
     #[inline]
-    pub(crate) fn at_switch(&self, tick: bool, to: &dyn Deliver) {
+    pub(crate) fn at_switch(&self, tick: bool, to: &mut dyn Deliver) {
         for_each_source!(self, |s| if (tick || at_every_switch(s)) && s.is_ready() {
             s.deliver(to);
         });
@@ -129,7 +129,7 @@ impl Sources {
     /// Delivers what every source has (a yield, a pass of the scheduler
     /// loop).
     #[inline]
-    pub(crate) fn poll(&self, to: &dyn Deliver) {
+    pub(crate) fn poll(&self, to: &mut dyn Deliver) {
         for_each_source!(self, |s| if s.is_ready() {
             s.deliver(to);
         });
@@ -184,14 +184,14 @@ mod tests {
     }
 
     impl Deliver for Recorder {
-        fn event(&self, event: Event<'_>, _cause: Instant) {
+        fn event(&mut self, event: Event<'_>, _cause: Instant) {
             match event {
                 Event::ProcessorRemoved(i) => self.removed.borrow_mut().push(i),
                 other => panic!("unexpected {other:?}"),
             }
         }
 
-        fn made_ready(&self) {
+        fn made_ready(&mut self) {
             *self.made_ready.borrow_mut() += 1;
         }
     }
@@ -199,16 +199,16 @@ mod tests {
     #[test]
     fn posted_events_are_delivered_at_the_next_switch() {
         let sources = Sources::new();
-        let to = Recorder::default();
+        let mut to = Recorder::default();
         assert!(!sources.switch_ready() && !sources.any_ready());
-        sources.at_switch(false, &to);
+        sources.at_switch(false, &mut to);
         assert!(to.removed.borrow().is_empty());
         sources
             .upcalls
             .post(Posted::ProcessorRemoved(3), Instant::now());
         assert!(sources.switch_ready() && sources.any_ready());
         assert_eq!(sources.until_next(), None, "posted events have no deadline");
-        sources.at_switch(false, &to);
+        sources.at_switch(false, &mut to);
         assert_eq!(*to.removed.borrow(), [3]);
         assert_eq!(*to.made_ready.borrow(), 1);
         assert!(!sources.switch_ready(), "delivered once");
@@ -217,7 +217,7 @@ mod tests {
     #[test]
     fn a_due_timer_fires_at_a_tick_or_a_poll_not_at_every_switch() {
         let sources = Sources::new();
-        let to = Recorder::default();
+        let mut to = Recorder::default();
         let later = sources.timers.add(
             Instant::now() + Duration::from_secs(3600),
             Unparker::Kernel(std::thread::current()),
@@ -232,13 +232,13 @@ mod tests {
             !sources.switch_ready(),
             "a clock source is not asked at every switch"
         );
-        sources.at_switch(false, &to);
+        sources.at_switch(false, &mut to);
         assert!(!due.load(Acquire));
-        sources.at_switch(true, &to);
+        sources.at_switch(true, &mut to);
         assert!(due.load(Acquire));
         assert!(!later.load(Acquire));
         assert!(!sources.any_ready());
-        sources.poll(&to);
+        sources.poll(&mut to);
         assert!(!later.load(Acquire));
         assert!(
             sources.until_next().is_some(),

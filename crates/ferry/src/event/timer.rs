@@ -160,7 +160,7 @@ impl Source for Timers {
     }
 
     #[inline]
-    fn deliver(&self, _to: &dyn Deliver) {
+    fn deliver(&self, _to: &mut dyn Deliver) {
         // The woken threads reach their processors through their own
         // scheduler (`Unparker::unpark_as`), not through `to`.
         self.fire_due();

@@ -88,7 +88,7 @@ impl Source for Upcalls {
     }
 
     #[cold]
-    fn deliver(&self, to: &dyn Deliver) {
+    fn deliver(&self, to: &mut dyn Deliver) {
         for (event, at) in self.take() {
             match event {
                 Posted::Unblocked(t) => to.event(Event::Unblocked(t), at),

@@ -18,7 +18,11 @@
 //! driver's scheduler context, the running thread, the pending action, its
 //! caches of stacks and thread ids), and its cache of freed thread blocks
 //! beside it, are touched only by the kernel thread whose activation holds
-//! the processor's driver word (see `upcall::activation`). The rest
+//! the processor's driver word (see `upcall::activation`). The owner part
+//! is reached only through an [`OwnerToken`], the proof of that, lent by
+//! `&mut` for as long as a reference into it lives: `upcall::enter` makes
+//! one for its `Entered` guard, the scheduler loop for its [`Driver`], and a
+//! thread resumed on the processor for itself. The rest
 //! (`next`, `sleep`, `willing_to_yield`, the driver, dispatch and
 //! membership words) is atomic and touched by anyone.
 //!
@@ -78,10 +82,11 @@ pub(crate) use switch::switch_out_to;
 
 use std::cell::{Cell, UnsafeCell};
 use std::io;
+use std::marker::PhantomData;
 use std::ops::Range;
 use std::ptr;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use crate::arch::{self, Context};
@@ -111,7 +116,11 @@ pub(crate) const DEADLOCK_GRACE: std::time::Duration = std::time::Duration::from
 
 /// The kernel thread that drives a processor, as the processor's scheduler
 /// loop sees it (an activation; see `upcall`).
-pub(crate) trait Driver {
+///
+/// # Safety
+/// An implementation drives the processors it runs the loop of: its kernel
+/// thread holds their driver word and one level of its critical count.
+pub(crate) unsafe trait Driver {
     /// Whether it still drives `p` (it loses `p` when a thread of its comes
     /// back from the kernel to find `p` taken).
     fn drives(&self, p: &Processor) -> bool;
@@ -122,7 +131,7 @@ pub(crate) trait Driver {
     /// `p` is leaving the set: stops driving it (its queues go to the
     /// injector first, see [`Processor::give_queues_away`]). `false` if `p`
     /// was added back meanwhile and goes on.
-    fn stop(&self, p: &Processor) -> bool;
+    fn stop(&self, tok: &mut OwnerToken, p: &Processor) -> bool;
 }
 
 /// Where [`Processor::switch_to`] goes.
@@ -210,14 +219,43 @@ pub(crate) struct Owner {
     /// The runtime's `account_cpu`, kept here so that a switch reads it
     /// without going through `shared`.
     account_cpu: bool,
-    /// The runtime this processor belongs to (set once, before it runs).
-    shared: *const Set,
+}
+
+/// Proof that the calling kernel thread drives a processor: the only way to
+/// a processor's [`Owner`] part, lent by `&mut` for as long as a reference
+/// into it lives (so two never coexist through one token). Made, unsafely,
+/// where the driver word says so: by `upcall::enter` (its `Entered` guard
+/// carries one), by the scheduler loop of the processor's [`Driver`], and
+/// by a thread resumed on the processor (it holds the level its switch
+/// handed over).
+pub(crate) struct OwnerToken {
+    _not_send: PhantomData<*const ()>,
+}
+
+impl OwnerToken {
+    /// A token for the processors the calling kernel thread drives.
+    ///
+    /// # Safety
+    /// The calling kernel thread drives every processor the token is used
+    /// with, for as long as it uses it (it holds the processor's driver
+    /// word and a level of its critical count), and no reference obtained
+    /// through another token into the same processor's owner part lives
+    /// while this one is used.
+    #[inline]
+    pub(crate) unsafe fn new() -> OwnerToken {
+        OwnerToken {
+            _not_send: PhantomData,
+        }
+    }
 }
 
 /// One processor: a kernel thread's worth of user-level scheduling.
 pub(crate) struct Processor {
     pub(crate) index: usize,
     owner: UnsafeCell<Owner>,
+    /// The set this processor belongs to (written once, by `set_set`,
+    /// before any kernel thread runs it).
+    set: AtomicPtr<Set>,
     /// Freed small thread blocks for this processor's next spawns (see
     /// `thread::raw`): touched, like `owner`, only by the kernel thread
     /// driving the processor (or by `drain`), but apart from it, because a
@@ -283,8 +321,8 @@ impl Processor {
                     errno: ptr::null_mut(),
                     since: 0,
                     account_cpu: false,
-                    shared: ptr::null(),
                 }),
+                set: AtomicPtr::new(ptr::null_mut()),
                 blocks: UnsafeCell::new(Vec::with_capacity(LOCAL_BLOCKS)),
                 next: NextSlot::new(),
                 sleep: AtomicU32::new(0),
@@ -312,24 +350,33 @@ impl Processor {
     /// Called once per processor, before any kernel thread runs it, with the
     /// `Set` that owns it (which outlives every use of the processor).
     pub(crate) unsafe fn set_set(&self, set: &Set) {
-        let owner = self.owner();
-        owner.shared = set;
-        owner.account_cpu = set.account_cpu;
+        self.set
+            .store(ptr::from_ref(set).cast_mut(), Ordering::Release);
+        // SAFETY: nobody drives the processor yet (the contract), so no
+        // other reference into its owner part lives.
+        let mut t = unsafe { OwnerToken::new() };
+        self.owner(&mut t).account_cpu = set.account_cpu;
     }
 
     /// The set of processors this one belongs to: its view of the runtime.
+    #[inline]
     pub(crate) fn shared(&self) -> &Set {
-        // SAFETY: set by `set_shared` before the processor ran, to the
-        // `Shared` that owns this processor and so outlives this borrow.
-        unsafe { &*self.owner().shared }
+        // SAFETY: set by `set_set` before the processor ran, to the `Set`
+        // that owns this processor and so outlives this borrow.
+        unsafe { &*self.set.load(Relaxed) }
     }
 
     /// Makes the calling kernel thread, which just took this processor's
     /// driver word, the one whose scheduler loop (suspended in `sched`) the
     /// processor's threads return to, and which records in `running` the
     /// thread it runs.
-    pub(crate) fn bind(&self, sched: *mut Context, running: &Cell<*mut Header>) {
-        let owner = self.owner();
+    pub(crate) fn bind(
+        &self,
+        tok: &mut OwnerToken,
+        sched: *mut Context,
+        running: &Cell<*mut Header>,
+    ) {
+        let owner = self.owner(tok);
         owner.running = running;
         owner.sched = sched;
         owner.errno = crate::sys::errno_location();
@@ -398,15 +445,15 @@ impl Processor {
     /// A spare took this lent processor: takes the thread that was
     /// running on it (it is blocked in the kernel) out of `current`, and
     /// publishes that no thread runs.
-    pub(crate) fn take_blocked(&self) -> Option<Thread> {
-        let blocked = self.owner().current.take();
-        self.mark_dispatch(false);
+    pub(crate) fn take_blocked(&self, tok: &mut OwnerToken) -> Option<Thread> {
+        let blocked = self.owner(tok).current.take();
+        self.mark_dispatch(tok, false);
         blocked
     }
 
     /// Tells this processor's policy of `event`.
-    pub(crate) fn policy_event(&self, event: Event<'_>) {
-        self.with_policy(|policy, cx| policy.event(cx, event));
+    pub(crate) fn policy_event(&self, tok: &mut OwnerToken, event: Event<'_>) {
+        self.with_policy(tok, |policy, cx| policy.event(cx, event));
     }
 
     /// The processor leaves the set: gives every queued thread to the
@@ -415,24 +462,24 @@ impl Processor {
     ///
     /// # Safety
     /// The caller drives this processor (its scheduler loop, stopping it).
-    pub(crate) unsafe fn give_queues_away(&self) {
-        let owner = self.owner();
+    pub(crate) unsafe fn give_queues_away(&self, tok: &mut OwnerToken) {
         let shared = self.shared();
         if let Some(t) = self.next.take() {
             drop(shared.injector.push(t));
         }
+        let owner = self.owner(tok);
         for level in 0..sched::LEVELS {
             while let Some(t) = owner.queue.pop(level) {
                 drop(shared.injector.push(t));
             }
         }
-        self.mark_dispatch(false);
+        self.mark_dispatch(tok, false);
     }
 
     /// Publishes whether a thread runs, for the monitor.
     #[inline]
-    fn mark_dispatch(&self, running: bool) {
-        let owner = self.owner();
+    fn mark_dispatch(&self, tok: &mut OwnerToken, running: bool) {
+        let owner = self.owner(tok);
         owner.dispatches = owner.dispatches.wrapping_add(1);
         self.dispatch
             .store((owner.dispatches << 1) | u32::from(running), Release);
@@ -440,28 +487,39 @@ impl Processor {
 
     /// Preempts the running thread (time slice over, or the processor is
     /// leaving): it goes back to the policy as `Preempted` once switched out.
-    pub(crate) fn preempt_current(&self) {
+    pub(crate) fn preempt_current(&self, tok: &mut OwnerToken) {
         let at = Instant::now();
-        self.switch_away(|t| Pending::Preempted(t, at));
+        self.switch_away(tok, |t| Pending::Preempted(t, at));
     }
 
-    /// The owner-only part.
-    #[allow(clippy::mut_from_ref)]
-    fn owner(&self) -> &mut Owner {
-        // SAFETY: only the kernel thread driving this processor gets here
-        // (through `enter()` or its own loop), and no caller keeps the reference across a
-        // switch or a re-entrant call.
+    /// The owner-only part, for as long as `tok` is lent.
+    #[inline]
+    fn owner<'a>(&'a self, tok: &'a mut OwnerToken) -> &'a mut Owner {
+        let _ = tok;
+        // SAFETY: `tok` proves the calling kernel thread drives this
+        // processor and that no other reference into its owner part lives
+        // (`OwnerToken::new`'s contract); the `&mut` borrow of `tok` keeps a
+        // second one from being made through it meanwhile.
         unsafe { &mut *self.owner.get() }
     }
 
+    /// The owner-only part, to read, for as long as `tok` is lent.
+    #[inline]
+    fn owner_ref<'a>(&'a self, tok: &'a OwnerToken) -> &'a Owner {
+        let _ = tok;
+        // SAFETY: as in `owner`; the shared borrow of `tok` keeps a `&mut`
+        // from being made through it meanwhile.
+        unsafe { &*self.owner.get() }
+    }
+
     /// The thread running on this processor, borrowed until it switches.
-    pub(crate) fn current_ref(&self) -> Option<&Thread> {
-        self.owner().current.as_ref()
+    pub(crate) fn current_ref<'a>(&'a self, tok: &'a OwnerToken) -> Option<&'a Thread> {
+        self.owner_ref(tok).current.as_ref()
     }
 
     /// Whether a user-level thread is running (rather than the scheduler loop).
-    pub(crate) fn in_thread(&self) -> bool {
-        self.owner().current.is_some()
+    pub(crate) fn in_thread(&self, tok: &OwnerToken) -> bool {
+        self.owner_ref(tok).current.is_some()
     }
 
     /// Whether this processor has nothing to run and offers its core back
@@ -472,10 +530,13 @@ impl Processor {
 
     /// Runs `f` with this processor's policy and the view it decides on.
     #[inline]
-    fn with_policy<R>(&self, f: impl FnOnce(&mut WorkStealing, &Cx<'_>) -> R) -> R {
-        let owner = self.owner();
-        // SAFETY: as in `shared()`.
-        let shared = unsafe { &*owner.shared };
+    fn with_policy<R>(
+        &self,
+        tok: &mut OwnerToken,
+        f: impl FnOnce(&mut WorkStealing, &Cx<'_>) -> R,
+    ) -> R {
+        let owner = self.owner(tok);
+        let shared = self.shared();
         let cx = Cx {
             queue: &owner.queue,
             next: &self.next,
@@ -486,8 +547,8 @@ impl Processor {
 
     /// Makes `t` runnable on this processor, as the policy places it, and
     /// lets an idle processor know.
-    pub(crate) fn make_ready(&self, t: Thread, why: Ready) {
-        self.with_policy(|policy, cx| policy.ready(cx, t, why));
+    pub(crate) fn make_ready(&self, tok: &mut OwnerToken, t: Thread, why: Ready) {
+        self.with_policy(tok, |policy, cx| policy.ready(cx, t, why));
         let shared = self.shared();
         // With one processor, this one (running now) is the one to run it.
         if shared.processors.len() > 1 {
@@ -497,10 +558,13 @@ impl Processor {
 
     /// An id and a stack for a thread spawned here: the id from this
     /// processor's block, a default-size stack from its own cache.
-    pub(crate) fn thread_parts(&self, stack_size: Option<usize>) -> io::Result<(ThreadId, Stack)> {
-        let owner = self.owner();
-        // SAFETY: as in `shared()`.
-        let shared = unsafe { &*owner.shared };
+    pub(crate) fn thread_parts(
+        &self,
+        tok: &mut OwnerToken,
+        stack_size: Option<usize>,
+    ) -> io::Result<(ThreadId, Stack)> {
+        let owner = self.owner(tok);
+        let shared = self.shared();
         if owner.ids.is_empty() {
             owner.ids = shared.next_thread_ids(ID_BLOCK);
         }
@@ -521,12 +585,11 @@ impl Processor {
 
     /// Takes back an exited thread's stack: into this processor's cache if
     /// it has the default size and there is room, else the global cache.
-    fn release_stack(&self, stack: Stack) {
+    fn release_stack(&self, tok: &mut OwnerToken, stack: Stack) {
         // Its thread is gone: a deadlock report must not list it.
         crate::waits::forget_stack(&stack);
-        let owner = self.owner();
-        // SAFETY: as in `shared()`.
-        let shared = unsafe { &*owner.shared };
+        let owner = self.owner(tok);
+        let shared = self.shared();
         if owner.stacks.len() < LOCAL_STACKS
             && Some(stack.size()) == crate::stack::round_to_pages(shared.stack_size)
             && stack.has_default_guard()
@@ -543,24 +606,28 @@ impl Processor {
     /// to find it taken and switched to this loop to be handed back).
     pub(crate) fn run(&self, driver: &impl Driver) -> RunEnd {
         let shared = self.shared();
+        // SAFETY: a `Driver` drives the processor whose loop it runs (its
+        // contract), and the loop keeps no reference into the owner part
+        // across the calls below.
+        let tok = &mut unsafe { OwnerToken::new() };
         loop {
             if !driver.drives(self) {
                 return RunEnd::Lost;
             }
-            self.finish_switch();
+            self.finish_switch(tok);
             if shared.is_shut_down() {
                 return RunEnd::ShutDown;
             }
-            if self.is_stopping() && driver.stop(self) {
+            if self.is_stopping() && driver.stop(tok, self) {
                 return RunEnd::Stopped;
             }
-            shared.sources.poll(self);
+            shared.sources.poll(&mut Delivery { p: self, tok });
             driver.pin_for(self);
-            match self.with_policy(|policy, cx| policy.next(cx)) {
+            match self.with_policy(tok, |policy, cx| policy.next(cx)) {
                 Some(t) => {
-                    self.start_account();
-                    let to = self.enter_context(Some(t));
-                    let sched = self.owner().sched;
+                    self.start_account(tok);
+                    let to = self.enter_context(tok, Some(t));
+                    let sched = self.owner(tok).sched;
                     // `t` was held or dropped (suspended, terminated) and
                     // nothing else was ready: `to` is this loop's own
                     // context, which is running, not saved. Look again.
@@ -574,7 +641,7 @@ impl Processor {
                     // resumed since.
                     unsafe { arch::switch(sched, to) };
                 }
-                None => self.idle(shared),
+                None => self.idle(tok, shared),
             }
         }
     }
@@ -586,7 +653,9 @@ impl Processor {
     /// # Safety
     /// No kernel thread runs this processor any more.
     pub(crate) unsafe fn drain(&self, lent: bool, mut abandon: impl FnMut(Thread)) {
-        let owner = self.owner();
+        // SAFETY: nobody drives the processor any more (the contract).
+        let tok = &mut unsafe { OwnerToken::new() };
+        let owner = self.owner(tok);
         owner.queue.clear(&mut abandon);
         if let Some(t) = self.next.take() {
             abandon(t);
@@ -651,10 +720,18 @@ pub(crate) fn last_of(header: &Header) -> Option<&'static Processor> {
     unsafe { header.processor.load(Acquire).cast::<Processor>().as_ref() }
 }
 
-/// What the event sources hand a processor goes to its policy, counted in
-/// the runtime's upcall statistics.
-impl Deliver for Processor {
-    fn event(&self, event: Event<'_>, cause: Instant) {
+/// A processor as the event sources see it when it asks them: they hand
+/// what they have to its policy, counted in the runtime's upcall
+/// statistics.
+pub(crate) struct Delivery<'a> {
+    /// The processor asking.
+    pub(crate) p: &'a Processor,
+    /// Its owner token, lent for the delivery.
+    pub(crate) tok: &'a mut OwnerToken,
+}
+
+impl Deliver for Delivery<'_> {
+    fn event(&mut self, event: Event<'_>, cause: Instant) {
         let kind = match event {
             Event::Blocked(_) => Kind::Blocked,
             Event::Unblocked(_) => Kind::Unblocked,
@@ -662,12 +739,12 @@ impl Deliver for Processor {
             Event::ProcessorAdded(_) => Kind::ProcessorAdded,
             Event::ProcessorRemoved(_) => Kind::ProcessorRemoved,
         };
-        self.policy_event(event);
-        self.shared().counters.record(kind, cause);
+        self.p.policy_event(self.tok, event);
+        self.p.shared().counters.record(kind, cause);
     }
 
-    fn made_ready(&self) {
-        let shared = self.shared();
+    fn made_ready(&mut self) {
+        let shared = self.p.shared();
         if shared.processors.len() > 1 {
             shared.notify_work();
         }

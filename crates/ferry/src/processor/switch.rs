@@ -9,7 +9,7 @@
 use std::ptr::{self, NonNull};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 
-use super::{ACTIVE, Pending, Processor, To};
+use super::{ACTIVE, Delivery, OwnerToken, Pending, Processor, To};
 use crate::arch::{self, Context};
 use crate::event::Sources;
 use crate::event::stats::Kind;
@@ -21,28 +21,28 @@ use crate::sys;
 
 impl Processor {
     /// Does what the context that switched to us left to do.
-    pub(crate) fn finish_switch(&self) {
-        match std::mem::replace(&mut self.owner().pending, Pending::None) {
+    pub(crate) fn finish_switch(&self, tok: &mut OwnerToken) {
+        match std::mem::replace(&mut self.owner(tok).pending, Pending::None) {
             Pending::None => {}
             Pending::Requeue(t) => {
-                self.make_ready(t, Ready::Yielded);
+                self.make_ready(tok, t, Ready::Yielded);
             }
             Pending::Park(t) => {
                 // An unpark that came while it switched out: run it again.
                 if !finish_parking(t.state()) {
-                    self.make_ready(t, Ready::Woken);
+                    self.make_ready(tok, t, Ready::Woken);
                 }
             }
             Pending::Exit(t) => {
                 // SAFETY: `t` exited and the switch away from it has landed:
                 // nothing runs on its stack, and only we hold it now.
                 if let Some(stack) = unsafe { t.take_stack() } {
-                    self.release_stack(stack);
+                    self.release_stack(tok, stack);
                 }
             }
-            Pending::Hold(t) => hold(t, Ready::Woken, self),
+            Pending::Hold(t) => hold(tok, t, Ready::Woken, self),
             Pending::Preempted(t, at) => {
-                self.with_policy(|policy, cx| policy.event(cx, Event::Preempted(t)));
+                self.with_policy(tok, |policy, cx| policy.event(cx, Event::Preempted(t)));
                 let shared = self.shared();
                 shared.counters.record(Kind::Preempted, at);
                 if shared.processors.len() > 1 {
@@ -54,14 +54,14 @@ impl Processor {
 
     /// Yields the running thread to the one the policy has ready here, if
     /// any.
-    pub(crate) fn yield_current(&self) {
+    pub(crate) fn yield_current(&self, tok: &mut OwnerToken) {
         let shared = self.shared();
-        shared.sources.poll(self);
-        match self.with_policy(|policy, cx| policy.next_local(cx)) {
-            Some(next) => self.switch_to(To::Thread(next), Pending::Requeue),
+        shared.sources.poll(&mut Delivery { p: self, tok });
+        match self.with_policy(tok, |policy, cx| policy.next_local(cx)) {
+            Some(next) => self.switch_to(tok, To::Thread(next), Pending::Requeue),
             // A thread that yields with nothing else to run would go on
             // for ever after a shutdown: to the scheduler loop, which leaves.
-            None if shared.is_shut_down() => self.switch_to(To::Loop, Pending::Requeue),
+            None if shared.is_shut_down() => self.switch_to(tok, To::Loop, Pending::Requeue),
             None => {}
         }
     }
@@ -70,7 +70,11 @@ impl Processor {
     /// scheduler loop's when there is none. The thread learns which
     /// processor resumed it from its header, without a TLS lookup.
     #[inline]
-    pub(super) fn enter_context(&self, mut next: Option<Thread>) -> *const Context {
+    pub(super) fn enter_context(
+        &self,
+        tok: &mut OwnerToken,
+        mut next: Option<Thread>,
+    ) -> *const Context {
         // A suspended thread is held, not run (see `thread`'s docs).
         while next.as_ref().is_some_and(|t| {
             let h = t.header();
@@ -87,11 +91,11 @@ impl Processor {
                 break;
             }
             if self.membership.load(Relaxed) == ACTIVE {
-                next = self.with_policy(|policy, cx| policy.next(cx));
+                next = self.with_policy(tok, |policy, cx| policy.next(cx));
             }
         }
-        self.mark_dispatch(next.is_some());
-        let owner = self.owner();
+        self.mark_dispatch(tok, next.is_some());
+        let owner = self.owner(tok);
         match next {
             Some(next) => {
                 claim(&next, self);
@@ -116,8 +120,8 @@ impl Processor {
     /// of them per fork+join: about 11 ns, 5-6% of it, on the development
     /// VM.
     #[inline]
-    pub(super) fn account(&self, t: &Thread) {
-        let owner = self.owner();
+    pub(super) fn account(&self, tok: &mut OwnerToken, t: &Thread) {
+        let owner = self.owner(tok);
         if owner.account_cpu {
             let now = sys::cycles();
             let ran = now.wrapping_sub(owner.since);
@@ -133,8 +137,8 @@ impl Processor {
     /// Starts the run time of a thread the scheduler loop switches to (when
     /// the runtime accounts it): the loop's time is nobody's.
     #[inline]
-    pub(super) fn start_account(&self) {
-        let owner = self.owner();
+    pub(super) fn start_account(&self, tok: &mut OwnerToken) {
+        let owner = self.owner(tok);
         if owner.account_cpu {
             owner.since = sys::cycles();
         }
@@ -142,17 +146,17 @@ impl Processor {
 
     /// Switches the running thread away and holds it (it suspended itself);
     /// returns once it is resumed, on whichever processor.
-    pub(crate) fn switch_away_held(&self) -> &'static Processor {
-        let owner = self.owner();
-        let me = owner
+    pub(crate) fn switch_away_held(&self, tok: &mut OwnerToken) -> &'static Processor {
+        let me = self
+            .owner(tok)
             .current
             .take()
             .expect("switch_away_held outside a thread");
-        self.account(&me);
+        self.account(tok, &me);
         let from = me.context_ptr();
         let my_header = me.as_ptr();
-        owner.pending = Pending::Hold(me);
-        let to = self.next_context();
+        self.owner(tok).pending = Pending::Hold(me);
+        let to = self.next_context(tok);
         switch_out_to(from, to, my_header)
     }
 
@@ -161,29 +165,38 @@ impl Processor {
     /// leaving the set, or whose runtime shut down, goes to its scheduler
     /// loop.
     #[inline]
-    pub(super) fn next_context(&self) -> *const Context {
+    pub(super) fn next_context(&self, tok: &mut OwnerToken) -> *const Context {
         // After a shutdown, to the loop, which leaves: a thread that
         // spawns its successor and exits would otherwise relay for ever.
         let next = if self.membership.load(Relaxed) == ACTIVE && !self.shared().is_shut_down() {
-            self.with_policy(|policy, cx| policy.next(cx))
+            self.with_policy(tok, |policy, cx| policy.next(cx))
         } else {
             None
         };
-        self.enter_context(next)
+        self.enter_context(tok, next)
     }
 
     /// Switches away from the running thread, leaving `pending` for whoever
     /// runs next: straight to the thread the policy picks if there is one
     /// (handoff), else to the scheduler loop. Returns when the thread is
     /// resumed, possibly on another processor.
-    pub(crate) fn switch_away(&self, make_pending: impl FnOnce(Thread) -> Pending) {
-        self.switch_to(To::Policy, make_pending);
+    pub(crate) fn switch_away(
+        &self,
+        tok: &mut OwnerToken,
+        make_pending: impl FnOnce(Thread) -> Pending,
+    ) {
+        self.switch_to(tok, To::Policy, make_pending);
     }
 
     /// As [`Processor::switch_away`], to `to`.
     #[inline]
-    pub(super) fn switch_to(&self, mut to: To, make_pending: impl FnOnce(Thread) -> Pending) {
-        let owner = self.owner();
+    pub(super) fn switch_to(
+        &self,
+        tok: &mut OwnerToken,
+        mut to: To,
+        make_pending: impl FnOnce(Thread) -> Pending,
+    ) {
+        let owner = self.owner(tok);
         // Threads handed off among themselves never pass through the
         // scheduler loop: ask the event sources here too (those that read
         // the clock every so often).
@@ -196,33 +209,41 @@ impl Processor {
             // thread is abandoned with the others still queued).
             if self.shared().is_shut_down() {
                 if let To::Thread(t) = to {
-                    self.make_ready(t, Ready::Yielded);
+                    self.make_ready(tok, t, Ready::Yielded);
                 }
                 to = To::Loop;
             }
         }
-        self.shared().sources.at_switch(tick, self);
-        let owner = self.owner();
-        let me = owner.current.take().expect("switch_away outside a thread");
-        self.account(&me);
+        self.shared()
+            .sources
+            .at_switch(tick, &mut Delivery { p: self, tok });
+        let me = self
+            .owner(tok)
+            .current
+            .take()
+            .expect("switch_away outside a thread");
+        self.account(tok, &me);
         let from = me.context_ptr();
         let my_header = me.as_ptr();
-        owner.pending = make_pending(me);
+        self.owner(tok).pending = make_pending(me);
         let to = match to {
-            To::Thread(t) => self.enter_context(Some(t)),
-            To::Policy => self.next_context(),
-            To::Loop => self.enter_context(None),
+            To::Thread(t) => self.enter_context(tok, Some(t)),
+            To::Policy => self.next_context(tok),
+            To::Loop => self.enter_context(tok, None),
         };
         switch_out_to(from, to, my_header);
     }
 
     /// Ends the running thread: its stack is released by whoever runs next.
-    pub(crate) fn exit_current(&self) -> ! {
-        let owner = self.owner();
-        let me = owner.current.take().expect("exit outside a thread");
-        self.account(&me);
-        owner.pending = Pending::Exit(me);
-        let to = self.next_context();
+    pub(crate) fn exit_current(&self, tok: &mut OwnerToken) -> ! {
+        let me = self
+            .owner(tok)
+            .current
+            .take()
+            .expect("exit outside a thread");
+        self.account(tok, &me);
+        self.owner(tok).pending = Pending::Exit(me);
+        let to = self.next_context(tok);
         // SAFETY: `to` as in `switch_out_to`; nothing on this stack is used
         // again (the caller dropped its locals), and the stack is released
         // only after the switch, by `finish_switch`.
@@ -268,9 +289,9 @@ pub(super) fn try_hold(t: Thread) -> Option<Thread> {
 }
 
 /// Holds `t` as [`try_hold`] does, or queues it on `p` if it was resumed.
-pub(super) fn hold(t: Thread, why: Ready, p: &Processor) {
+pub(super) fn hold(tok: &mut OwnerToken, t: Thread, why: Ready, p: &Processor) {
     if let Some(t) = try_hold(t) {
-        p.make_ready(t, why);
+        p.make_ready(tok, t, why);
     }
 }
 
@@ -300,9 +321,14 @@ pub(crate) fn switch_out_to(
     // SAFETY: we run, so the processor that switched to us holds our block
     // as its `current`; it wrote `processor` just before.
     let p = unsafe { resumed_on(my_header) };
-    p.finish_switch();
+    // SAFETY: we run on `p` now, with the level of the critical count the
+    // switch handed over: the calling kernel thread drives `p`, and nothing
+    // up this stack holds a reference into its owner part (the switch left
+    // all of them behind).
+    let tok = &mut unsafe { OwnerToken::new() };
+    p.finish_switch(tok);
     // SAFETY: the errno slot of the kernel thread driving `p`, which is the
     // one running us now (set in `bind`).
-    unsafe { *p.owner().errno = errno };
+    unsafe { *p.owner(tok).errno = errno };
     p
 }

@@ -35,7 +35,7 @@ impl Handle {
     /// Outside a ferry thread.
     pub fn current() -> Handle {
         let shared = crate::upcall::enter()
-            .and_then(|e| e.p.current_ref().map(|t| t.shared().arc()))
+            .and_then(|e| e.p.current_ref(&e.tok).map(|t| t.shared().arc()))
             .expect("ferry::Handle::current: not on a ferry thread");
         Handle { shared }
     }

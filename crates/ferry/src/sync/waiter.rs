@@ -136,7 +136,7 @@ impl Entry {
     fn thread_header(&self) -> Option<NonNull<Header>> {
         self.0
             .as_ref()
-            .and_then(|e| e.p.current_ref())
+            .and_then(|e| e.p.current_ref(&e.tok))
             .map(|t| t.as_ptr())
     }
 

@@ -23,7 +23,7 @@ std::thread_local! {
 /// The range of the stack the caller runs on, if known.
 pub(crate) fn caller_stack() -> Option<Range<usize>> {
     if let Some(e) = crate::upcall::enter()
-        && let Some(t) = e.p.current_ref()
+        && let Some(t) = e.p.current_ref(&e.tok)
     {
         if let Some(r) = t.stack_range() {
             return Some(r);

@@ -89,12 +89,11 @@ impl Thread {
         {
             return;
         }
-        if let Some(e) = crate::upcall::enter().filter(|e| {
-            e.p.current_ref()
+        if let Some(mut e) = crate::upcall::enter().filter(|e| {
+            e.p.current_ref(&e.tok)
                 .is_some_and(|c| c.as_ptr() == self.as_ptr())
         }) {
-            let p = e.p;
-            let _resumed_on = p.switch_away_held();
+            let _resumed_on = e.p.switch_away_held(&mut e.tok);
             drop(e);
             return;
         }
@@ -247,7 +246,7 @@ impl Thread {
             "ferry::Thread::terminate: the thread's closure returns another type"
         );
         let on_self = crate::upcall::enter()
-            .and_then(|e| e.p.current_ref().map(|c| c.as_ptr() == self.as_ptr()))
+            .and_then(|e| e.p.current_ref(&e.tok).map(|c| c.as_ptr() == self.as_ptr()))
             .unwrap_or(false);
         if on_self {
             // SAFETY: forwarded from the caller's contract.

@@ -48,8 +48,8 @@ impl<T> JoinHandle<T> {
             // That spares both sides the park/unpark round; if it did not
             // finish, we wait as usual below. (It cannot be the caller,
             // which is running.) A plain kernel thread just waits.
-            if let Some(e) = crate::upcall::enter().filter(|e| e.p.in_thread()) {
-                e.p.yield_current();
+            if let Some(mut e) = crate::upcall::enter().filter(|e| e.p.in_thread(&e.tok)) {
+                e.p.yield_current(&mut e.tok);
             }
         }
         if !self.raw.is_complete() {

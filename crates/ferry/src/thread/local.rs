@@ -110,7 +110,7 @@ impl<T: Send + 'static> LocalKey<T> {
 /// kernel thread's.
 fn access<R>(f: impl FnOnce(&mut LocalTable) -> R) -> R {
     let entered = crate::upcall::enter();
-    match entered.as_ref().and_then(|e| e.p.current_ref()) {
+    match entered.as_ref().and_then(|e| e.p.current_ref(&e.tok)) {
         Some(me) => {
             // SAFETY: only the running thread touches its own table, `f`
             // never runs user code, and the loan ends with this call.

@@ -89,14 +89,14 @@ use crate::processor::Pending;
 /// The running user-level thread, or `None` on a kernel thread that is not
 /// running one.
 pub fn try_current() -> Option<Thread> {
-    crate::upcall::enter().and_then(|e| e.p.current_ref().cloned())
+    crate::upcall::enter().and_then(|e| e.p.current_ref(&e.tok).cloned())
 }
 
 /// The running user-level thread's [`tag`](Thread::tag), or `None` on a
 /// kernel thread that is not running one; cheaper than
 /// `try_current().map(|t| t.tag())` (no reference taken).
 pub fn current_tag() -> Option<usize> {
-    crate::upcall::enter().and_then(|e| e.p.current_ref().map(Thread::tag))
+    crate::upcall::enter().and_then(|e| e.p.current_ref(&e.tok).map(Thread::tag))
 }
 
 /// The running user-level thread.
@@ -105,18 +105,18 @@ pub fn current_tag() -> Option<usize> {
 /// On a kernel thread that is not running a ferry thread.
 pub fn current() -> Thread {
     crate::upcall::enter()
-        .and_then(|e| e.p.current_ref().cloned())
+        .and_then(|e| e.p.current_ref(&e.tok).cloned())
         .expect("ferry::thread::current: not on a ferry thread")
 }
 
 /// Lets other runnable threads of this processor run first. Cheap when there
 /// are none. Outside a ferry thread, yields the kernel thread.
 pub fn yield_now() {
-    let Some(e) = crate::upcall::enter().filter(|e| e.p.in_thread()) else {
+    let Some(mut e) = crate::upcall::enter().filter(|e| e.p.in_thread(&e.tok)) else {
         std::thread::yield_now();
         return;
     };
-    e.p.yield_current();
+    e.p.yield_current(&mut e.tok);
 }
 
 /// Blocks the calling thread until it gets a wakeup token (see
@@ -133,9 +133,9 @@ pub fn park() {
 /// blocking primitive that took its waiter spinlock in the same critical
 /// section): the entry is left after the park returns, on whichever
 /// processor resumed the thread.
-pub(crate) fn park_entered(e: crate::upcall::Entered) {
+pub(crate) fn park_entered(mut e: crate::upcall::Entered) {
     let p = e.p;
-    let Some(me) = p.current_ref() else {
+    let Some(me) = p.current_ref(&e.tok) else {
         drop(e);
         std::thread::park();
         return;
@@ -144,7 +144,7 @@ pub(crate) fn park_entered(e: crate::upcall::Entered) {
     if park_word::take_token_or_start_parking(&me.header().state) {
         return;
     }
-    p.switch_away(Pending::Park);
+    p.switch_away(&mut e.tok, Pending::Park);
 }
 
 impl Unparker {
@@ -162,11 +162,11 @@ impl Unparker {
     /// reference is dropped after `e`'s level is left, as `unpark`'s caller
     /// dropped it (the last reference to another runtime's thread may hold
     /// that runtime's last `Arc`).
-    pub(crate) fn unpark_leaving(self, e: crate::upcall::Entered) {
+    pub(crate) fn unpark_leaving(self, mut e: crate::upcall::Entered) {
         match self {
             Unparker::Ferry(t) if std::ptr::eq(e.p.shared(), &t.shared().set) => {
                 let unqueued = if park_word::unpark(&t.header().state) {
-                    e.p.make_ready(t, Ready::Woken);
+                    e.p.make_ready(&mut e.tok, t, Ready::Woken);
                     None
                 } else {
                     Some(t)
@@ -184,7 +184,7 @@ impl Unparker {
     /// The thread `e` runs, or (with no entry, or none running) the calling
     /// kernel thread: [`Unparker::current`] inside an entry already made.
     pub(crate) fn current_entered(e: Option<&crate::upcall::Entered>) -> Unparker {
-        match e.and_then(|e| e.p.current_ref()) {
+        match e.and_then(|e| e.p.current_ref(&e.tok)) {
             Some(t) => Unparker::Ferry(t.clone()),
             None => Unparker::Kernel(std::thread::current()),
         }

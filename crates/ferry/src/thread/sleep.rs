@@ -23,7 +23,7 @@ use super::{Unparker, park};
 /// .unwrap();
 /// ```
 pub fn sleep(duration: Duration) {
-    let Some(me) = crate::upcall::enter().and_then(|e| e.p.current_ref().cloned()) else {
+    let Some(me) = crate::upcall::enter().and_then(|e| e.p.current_ref(&e.tok).cloned()) else {
         std::thread::sleep(duration);
         return;
     };

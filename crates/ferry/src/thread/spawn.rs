@@ -17,7 +17,7 @@ use crate::header::raw::{self, RawJoin};
 use crate::header::{
     HELD, Header, Priority, Ready, SUSPENDED, Schedule, Thread, ThreadId, begin_exit,
 };
-use crate::processor;
+use crate::processor::{self, OwnerToken};
 use crate::stack::Stack;
 use crate::upcall::Shared;
 
@@ -128,17 +128,20 @@ impl Builder {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let Some(e) = crate::upcall::enter() else {
+        let Some(mut e) = crate::upcall::enter() else {
             return Err((self, f));
         };
-        let Some(shared) = e.p.current_ref().map(|t| Arc::clone(&t.header().scheduler)) else {
+        let Some(shared) =
+            e.p.current_ref(&e.tok)
+                .map(|t| Arc::clone(&t.header().scheduler))
+        else {
             return Err((self, f));
         };
         // The block first: a spawn the allocator refuses takes nothing else.
         let Some(block) = raw::Block::alloc(|| e.take_block()) else {
             return Ok(Err(out_of_memory()));
         };
-        let (id, stack) = match e.p.thread_parts(self.stack_size) {
+        let (id, stack) = match e.p.thread_parts(&mut e.tok, self.stack_size) {
             Ok(parts) => parts,
             Err(err) => return Ok(Err(err)),
         };
@@ -147,7 +150,7 @@ impl Builder {
         if suspended {
             start_held(thread);
         } else {
-            e.p.make_ready(thread, Ready::Spawned);
+            e.p.make_ready(&mut e.tok, thread, Ready::Spawned);
         }
         Ok(Ok(JoinHandle { raw }))
     }
@@ -291,7 +294,7 @@ fn start_held(t: Thread) {
 /// than `T` (`value` is then dropped and nothing ends).
 pub unsafe fn exit_with<T: Send + 'static>(value: T) -> ! {
     let me = crate::upcall::enter()
-        .and_then(|e| e.p.current_ref().map(Thread::as_ptr))
+        .and_then(|e| e.p.current_ref(&e.tok).map(Thread::as_ptr))
         .expect("ferry::thread::exit_with: not on a ferry thread");
     // SAFETY: `me` is this running thread's block, alive while it runs.
     if !begin_exit(unsafe { me.as_ref() }) {
@@ -309,8 +312,8 @@ pub unsafe fn exit_with<T: Send + 'static>(value: T) -> ! {
     drop(unsafe { raw::take_locals(me) });
     let e = crate::upcall::enter().expect("a ferry thread ended outside a processor");
     let p = e.p;
-    e.hand_over();
-    p.exit_current()
+    let mut tok = e.hand_over();
+    p.exit_current(&mut tok)
 }
 
 /// Switches from the adopting kernel thread's own flow of control, which
@@ -355,9 +358,13 @@ unsafe extern "C" fn thread_entry(_: *mut ()) -> ! {
         // We run with the critical level the switch to us handed over.
         let p =
             crate::upcall::resumed_processor().expect("a ferry thread started outside a processor");
-        p.finish_switch();
+        // SAFETY: we run on `p`, with the level the switch to us handed
+        // over: this kernel thread drives `p`, and nothing holds a
+        // reference into its owner part.
+        let tok = &mut unsafe { OwnerToken::new() };
+        p.finish_switch(tok);
         let me = p
-            .current_ref()
+            .current_ref(tok)
             .expect("a ferry thread runs as its processor's current")
             .as_ptr();
         debug_assert_eq!(
@@ -379,6 +386,6 @@ unsafe extern "C" fn thread_entry(_: *mut ()) -> ! {
     let e = crate::upcall::enter().expect("a ferry thread ended outside a processor");
     let p = e.p;
     // The next context inherits our level.
-    e.hand_over();
-    p.exit_current()
+    let mut tok = e.hand_over();
+    p.exit_current(&mut tok)
 }

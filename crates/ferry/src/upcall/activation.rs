@@ -108,7 +108,7 @@ use super::Words;
 use super::pool::{decode, encode};
 use crate::arch::Context;
 use crate::header::{Header, Thread};
-use crate::processor::{Driver, NO_CORE, Processor, RunEnd, STOPPED, STOPPING};
+use crate::processor::{Driver, NO_CORE, OwnerToken, Processor, RunEnd, STOPPED, STOPPING};
 use crate::sys::{self, SchedClass};
 use crate::upcall::Shared;
 
@@ -538,7 +538,10 @@ impl Activation {
         self.critical.store(1, Relaxed);
         self.pin_for(shared, p);
         crate::probe_mark!(crate::probe::PINNED_FOR_PROCESSOR);
-        p.bind(self.sched.get(), &self.running);
+        // SAFETY: we just took `p`'s driver word and run at one level; no
+        // reference into its owner part lives.
+        let tok = &mut unsafe { OwnerToken::new() };
+        p.bind(tok, self.sched.get(), &self.running);
     }
 
     /// Names this activation, picked by a handoff that raised `p`'s
@@ -660,7 +663,9 @@ struct Driving<'a> {
     shared: &'a Shared,
 }
 
-impl Driver for Driving<'_> {
+// SAFETY: an activation runs the loop of the processor it took the driver
+// word of (`begin`), at one level of its count.
+unsafe impl Driver for Driving<'_> {
     #[inline]
     fn drives(&self, p: &Processor) -> bool {
         debug_assert_eq!(
@@ -679,10 +684,10 @@ impl Driver for Driving<'_> {
     /// Leaves the set: gives every queued thread to the injector, lets go
     /// of the driver word and lets the others know. `false` if the
     /// processor was re-added meanwhile (it goes on).
-    fn stop(&self, p: &Processor) -> bool {
+    fn stop(&self, tok: &mut OwnerToken, p: &Processor) -> bool {
         let (act, shared) = (self.act, self.shared);
         // SAFETY: we drive `p` (its scheduler loop calls us).
-        unsafe { p.give_queues_away() };
+        unsafe { p.give_queues_away(tok) };
         let words = shared.words(p);
         // Our word, or `A|PROBING` if the monitor is checking us: it will
         // see our count (the scheduler loop runs at one level) and fail to

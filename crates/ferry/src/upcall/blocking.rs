@@ -235,19 +235,18 @@ pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
             // Inside a critical section (a `SpinLock` held,
             // `without_preemption`) the processor cannot be lent: it waits
             // for the call.
-            Some(e) if e.p.in_thread() && super::critical_depth() == 1 => {
-                let me = e.p.current_ref().expect("in a thread, checked above");
+            Some(mut e) if e.p.in_thread(&e.tok) && super::critical_depth() == 1 => {
+                let me = e.p.current_ref(&e.tok).expect("in a thread, checked above");
                 if me.must_stop() {
                     // Asked to stop before the signal caught it: stop
                     // before the call rather than after.
-                    let p = e.p;
-                    let _resumed_on = p.switch_away_held();
+                    let _resumed_on = e.p.switch_away_held(&mut e.tok);
                     drop(e);
                     continue;
                 }
                 let a = activation::local().expect("an entered kernel thread is an activation");
                 a.call.store(me.as_ptr().as_ptr() as usize, Release);
-                super::lend(e.p, a);
+                super::lend(e.p, &mut e.tok, a);
                 drop(e);
                 crate::probe_mark!(crate::probe::CALL_BEGINS);
                 break;
@@ -259,10 +258,12 @@ pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
     // Take the processor back, or be handed back and resumed elsewhere
     // (either way the entry leaves the call); then stop here if thread
     // control asked for it meanwhile.
-    if let Some(e) = crate::upcall::enter() {
-        if e.p.current_ref().is_some_and(crate::Thread::must_stop) {
-            let p = e.p;
-            let _resumed_on = p.switch_away_held();
+    if let Some(mut e) = crate::upcall::enter() {
+        if e.p
+            .current_ref(&e.tok)
+            .is_some_and(crate::Thread::must_stop)
+        {
+            let _resumed_on = e.p.switch_away_held(&mut e.tok);
         }
         drop(e);
     }

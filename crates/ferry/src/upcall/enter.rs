@@ -8,7 +8,7 @@
 
 use super::{Critical, Words, critical};
 use crate::header::SmallBlock;
-use crate::processor::Processor;
+use crate::processor::{OwnerToken, Processor};
 
 /// A ferry thread's way into the runtime: the processor the calling kernel
 /// thread drives, with one level of its critical count held (see
@@ -19,13 +19,17 @@ use crate::processor::Processor;
 /// `Entered` made before.
 pub(crate) struct Entered {
     pub(crate) p: &'static Processor,
+    /// The proof that this kernel thread drives `p`, for its owner part.
+    pub(crate) tok: OwnerToken,
     critical: Critical,
 }
 
 impl Entered {
-    /// Leaves the level held to the context switched to (an exiting thread).
-    pub(crate) fn hand_over(self) {
+    /// Leaves the level held to the context switched to (an exiting
+    /// thread), keeping the token for the switch.
+    pub(crate) fn hand_over(self) -> OwnerToken {
         self.critical.hand_over();
+        self.tok
     }
 
     /// How many freed small thread blocks the entered processor keeps (for
@@ -62,7 +66,12 @@ pub(crate) fn enter() -> Option<Entered> {
         act.word(),
         "entered a processor we do not drive"
     );
-    Some(Entered { p, critical })
+    // SAFETY: the raised count and the driver word (checked above, in
+    // debug builds) say the calling kernel thread drives `p`; the token is
+    // lent only by `&mut` and no code inside the runtime keeps a reference
+    // into `p`'s owner part across an entry.
+    let tok = unsafe { OwnerToken::new() };
+    Some(Entered { p, tok, critical })
 }
 
 /// Keeps a freed small thread block in the cache of the processor the
@@ -79,7 +88,7 @@ pub(crate) fn keep_block(block: SmallBlock) {
 /// it switches away and the processor drops it; its terminator completes
 /// it. Never returns.
 pub(crate) fn stop_terminated() -> ! {
-    let e = enter().expect("a ferry thread stopped outside a processor");
-    let _ = e.p.switch_away_held();
+    let mut e = enter().expect("a ferry thread stopped outside a processor");
+    let _ = e.p.switch_away_held(&mut e.tok);
     unreachable!("a terminated thread was resumed")
 }

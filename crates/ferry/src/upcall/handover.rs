@@ -15,16 +15,16 @@ use super::Shared;
 use super::Takeover;
 use super::Words;
 use super::{Activation, Event, Kind, Reclaim};
-use crate::processor::{ACTIVE, NO_CORE, Processor, STARTING};
+use crate::processor::{ACTIVE, NO_CORE, OwnerToken, Processor, STARTING};
 
 /// The running thread of `p` is about to make a call that may block in the
 /// kernel: lends `p` (driven by `act`, the calling kernel thread's
 /// activation), and hands it to a spare at once if work waits for it and
 /// the runtime hands off at once. The caller must not touch the processor
 /// again until it got it back through `processor::enter`.
-pub(crate) fn lend(p: &'static Processor, act: &Activation) {
+pub(crate) fn lend(p: &'static Processor, tok: &mut OwnerToken, act: &Activation) {
     let shared = Shared::of(p);
-    let hand_now = shared.handoff_after.is_zero() && p.sees_work(shared);
+    let hand_now = shared.handoff_after.is_zero() && p.sees_work(tok, shared);
     let cpu = if hand_now && p.core(shared).is_none() {
         crate::sys::current_cpu().unwrap_or(NO_CORE)
     } else {
@@ -80,8 +80,12 @@ pub(crate) fn reclaim_or_give_back(
 /// A spare took lent processor `p`: the thread that was running on it is
 /// blocked (its policy is told), and the spare's loop takes over.
 pub(crate) fn deliver_blocked(p: &Processor, shared: &Shared) {
-    if let Some(t) = p.take_blocked() {
-        p.policy_event(Event::Blocked(&t));
+    // SAFETY: the caller just took `p`'s driver word (`take_lent`) and runs
+    // at one level; nothing holds a reference into its owner part (its
+    // blocked thread's kernel thread is away in the kernel, outside it).
+    let tok = &mut unsafe { OwnerToken::new() };
+    if let Some(t) = p.take_blocked(tok) {
+        p.policy_event(tok, Event::Blocked(&t));
         crate::probe_mark!(crate::probe::POLICY_GOT_BLOCKED);
         shared.counters.record(
             Kind::Blocked,
@@ -98,7 +102,10 @@ pub(crate) fn deliver_added(p: &Processor, shared: &Shared) {
     p.membership
         .compare_exchange(STARTING, ACTIVE, AcqRel, Acquire)
         .ok();
-    p.policy_event(Event::ProcessorAdded(p.index));
+    // SAFETY: the caller just took `p`'s driver word (`start`) and runs at
+    // one level; nothing holds a reference into its owner part.
+    let tok = &mut unsafe { OwnerToken::new() };
+    p.policy_event(tok, Event::ProcessorAdded(p.index));
     shared.counters.record(
         Kind::ProcessorAdded,
         shared.instant_of(p.upcall().changed_at.load(Relaxed)),

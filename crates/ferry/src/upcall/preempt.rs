@@ -186,10 +186,10 @@ fn interrupt(a: &Activation, was_chained: bool) {
     };
     let d = p.upcall().driver.load(Acquire);
     if d == a.word() {
-        let Some(e) = crate::upcall::enter() else {
+        let Some(mut e) = crate::upcall::enter() else {
             return;
         };
-        let Some(current) = e.p.current_ref() else {
+        let Some(current) = e.p.current_ref(&e.tok) else {
             return;
         };
         let stop = current.must_stop();
@@ -203,9 +203,9 @@ fn interrupt(a: &Activation, was_chained: bool) {
         sys::unblock_signal(SIGNAL);
         if stop {
             // Held (or, terminated, queued to be dropped) until resumed.
-            let _resumed_on = e.p.switch_away_held();
+            let _resumed_on = e.p.switch_away_held(&mut e.tok);
         } else {
-            e.p.preempt_current();
+            e.p.preempt_current(&mut e.tok);
         }
         drop(e);
     } else if d & !FLAGS == a.word() {

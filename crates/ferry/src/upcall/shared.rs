@@ -164,7 +164,9 @@ impl Shared {
     /// processor know.
     pub(crate) fn schedule(&self, t: Thread, why: Ready) {
         match enter() {
-            Some(e) if std::ptr::eq(e.p.shared(), &self.set) => e.p.make_ready(t, why),
+            Some(mut e) if std::ptr::eq(e.p.shared(), &self.set) => {
+                e.p.make_ready(&mut e.tok, t, why)
+            }
             // Off the runtime (a kernel thread, or another runtime's processor).
             _ => match self.injector.push(t) {
                 Ok(()) => self.notify_work(),
@@ -193,8 +195,8 @@ impl Shared {
     /// after the close is refused here.
     pub(crate) fn schedule_spawned(&self, t: Thread) -> Result<(), Thread> {
         match enter() {
-            Some(e) if std::ptr::eq(e.p.shared(), &self.set) => {
-                e.p.make_ready(t, Ready::Spawned);
+            Some(mut e) if std::ptr::eq(e.p.shared(), &self.set) => {
+                e.p.make_ready(&mut e.tok, t, Ready::Spawned);
                 Ok(())
             }
             _ => {
