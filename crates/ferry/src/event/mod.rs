@@ -13,7 +13,7 @@
 //!
 //! | question | method | who asks, when | cost |
 //! |----------|--------|----------------|------|
-//! | is there work for a processor? | [`Source::is_ready`] | a processor's own kernel thread: at switches ([`Every`]), in its idle spin, and once more after it announced itself a sleeper | [`Every::Switch`]: one relaxed load; [`Every::Ticks`]: may read the clock |
+//! | is there work for a processor? | [`Source::is_ready`] | a processor's own kernel thread: at switches ([`Every`]; [`Sources::ready`]), in its idle spin, and once more after it announced itself a sleeper | [`Every::Switch`]: one relaxed load; [`Every::Ticks`]: one load, and the clock only when something is pending |
 //! | hand it over | [`Source::deliver`] | the same processor, inside the runtime (entered, or its scheduler loop), never while it holds its policy | a lock and a few queue operations; cold |
 //! | when must a parked processor look again? | [`Source::until_next`] | a processor about to park | a load and the clock |
 //!
@@ -116,21 +116,24 @@ impl Sources {
         }
     }
 
-    /// At a switch: delivers what the [`Every::Switch`] sources have, and,
-    /// when `tick` (every [`Sources::TICKS`] switches), what the others
-    /// have too.
-    #[inline]
-    pub(crate) fn at_switch(&self, tick: bool, to: &mut dyn Deliver) {
-        for_each_source!(self, |s| if (tick || at_every_switch(s)) && s.is_ready() {
-            s.deliver(to);
-        });
+    /// Whether a source has something for a processor: the
+    /// [`Every::Switch`] sources always, the others too when `all` (a busy
+    /// processor's every [`Sources::TICKS`]-th switch, a yield, a pass of
+    /// the scheduler loop). Loads only, inline; [`Sources::deliver`] is
+    /// called only when this says so, so that the switch path keeps no
+    /// delivery state.
+    #[inline(always)]
+    pub(crate) fn ready(&self, all: bool) -> bool {
+        let mut ready = false;
+        for_each_source!(self, |s| ready |= (all || at_every_switch(s)) && s.is_ready());
+        ready
     }
 
-    /// Delivers what every source has (a yield, a pass of the scheduler
-    /// loop).
-    #[inline]
-    pub(crate) fn poll(&self, to: &mut dyn Deliver) {
-        for_each_source!(self, |s| if s.is_ready() {
+    /// Delivers what the sources [`Sources::ready`] looks at (with the same
+    /// `all`) have.
+    #[cold]
+    pub(crate) fn deliver(&self, all: bool, to: &mut dyn Deliver) {
+        for_each_source!(self, |s| if (all || at_every_switch(s)) && s.is_ready() {
             s.deliver(to);
         });
     }
@@ -201,14 +204,14 @@ mod tests {
         let sources = Sources::new();
         let mut to = Recorder::default();
         assert!(!sources.switch_ready() && !sources.any_ready());
-        sources.at_switch(false, &mut to);
+        sources.deliver(false, &mut to);
         assert!(to.removed.borrow().is_empty());
         sources
             .upcalls
             .post(Posted::ProcessorRemoved(3), Instant::now());
         assert!(sources.switch_ready() && sources.any_ready());
         assert_eq!(sources.until_next(), None, "posted events have no deadline");
-        sources.at_switch(false, &mut to);
+        sources.deliver(false, &mut to);
         assert_eq!(*to.removed.borrow(), [3]);
         assert_eq!(*to.made_ready.borrow(), 1);
         assert!(!sources.switch_ready(), "delivered once");
@@ -232,13 +235,13 @@ mod tests {
             !sources.switch_ready(),
             "a clock source is not asked at every switch"
         );
-        sources.at_switch(false, &mut to);
+        sources.deliver(false, &mut to);
         assert!(!due.load(Acquire));
-        sources.at_switch(true, &mut to);
+        sources.deliver(true, &mut to);
         assert!(due.load(Acquire));
         assert!(!later.load(Acquire));
         assert!(!sources.any_ready());
-        sources.poll(&mut to);
+        sources.deliver(true, &mut to);
         assert!(!later.load(Acquire));
         assert!(
             sources.until_next().is_some(),

@@ -98,8 +98,16 @@ impl Timers {
         (due != u64::MAX).then(|| Duration::from_nanos(due.saturating_sub(self.now())))
     }
 
-    /// Whether the earliest deadline has passed.
+    /// Whether the earliest deadline has passed: one load when no timer is
+    /// pending (the clock is read out of line, only when one is).
+    #[inline]
     pub(crate) fn is_due(&self) -> bool {
+        self.next_due.load(Acquire) != u64::MAX && self.is_due_slow()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn is_due_slow(&self) -> bool {
         let due = self.next_due.load(Acquire);
         due != u64::MAX && self.now() >= due
     }

@@ -621,7 +621,9 @@ impl Processor {
             if self.is_stopping() && driver.stop(tok, self) {
                 return RunEnd::Stopped;
             }
-            shared.sources.poll(&mut Delivery { p: self, tok });
+            if shared.sources.ready(true) {
+                self.deliver_sources(tok, true);
+            }
             driver.pin_for(self);
             match self.with_policy(tok, |policy, cx| policy.next(cx)) {
                 Some(t) => {

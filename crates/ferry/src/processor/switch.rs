@@ -52,11 +52,24 @@ impl Processor {
         }
     }
 
+    /// Hands what the event sources have to this processor's policy (all
+    /// of them, or only those asked at every switch). Out of line, so that
+    /// the switch path keeps no delivery state.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn deliver_sources(&self, tok: &mut OwnerToken, all: bool) {
+        self.shared()
+            .sources
+            .deliver(all, &mut Delivery { p: self, tok });
+    }
+
     /// Yields the running thread to the one the policy has ready here, if
     /// any.
     pub(crate) fn yield_current(&self, tok: &mut OwnerToken) {
         let shared = self.shared();
-        shared.sources.poll(&mut Delivery { p: self, tok });
+        if shared.sources.ready(true) {
+            self.deliver_sources(tok, true);
+        }
         match self.with_policy(tok, |policy, cx| policy.next_local(cx)) {
             Some(next) => self.switch_to(tok, To::Thread(next), Pending::Requeue),
             // A thread that yields with nothing else to run would go on
@@ -214,9 +227,9 @@ impl Processor {
                 to = To::Loop;
             }
         }
-        self.shared()
-            .sources
-            .at_switch(tick, &mut Delivery { p: self, tok });
+        if self.shared().sources.ready(tick) {
+            self.deliver_sources(tok, tick);
+        }
         let me = self
             .owner(tok)
             .current

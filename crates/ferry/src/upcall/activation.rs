@@ -203,8 +203,8 @@ pub(crate) struct Activation {
     pub(crate) call: AtomicUsize,
     /// The processor it drives (its own kernel thread only).
     processor: Cell<*const Processor>,
-    /// That processor's activation words (its own kernel thread only; set
-    /// with `processor` and meaningful only while `processor` is set).
+    /// That processor's activation words, or null when `processor` is (its
+    /// own kernel thread only; set and cleared with `processor`).
     pub(super) words: Cell<*const PerProcessor>,
     /// The header of the thread running on this kernel thread (its own
     /// kernel thread only; set by its processor on each switch).
@@ -621,6 +621,7 @@ impl Activation {
     fn drive(&self, shared: &Shared, p: &'static Processor) -> RunEnd {
         let end = p.run(&Driving { act: self, shared });
         self.processor.set(ptr::null());
+        self.words.set(ptr::null());
         end
     }
 
@@ -633,6 +634,7 @@ impl Activation {
     pub(crate) fn give_back_thread(&self) -> &'static Processor {
         self.lost_processor.store(false, Relaxed);
         self.processor.set(ptr::null());
+        self.words.set(ptr::null());
         let header = self.running.replace(ptr::null_mut());
         // SAFETY: `header` is the running thread's own block; the taker of
         // the processor forgot its handle on it (`deliver_blocked`), whose

@@ -53,16 +53,16 @@ pub(crate) fn critical_enter() -> Option<(Critical, &'static Activation)> {
     let critical = Critical {
         _not_send: PhantomData,
     };
+    // (The words of the processor it drives, kept beside it: one load, as
+    // the processor's own field would be; null when it drives none.)
+    // SAFETY: set with `processor` in `begin` to the words of that
+    // processor, which live as long as its runtime, and cleared with it.
     if c == 0
-        && let Some(p) = a.processor()
+        && let Some(words) = unsafe { a.words.get().as_ref() }
     {
-        // (The words of the processor it drives, kept beside it: one load,
-        // as the processor's own field would be.)
-        // SAFETY: set with `processor` in `begin`, to the words of that
-        // processor, which live as long as its runtime.
-        let d = unsafe { &*a.words.get() }.driver.load(Acquire);
+        let d = words.driver.load(Acquire);
         if d != a.word() {
-            return back_from_call(critical, a, p, d);
+            return back_from_call(critical, a, d);
         }
     }
     Some((critical, a))
@@ -70,15 +70,15 @@ pub(crate) fn critical_enter() -> Option<(Critical, &'static Activation)> {
 
 /// [`critical_enter`]'s rare branch, out of line (inlined, it made every
 /// entry save more registers): back from a blocking call (or entering from
-/// inside one) to processor `p`, whose driver word is `d`: the call is over.
+/// inside one) to its processor, whose driver word is `d`: the call is over.
 #[cold]
 #[inline(never)]
 fn back_from_call(
     critical: Critical,
     a: &'static Activation,
-    p: &'static Processor,
     d: usize,
 ) -> Option<(Critical, &'static Activation)> {
+    let p = a.processor().expect("an activation with words drives a processor");
     super::blocking::leave_call(a);
     super::handover::reclaim_or_give_back(p, a, d);
     // Possibly resumed on another kernel thread: ask again.
