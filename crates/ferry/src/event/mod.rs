@@ -125,7 +125,8 @@ impl Sources {
     #[inline(always)]
     pub(crate) fn ready(&self, all: bool) -> bool {
         let mut ready = false;
-        for_each_source!(self, |s| ready |= (all || at_every_switch(s)) && s.is_ready());
+        for_each_source!(self, |s| ready |=
+            (all || at_every_switch(s)) && s.is_ready());
         ready
     }
 

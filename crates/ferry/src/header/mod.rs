@@ -117,10 +117,6 @@ pub(crate) trait Schedule: Send + Sync + 'static {
     /// processor finds it) and let an idle processor know.
     fn schedule(&self, t: Thread, why: Ready);
 
-    /// A thread's small block was freed (see `raw`): keep it for the next
-    /// spawn on the processor the caller drives, or let it go.
-    fn keep_block(&self, block: SmallBlock);
-
     /// Stops the calling thread for good: it was terminated before it
     /// began to exit (see [`begin_exit`]); its terminator completes it.
     fn stop_terminated(&self) -> !;

@@ -43,8 +43,8 @@
 //! can serve any other such thread: a spawn by a thread on a processor
 //! (`spawn`, `Builder::spawn`) takes one from that processor's cache
 //! (`Entered::take_block`), and the last reference's drop gives it back,
-//! through the thread's [`Schedule`], to the cache of the processor it runs
-//! on (`processor::keep_block`).
+//! through the function the spawn left in the header (`upcall::keep_block`),
+//! to the cache of the processor it runs on.
 //! Other spawns (from outside the runtime, its first thread) take a fresh
 //! one, and a drop off a processor, or with the cache full, frees it to the
 //! global allocator. C-Threads kept exited threads' records for the next
@@ -115,9 +115,12 @@ pub(crate) struct Header {
     /// Whom to wake when the thread completes: written by the joiner before
     /// it sets `JOIN_WAITING`, taken by the thread after it saw the bit.
     joiner: UnsafeCell<Option<Unparker>>,
-    /// How the thread reaches its runtime's scheduler (dropped by hand,
-    /// after the block's memory was handed back through it: `dealloc`).
-    pub(crate) scheduler: ManuallyDrop<Arc<dyn Schedule>>,
+    /// How the thread reaches its runtime's scheduler.
+    pub(crate) scheduler: Arc<dyn Schedule>,
+    /// Where the block goes when the last reference drops, if it is a
+    /// small one: the cache of the processor the dropping kernel thread
+    /// drives (given at spawn, by the runtime that knows processors).
+    keep_block: fn(SmallBlock),
     /// The processor that last switched to this thread: written by that
     /// processor just before the switch, read by the thread right after it
     /// (same kernel thread, so program order suffices). Others read it only
@@ -278,11 +281,9 @@ impl<F: FnOnce() -> T + Send + 'static, T: Send + 'static> Cell<F, T> {
     /// block any more.
     unsafe fn dealloc(ptr: NonNull<Header>) {
         let cell = ptr.cast::<Cell<F, T>>().as_ptr();
-        // The scheduler outlives the cell: a small block goes back through
-        // it. SAFETY: the cell is live and ours (the contract); its
-        // `scheduler` is taken once, here, and the cell's drop leaves it.
-        let scheduler = unsafe { ManuallyDrop::take(&mut (*cell).header.scheduler) };
         if Self::SMALL {
+            // SAFETY: the cell is live until the drop below.
+            let keep_block = unsafe { (*cell).header.keep_block };
             // Owned first, so that a panicking drop of the result still
             // frees the memory.
             // SAFETY: `new` allocated a small cell's memory with the small
@@ -290,14 +291,13 @@ impl<F: FnOnce() -> T + Send + 'static, T: Send + 'static> Cell<F, T> {
             let block = unsafe { SmallBlock::from_raw(ptr.cast()) };
             // SAFETY: the cell is live and ours; it is not used again.
             unsafe { ptr::drop_in_place(cell) };
-            scheduler.keep_block(block);
+            keep_block(block);
         } else {
             // SAFETY: `Block::alloc` got a large cell's memory with its own
             // layout, as a `Box` does, and the box is ours to drop (the
             // contract).
             drop(unsafe { Box::from_raw(cell) });
         }
-        drop(scheduler);
     }
 }
 
@@ -439,6 +439,8 @@ pub(crate) struct Spec {
     /// `None` for an adopted thread, which runs on a stack ferry does not own.
     pub(crate) stack: Option<Stack>,
     pub(crate) scheduler: Arc<dyn Schedule>,
+    /// See `Header::keep_block`.
+    pub(crate) keep_block: fn(SmallBlock),
     /// The embedder's word to start with (`Thread::tag`).
     pub(crate) tag: usize,
 }
@@ -517,7 +519,8 @@ where
             locals: UnsafeCell::new(LocalTable::new()),
             waits: AtomicPtr::new(std::ptr::null_mut()),
             joiner: UnsafeCell::new(None),
-            scheduler: ManuallyDrop::new(spec.scheduler),
+            scheduler: spec.scheduler,
+            keep_block: spec.keep_block,
             processor: AtomicPtr::new(std::ptr::null_mut()),
             queue_next: AtomicPtr::new(std::ptr::null_mut()),
             vtable: &Cell::<F, T>::VTABLE,

@@ -20,12 +20,12 @@ use crate::sys;
 impl Processor {
     /// Whether there looks to be work for this processor (or a reason to
     /// stop idling): cheap loads only.
-    pub(crate) fn sees_work(&self, tok: &mut OwnerToken, shared: &Set) -> bool {
+    pub(crate) fn sees_work(&self, mut tok: OwnerToken<'_>, shared: &Set) -> bool {
         shared.is_shut_down()
             || self.is_stopping()
             || shared.sources.switch_ready()
-            || self.with_policy(tok, |policy, cx| policy.has_ready(cx))
-            || self.owner(tok).queue.others_have_work()
+            || self.with_policy(tok.rb(), |policy, cx| policy.has_ready(cx))
+            || self.owner(tok.rb()).queue.others_have_work()
     }
 
     /// Takes a thread that has sat in another processor's next-to-run slot
@@ -33,12 +33,12 @@ impl Processor {
     /// what was in each slot and since when.
     pub(super) fn steal_stale_next(
         &self,
-        tok: &mut OwnerToken,
+        mut tok: OwnerToken<'_>,
         shared: &Set,
         seen: &mut Vec<(usize, *const Header, Instant)>,
     ) -> bool {
         let now = Instant::now();
-        let victims: Vec<usize> = self.owner(tok).queue.victim_indices().collect();
+        let victims: Vec<usize> = self.owner(tok.rb()).queue.victim_indices().collect();
         for v in victims {
             let slot = &shared.processors[v].next;
             let who = slot.peek();
@@ -46,7 +46,7 @@ impl Processor {
                 Some(entry) if entry.1 == who => {
                     if !who.is_null()
                         && now.duration_since(entry.2) >= sched::NEXT_STEAL_AFTER
-                        && self.steal_next_if_still(tok, slot, who)
+                        && self.steal_next_if_still(tok.rb(), slot, who)
                     {
                         return true;
                     }
@@ -60,18 +60,19 @@ impl Processor {
 
     /// Nothing to run: spin a while, then sleep until woken (or until the
     /// earliest timer is due). Returns when there may be work.
-    pub(super) fn idle(&self, tok: &mut OwnerToken, shared: &Set) {
+    pub(super) fn idle(&self, mut tok: OwnerToken<'_>, shared: &Set) {
         if shared.processors.len() > 1 {
             shared.spinning_enter();
             let mut seen = Vec::new();
             let mut found = false;
             for i in 0..shared.spin_tries() {
-                if self.sees_work(tok, shared) {
+                if self.sees_work(tok.rb(), shared) {
                     found = true;
                     break;
                 }
                 if i % 64 == 63
-                    && (shared.sources.any_ready() || self.steal_stale_next(tok, shared, &mut seen))
+                    && (shared.sources.any_ready()
+                        || self.steal_stale_next(tok.rb(), shared, &mut seen))
                 {
                     found = true;
                     break;
@@ -88,7 +89,7 @@ impl Processor {
             shared.sleeper_enter(self.index);
             shared.spinning_exit();
         } else {
-            if self.sees_work(tok, shared) || shared.sources.any_ready() {
+            if self.sees_work(tok.rb(), shared) || shared.sources.any_ready() {
                 return;
             }
             self.willing_to_yield.store(true, Relaxed);
@@ -98,9 +99,9 @@ impl Processor {
         // Pairs with `light_fence` in `Shared::notify_work`: either the
         // notifier sees us among the sleepers, or we see its work below.
         ferry_queue::wait::heavy_fence();
-        if self.sees_work(tok, shared)
+        if self.sees_work(tok.rb(), shared)
             || shared.sources.any_ready()
-            || self.steal_stranded_next(tok, shared)
+            || self.steal_stranded_next(tok.rb(), shared)
         {
             shared.sleeper_exit(self.index);
             self.willing_to_yield.store(false, Relaxed);
@@ -140,9 +141,9 @@ impl Processor {
     /// still the same one (its owner is busy with something else). A slot
     /// whose occupant changed meanwhile belongs to a processor that is
     /// scheduling; a thread put there after our `heavy_fence` wakes us.
-    pub(super) fn steal_stranded_next(&self, tok: &mut OwnerToken, shared: &Set) -> bool {
+    pub(super) fn steal_stranded_next(&self, mut tok: OwnerToken<'_>, shared: &Set) -> bool {
         let occupied: Vec<(usize, *const Header)> = self
-            .owner(tok)
+            .owner(tok.rb())
             .queue
             .victim_indices()
             .map(|v| (v, shared.processors[v].next.peek()))
@@ -157,14 +158,14 @@ impl Processor {
         }
         occupied
             .into_iter()
-            .any(|(v, who)| self.steal_next_if_still(tok, &shared.processors[v].next, who))
+            .any(|(v, who)| self.steal_next_if_still(tok.rb(), &shared.processors[v].next, who))
     }
 
     /// Takes the thread in another processor's next-to-run `slot` if `who`
     /// still sits there, and makes it ready here.
     pub(super) fn steal_next_if_still(
         &self,
-        tok: &mut OwnerToken,
+        mut tok: OwnerToken<'_>,
         slot: &NextSlot,
         who: *const Header,
     ) -> bool {
@@ -173,7 +174,7 @@ impl Processor {
         }
         match slot.take() {
             Some(t) => {
-                self.with_policy(tok, |policy, cx| policy.ready(cx, t, Ready::Woken));
+                self.with_policy(tok.rb(), |policy, cx| policy.ready(cx, t, Ready::Woken));
                 true
             }
             None => false,

@@ -131,7 +131,7 @@ pub(crate) unsafe trait Driver {
     /// `p` is leaving the set: stops driving it (its queues go to the
     /// injector first, see [`Processor::give_queues_away`]). `false` if `p`
     /// was added back meanwhile and goes on.
-    fn stop(&self, tok: &mut OwnerToken, p: &Processor) -> bool;
+    fn stop(&self, tok: OwnerToken<'_>, p: &Processor) -> bool;
 }
 
 /// Where [`Processor::switch_to`] goes.
@@ -222,28 +222,42 @@ pub(crate) struct Owner {
 }
 
 /// Proof that the calling kernel thread drives a processor: the only way to
-/// a processor's [`Owner`] part, lent by `&mut` for as long as a reference
-/// into it lives (so two never coexist through one token). Made, unsafely,
-/// where the driver word says so: by `upcall::enter` (its `Entered` guard
-/// carries one), by the scheduler loop of the processor's [`Driver`], and
-/// by a thread resumed on the processor (it holds the level its switch
-/// handed over).
-pub(crate) struct OwnerToken {
+/// a processor's [`Owner`] part. Zero-sized, passed by value; a callee that
+/// needs it again reborrows it ([`OwnerToken::rb`]), and reaching the owner
+/// part consumes a reborrow for as long as the reference lives, so two
+/// references never coexist through one token. Made, unsafely, where the
+/// driver word says so: by `upcall::enter` (its `Entered` guard carries
+/// one), by the scheduler loop of the processor's [`Driver`], and by a
+/// thread resumed on the processor (it holds the level its switch handed
+/// over).
+pub(crate) struct OwnerToken<'a> {
+    _borrow: PhantomData<&'a mut ()>,
     _not_send: PhantomData<*const ()>,
 }
 
-impl OwnerToken {
+impl OwnerToken<'_> {
     /// A token for the processors the calling kernel thread drives.
     ///
     /// # Safety
-    /// The calling kernel thread drives every processor the token is used
-    /// with, for as long as it uses it (it holds the processor's driver
-    /// word and a level of its critical count), and no reference obtained
-    /// through another token into the same processor's owner part lives
-    /// while this one is used.
+    /// The calling kernel thread drives every processor the token (or a
+    /// reborrow of it) is used with, for as long as it uses it (it holds
+    /// the processor's driver word and a level of its critical count), and
+    /// no reference obtained through another token into the same
+    /// processor's owner part lives while this one is used.
     #[inline]
-    pub(crate) unsafe fn new() -> OwnerToken {
+    pub(crate) unsafe fn new() -> OwnerToken<'static> {
         OwnerToken {
+            _borrow: PhantomData,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// The token again, for a callee, borrowed until the callee's use of
+    /// it ends.
+    #[inline(always)]
+    pub(crate) fn rb(&mut self) -> OwnerToken<'_> {
+        OwnerToken {
+            _borrow: PhantomData,
             _not_send: PhantomData,
         }
     }
@@ -354,8 +368,8 @@ impl Processor {
             .store(ptr::from_ref(set).cast_mut(), Ordering::Release);
         // SAFETY: nobody drives the processor yet (the contract), so no
         // other reference into its owner part lives.
-        let mut t = unsafe { OwnerToken::new() };
-        self.owner(&mut t).account_cpu = set.account_cpu;
+        let tok = unsafe { OwnerToken::new() };
+        self.owner(tok).account_cpu = set.account_cpu;
     }
 
     /// The set of processors this one belongs to: its view of the runtime.
@@ -372,11 +386,11 @@ impl Processor {
     /// thread it runs.
     pub(crate) fn bind(
         &self,
-        tok: &mut OwnerToken,
+        mut tok: OwnerToken<'_>,
         sched: *mut Context,
         running: &Cell<*mut Header>,
     ) {
-        let owner = self.owner(tok);
+        let owner = self.owner(tok.rb());
         owner.running = running;
         owner.sched = sched;
         owner.errno = crate::sys::errno_location();
@@ -445,15 +459,15 @@ impl Processor {
     /// A spare took this lent processor: takes the thread that was
     /// running on it (it is blocked in the kernel) out of `current`, and
     /// publishes that no thread runs.
-    pub(crate) fn take_blocked(&self, tok: &mut OwnerToken) -> Option<Thread> {
-        let blocked = self.owner(tok).current.take();
-        self.mark_dispatch(tok, false);
+    pub(crate) fn take_blocked(&self, mut tok: OwnerToken<'_>) -> Option<Thread> {
+        let blocked = self.owner(tok.rb()).current.take();
+        self.mark_dispatch(tok.rb(), false);
         blocked
     }
 
     /// Tells this processor's policy of `event`.
-    pub(crate) fn policy_event(&self, tok: &mut OwnerToken, event: Event<'_>) {
-        self.with_policy(tok, |policy, cx| policy.event(cx, event));
+    pub(crate) fn policy_event(&self, mut tok: OwnerToken<'_>, event: Event<'_>) {
+        self.with_policy(tok.rb(), |policy, cx| policy.event(cx, event));
     }
 
     /// The processor leaves the set: gives every queued thread to the
@@ -462,24 +476,24 @@ impl Processor {
     ///
     /// # Safety
     /// The caller drives this processor (its scheduler loop, stopping it).
-    pub(crate) unsafe fn give_queues_away(&self, tok: &mut OwnerToken) {
+    pub(crate) unsafe fn give_queues_away(&self, mut tok: OwnerToken<'_>) {
         let shared = self.shared();
         if let Some(t) = self.next.take() {
             drop(shared.injector.push(t));
         }
-        let owner = self.owner(tok);
+        let owner = self.owner(tok.rb());
         for level in 0..sched::LEVELS {
             while let Some(t) = owner.queue.pop(level) {
                 drop(shared.injector.push(t));
             }
         }
-        self.mark_dispatch(tok, false);
+        self.mark_dispatch(tok.rb(), false);
     }
 
     /// Publishes whether a thread runs, for the monitor.
     #[inline]
-    fn mark_dispatch(&self, tok: &mut OwnerToken, running: bool) {
-        let owner = self.owner(tok);
+    fn mark_dispatch(&self, mut tok: OwnerToken<'_>, running: bool) {
+        let owner = self.owner(tok.rb());
         owner.dispatches = owner.dispatches.wrapping_add(1);
         self.dispatch
             .store((owner.dispatches << 1) | u32::from(running), Release);
@@ -487,25 +501,26 @@ impl Processor {
 
     /// Preempts the running thread (time slice over, or the processor is
     /// leaving): it goes back to the policy as `Preempted` once switched out.
-    pub(crate) fn preempt_current(&self, tok: &mut OwnerToken) {
+    pub(crate) fn preempt_current(&self, mut tok: OwnerToken<'_>) {
         let at = Instant::now();
-        self.switch_away(tok, |t| Pending::Preempted(t, at));
+        self.switch_away(tok.rb(), |t| Pending::Preempted(t, at));
     }
 
     /// The owner-only part, for as long as `tok` is lent.
     #[inline]
-    fn owner<'a>(&'a self, tok: &'a mut OwnerToken) -> &'a mut Owner {
+    fn owner<'a>(&'a self, tok: OwnerToken<'a>) -> &'a mut Owner {
         let _ = tok;
         // SAFETY: `tok` proves the calling kernel thread drives this
         // processor and that no other reference into its owner part lives
-        // (`OwnerToken::new`'s contract); the `&mut` borrow of `tok` keeps a
-        // second one from being made through it meanwhile.
+        // (`OwnerToken::new`'s contract); `tok` is a reborrow held for `'a`,
+        // which keeps a second one from being made through its token
+        // meanwhile.
         unsafe { &mut *self.owner.get() }
     }
 
     /// The owner-only part, to read, for as long as `tok` is lent.
     #[inline]
-    fn owner_ref<'a>(&'a self, tok: &'a OwnerToken) -> &'a Owner {
+    fn owner_ref<'a>(&'a self, tok: &'a OwnerToken<'_>) -> &'a Owner {
         let _ = tok;
         // SAFETY: as in `owner`; the shared borrow of `tok` keeps a `&mut`
         // from being made through it meanwhile.
@@ -513,12 +528,12 @@ impl Processor {
     }
 
     /// The thread running on this processor, borrowed until it switches.
-    pub(crate) fn current_ref<'a>(&'a self, tok: &'a OwnerToken) -> Option<&'a Thread> {
+    pub(crate) fn current_ref<'a>(&'a self, tok: &'a OwnerToken<'_>) -> Option<&'a Thread> {
         self.owner_ref(tok).current.as_ref()
     }
 
     /// Whether a user-level thread is running (rather than the scheduler loop).
-    pub(crate) fn in_thread(&self, tok: &OwnerToken) -> bool {
+    pub(crate) fn in_thread(&self, tok: &OwnerToken<'_>) -> bool {
         self.owner_ref(tok).current.is_some()
     }
 
@@ -532,10 +547,10 @@ impl Processor {
     #[inline]
     fn with_policy<R>(
         &self,
-        tok: &mut OwnerToken,
+        mut tok: OwnerToken<'_>,
         f: impl FnOnce(&mut WorkStealing, &Cx<'_>) -> R,
     ) -> R {
-        let owner = self.owner(tok);
+        let owner = self.owner(tok.rb());
         let shared = self.shared();
         let cx = Cx {
             queue: &owner.queue,
@@ -547,8 +562,8 @@ impl Processor {
 
     /// Makes `t` runnable on this processor, as the policy places it, and
     /// lets an idle processor know.
-    pub(crate) fn make_ready(&self, tok: &mut OwnerToken, t: Thread, why: Ready) {
-        self.with_policy(tok, |policy, cx| policy.ready(cx, t, why));
+    pub(crate) fn make_ready(&self, mut tok: OwnerToken<'_>, t: Thread, why: Ready) {
+        self.with_policy(tok.rb(), |policy, cx| policy.ready(cx, t, why));
         let shared = self.shared();
         // With one processor, this one (running now) is the one to run it.
         if shared.processors.len() > 1 {
@@ -560,10 +575,10 @@ impl Processor {
     /// processor's block, a default-size stack from its own cache.
     pub(crate) fn thread_parts(
         &self,
-        tok: &mut OwnerToken,
+        mut tok: OwnerToken<'_>,
         stack_size: Option<usize>,
     ) -> io::Result<(ThreadId, Stack)> {
-        let owner = self.owner(tok);
+        let owner = self.owner(tok.rb());
         let shared = self.shared();
         if owner.ids.is_empty() {
             owner.ids = shared.next_thread_ids(ID_BLOCK);
@@ -585,10 +600,10 @@ impl Processor {
 
     /// Takes back an exited thread's stack: into this processor's cache if
     /// it has the default size and there is room, else the global cache.
-    fn release_stack(&self, tok: &mut OwnerToken, stack: Stack) {
+    fn release_stack(&self, mut tok: OwnerToken<'_>, stack: Stack) {
         // Its thread is gone: a deadlock report must not list it.
         crate::waits::forget_stack(&stack);
-        let owner = self.owner(tok);
+        let owner = self.owner(tok.rb());
         let shared = self.shared();
         if owner.stacks.len() < LOCAL_STACKS
             && Some(stack.size()) == crate::stack::round_to_pages(shared.stack_size)
@@ -609,27 +624,27 @@ impl Processor {
         // SAFETY: a `Driver` drives the processor whose loop it runs (its
         // contract), and the loop keeps no reference into the owner part
         // across the calls below.
-        let tok = &mut unsafe { OwnerToken::new() };
+        let mut tok = unsafe { OwnerToken::new() };
         loop {
             if !driver.drives(self) {
                 return RunEnd::Lost;
             }
-            self.finish_switch(tok);
+            self.finish_switch(tok.rb());
             if shared.is_shut_down() {
                 return RunEnd::ShutDown;
             }
-            if self.is_stopping() && driver.stop(tok, self) {
+            if self.is_stopping() && driver.stop(tok.rb(), self) {
                 return RunEnd::Stopped;
             }
             if shared.sources.ready(true) {
-                self.deliver_sources(tok, true);
+                self.deliver_sources(tok.rb(), true);
             }
             driver.pin_for(self);
-            match self.with_policy(tok, |policy, cx| policy.next(cx)) {
+            match self.with_policy(tok.rb(), |policy, cx| policy.next(cx)) {
                 Some(t) => {
-                    self.start_account(tok);
-                    let to = self.enter_context(tok, Some(t));
-                    let sched = self.owner(tok).sched;
+                    self.start_account(tok.rb());
+                    let to = self.enter_context(tok.rb(), Some(t));
+                    let sched = self.owner(tok.rb()).sched;
                     // `t` was held or dropped (suspended, terminated) and
                     // nothing else was ready: `to` is this loop's own
                     // context, which is running, not saved. Look again.
@@ -643,7 +658,7 @@ impl Processor {
                     // resumed since.
                     unsafe { arch::switch(sched, to) };
                 }
-                None => self.idle(tok, shared),
+                None => self.idle(tok.rb(), shared),
             }
         }
     }
@@ -656,8 +671,8 @@ impl Processor {
     /// No kernel thread runs this processor any more.
     pub(crate) unsafe fn drain(&self, lent: bool, mut abandon: impl FnMut(Thread)) {
         // SAFETY: nobody drives the processor any more (the contract).
-        let tok = &mut unsafe { OwnerToken::new() };
-        let owner = self.owner(tok);
+        let mut tok = unsafe { OwnerToken::new() };
+        let owner = self.owner(tok.rb());
         owner.queue.clear(&mut abandon);
         if let Some(t) = self.next.take() {
             abandon(t);
@@ -729,7 +744,7 @@ pub(crate) struct Delivery<'a> {
     /// The processor asking.
     pub(crate) p: &'a Processor,
     /// Its owner token, lent for the delivery.
-    pub(crate) tok: &'a mut OwnerToken,
+    pub(crate) tok: OwnerToken<'a>,
 }
 
 impl Deliver for Delivery<'_> {
@@ -741,7 +756,7 @@ impl Deliver for Delivery<'_> {
             Event::ProcessorAdded(_) => Kind::ProcessorAdded,
             Event::ProcessorRemoved(_) => Kind::ProcessorRemoved,
         };
-        self.p.policy_event(self.tok, event);
+        self.p.policy_event(self.tok.rb(), event);
         self.p.shared().counters.record(kind, cause);
     }
 

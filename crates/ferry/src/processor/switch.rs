@@ -21,28 +21,28 @@ use crate::sys;
 
 impl Processor {
     /// Does what the context that switched to us left to do.
-    pub(crate) fn finish_switch(&self, tok: &mut OwnerToken) {
-        match std::mem::replace(&mut self.owner(tok).pending, Pending::None) {
+    pub(crate) fn finish_switch(&self, mut tok: OwnerToken<'_>) {
+        match std::mem::replace(&mut self.owner(tok.rb()).pending, Pending::None) {
             Pending::None => {}
             Pending::Requeue(t) => {
-                self.make_ready(tok, t, Ready::Yielded);
+                self.make_ready(tok.rb(), t, Ready::Yielded);
             }
             Pending::Park(t) => {
                 // An unpark that came while it switched out: run it again.
                 if !finish_parking(t.state()) {
-                    self.make_ready(tok, t, Ready::Woken);
+                    self.make_ready(tok.rb(), t, Ready::Woken);
                 }
             }
             Pending::Exit(t) => {
                 // SAFETY: `t` exited and the switch away from it has landed:
                 // nothing runs on its stack, and only we hold it now.
                 if let Some(stack) = unsafe { t.take_stack() } {
-                    self.release_stack(tok, stack);
+                    self.release_stack(tok.rb(), stack);
                 }
             }
-            Pending::Hold(t) => hold(tok, t, Ready::Woken, self),
+            Pending::Hold(t) => hold(tok.rb(), t, Ready::Woken, self),
             Pending::Preempted(t, at) => {
-                self.with_policy(tok, |policy, cx| policy.event(cx, Event::Preempted(t)));
+                self.with_policy(tok.rb(), |policy, cx| policy.event(cx, Event::Preempted(t)));
                 let shared = self.shared();
                 shared.counters.record(Kind::Preempted, at);
                 if shared.processors.len() > 1 {
@@ -57,24 +57,28 @@ impl Processor {
     /// the switch path keeps no delivery state.
     #[cold]
     #[inline(never)]
-    pub(super) fn deliver_sources(&self, tok: &mut OwnerToken, all: bool) {
-        self.shared()
-            .sources
-            .deliver(all, &mut Delivery { p: self, tok });
+    pub(super) fn deliver_sources(&self, mut tok: OwnerToken<'_>, all: bool) {
+        self.shared().sources.deliver(
+            all,
+            &mut Delivery {
+                p: self,
+                tok: tok.rb(),
+            },
+        );
     }
 
     /// Yields the running thread to the one the policy has ready here, if
     /// any.
-    pub(crate) fn yield_current(&self, tok: &mut OwnerToken) {
+    pub(crate) fn yield_current(&self, mut tok: OwnerToken<'_>) {
         let shared = self.shared();
         if shared.sources.ready(true) {
-            self.deliver_sources(tok, true);
+            self.deliver_sources(tok.rb(), true);
         }
-        match self.with_policy(tok, |policy, cx| policy.next_local(cx)) {
-            Some(next) => self.switch_to(tok, To::Thread(next), Pending::Requeue),
+        match self.with_policy(tok.rb(), |policy, cx| policy.next_local(cx)) {
+            Some(next) => self.switch_to(tok.rb(), To::Thread(next), Pending::Requeue),
             // A thread that yields with nothing else to run would go on
             // for ever after a shutdown: to the scheduler loop, which leaves.
-            None if shared.is_shut_down() => self.switch_to(tok, To::Loop, Pending::Requeue),
+            None if shared.is_shut_down() => self.switch_to(tok.rb(), To::Loop, Pending::Requeue),
             None => {}
         }
     }
@@ -85,7 +89,7 @@ impl Processor {
     #[inline]
     pub(super) fn enter_context(
         &self,
-        tok: &mut OwnerToken,
+        mut tok: OwnerToken<'_>,
         mut next: Option<Thread>,
     ) -> *const Context {
         // A suspended thread is held, not run (see `thread`'s docs).
@@ -104,11 +108,11 @@ impl Processor {
                 break;
             }
             if self.membership.load(Relaxed) == ACTIVE {
-                next = self.with_policy(tok, |policy, cx| policy.next(cx));
+                next = self.with_policy(tok.rb(), |policy, cx| policy.next(cx));
             }
         }
-        self.mark_dispatch(tok, next.is_some());
-        let owner = self.owner(tok);
+        self.mark_dispatch(tok.rb(), next.is_some());
+        let owner = self.owner(tok.rb());
         match next {
             Some(next) => {
                 claim(&next, self);
@@ -133,8 +137,8 @@ impl Processor {
     /// of them per fork+join: about 11 ns, 5-6% of it, on the development
     /// VM.
     #[inline]
-    pub(super) fn account(&self, tok: &mut OwnerToken, t: &Thread) {
-        let owner = self.owner(tok);
+    pub(super) fn account(&self, mut tok: OwnerToken<'_>, t: &Thread) {
+        let owner = self.owner(tok.rb());
         if owner.account_cpu {
             let now = sys::cycles();
             let ran = now.wrapping_sub(owner.since);
@@ -150,8 +154,8 @@ impl Processor {
     /// Starts the run time of a thread the scheduler loop switches to (when
     /// the runtime accounts it): the loop's time is nobody's.
     #[inline]
-    pub(super) fn start_account(&self, tok: &mut OwnerToken) {
-        let owner = self.owner(tok);
+    pub(super) fn start_account(&self, mut tok: OwnerToken<'_>) {
+        let owner = self.owner(tok.rb());
         if owner.account_cpu {
             owner.since = sys::cycles();
         }
@@ -159,17 +163,17 @@ impl Processor {
 
     /// Switches the running thread away and holds it (it suspended itself);
     /// returns once it is resumed, on whichever processor.
-    pub(crate) fn switch_away_held(&self, tok: &mut OwnerToken) -> &'static Processor {
+    pub(crate) fn switch_away_held(&self, mut tok: OwnerToken<'_>) -> &'static Processor {
         let me = self
-            .owner(tok)
+            .owner(tok.rb())
             .current
             .take()
             .expect("switch_away_held outside a thread");
-        self.account(tok, &me);
+        self.account(tok.rb(), &me);
         let from = me.context_ptr();
         let my_header = me.as_ptr();
-        self.owner(tok).pending = Pending::Hold(me);
-        let to = self.next_context(tok);
+        self.owner(tok.rb()).pending = Pending::Hold(me);
+        let to = self.next_context(tok.rb());
         switch_out_to(from, to, my_header)
     }
 
@@ -178,15 +182,15 @@ impl Processor {
     /// leaving the set, or whose runtime shut down, goes to its scheduler
     /// loop.
     #[inline]
-    pub(super) fn next_context(&self, tok: &mut OwnerToken) -> *const Context {
+    pub(super) fn next_context(&self, mut tok: OwnerToken<'_>) -> *const Context {
         // After a shutdown, to the loop, which leaves: a thread that
         // spawns its successor and exits would otherwise relay for ever.
         let next = if self.membership.load(Relaxed) == ACTIVE && !self.shared().is_shut_down() {
-            self.with_policy(tok, |policy, cx| policy.next(cx))
+            self.with_policy(tok.rb(), |policy, cx| policy.next(cx))
         } else {
             None
         };
-        self.enter_context(tok, next)
+        self.enter_context(tok.rb(), next)
     }
 
     /// Switches away from the running thread, leaving `pending` for whoever
@@ -195,21 +199,21 @@ impl Processor {
     /// resumed, possibly on another processor.
     pub(crate) fn switch_away(
         &self,
-        tok: &mut OwnerToken,
+        mut tok: OwnerToken<'_>,
         make_pending: impl FnOnce(Thread) -> Pending,
     ) {
-        self.switch_to(tok, To::Policy, make_pending);
+        self.switch_to(tok.rb(), To::Policy, make_pending);
     }
 
     /// As [`Processor::switch_away`], to `to`.
     #[inline]
     pub(super) fn switch_to(
         &self,
-        tok: &mut OwnerToken,
+        mut tok: OwnerToken<'_>,
         mut to: To,
         make_pending: impl FnOnce(Thread) -> Pending,
     ) {
-        let owner = self.owner(tok);
+        let owner = self.owner(tok.rb());
         // Threads handed off among themselves never pass through the
         // scheduler loop: ask the event sources here too (those that read
         // the clock every so often).
@@ -222,41 +226,41 @@ impl Processor {
             // thread is abandoned with the others still queued).
             if self.shared().is_shut_down() {
                 if let To::Thread(t) = to {
-                    self.make_ready(tok, t, Ready::Yielded);
+                    self.make_ready(tok.rb(), t, Ready::Yielded);
                 }
                 to = To::Loop;
             }
         }
         if self.shared().sources.ready(tick) {
-            self.deliver_sources(tok, tick);
+            self.deliver_sources(tok.rb(), tick);
         }
         let me = self
-            .owner(tok)
+            .owner(tok.rb())
             .current
             .take()
             .expect("switch_away outside a thread");
-        self.account(tok, &me);
+        self.account(tok.rb(), &me);
         let from = me.context_ptr();
         let my_header = me.as_ptr();
-        self.owner(tok).pending = make_pending(me);
+        self.owner(tok.rb()).pending = make_pending(me);
         let to = match to {
-            To::Thread(t) => self.enter_context(tok, Some(t)),
-            To::Policy => self.next_context(tok),
-            To::Loop => self.enter_context(tok, None),
+            To::Thread(t) => self.enter_context(tok.rb(), Some(t)),
+            To::Policy => self.next_context(tok.rb()),
+            To::Loop => self.enter_context(tok.rb(), None),
         };
         switch_out_to(from, to, my_header);
     }
 
     /// Ends the running thread: its stack is released by whoever runs next.
-    pub(crate) fn exit_current(&self, tok: &mut OwnerToken) -> ! {
+    pub(crate) fn exit_current(&self, mut tok: OwnerToken<'_>) -> ! {
         let me = self
-            .owner(tok)
+            .owner(tok.rb())
             .current
             .take()
             .expect("exit outside a thread");
-        self.account(tok, &me);
-        self.owner(tok).pending = Pending::Exit(me);
-        let to = self.next_context(tok);
+        self.account(tok.rb(), &me);
+        self.owner(tok.rb()).pending = Pending::Exit(me);
+        let to = self.next_context(tok.rb());
         // SAFETY: `to` as in `switch_out_to`; nothing on this stack is used
         // again (the caller dropped its locals), and the stack is released
         // only after the switch, by `finish_switch`.
@@ -302,9 +306,9 @@ pub(super) fn try_hold(t: Thread) -> Option<Thread> {
 }
 
 /// Holds `t` as [`try_hold`] does, or queues it on `p` if it was resumed.
-pub(super) fn hold(tok: &mut OwnerToken, t: Thread, why: Ready, p: &Processor) {
+pub(super) fn hold(mut tok: OwnerToken<'_>, t: Thread, why: Ready, p: &Processor) {
     if let Some(t) = try_hold(t) {
-        p.make_ready(tok, t, why);
+        p.make_ready(tok.rb(), t, why);
     }
 }
 
@@ -338,10 +342,10 @@ pub(crate) fn switch_out_to(
     // switch handed over: the calling kernel thread drives `p`, and nothing
     // up this stack holds a reference into its owner part (the switch left
     // all of them behind).
-    let tok = &mut unsafe { OwnerToken::new() };
-    p.finish_switch(tok);
+    let mut tok = unsafe { OwnerToken::new() };
+    p.finish_switch(tok.rb());
     // SAFETY: the errno slot of the kernel thread driving `p`, which is the
     // one running us now (set in `bind`).
-    unsafe { *p.owner(tok).errno = errno };
+    unsafe { *p.owner(tok.rb()).errno = errno };
     p
 }

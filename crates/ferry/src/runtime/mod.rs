@@ -380,6 +380,7 @@ impl Builder {
                 context: crate::arch::Context::empty(),
                 stack: None,
                 scheduler: Arc::clone(&shared) as Arc<dyn Schedule>,
+                keep_block: upcall::keep_block,
                 tag: 0,
             },
             first,

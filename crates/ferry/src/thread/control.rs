@@ -93,7 +93,7 @@ impl Thread {
             e.p.current_ref(&e.tok)
                 .is_some_and(|c| c.as_ptr() == self.as_ptr())
         }) {
-            let _resumed_on = e.p.switch_away_held(&mut e.tok);
+            let _resumed_on = e.p.switch_away_held(e.tok.rb());
             drop(e);
             return;
         }

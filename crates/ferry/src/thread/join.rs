@@ -49,7 +49,7 @@ impl<T> JoinHandle<T> {
             // finish, we wait as usual below. (It cannot be the caller,
             // which is running.) A plain kernel thread just waits.
             if let Some(mut e) = crate::upcall::enter().filter(|e| e.p.in_thread(&e.tok)) {
-                e.p.yield_current(&mut e.tok);
+                e.p.yield_current(e.tok.rb());
             }
         }
         if !self.raw.is_complete() {

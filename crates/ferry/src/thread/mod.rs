@@ -116,7 +116,7 @@ pub fn yield_now() {
         std::thread::yield_now();
         return;
     };
-    e.p.yield_current(&mut e.tok);
+    e.p.yield_current(e.tok.rb());
 }
 
 /// Blocks the calling thread until it gets a wakeup token (see
@@ -144,7 +144,7 @@ pub(crate) fn park_entered(mut e: crate::upcall::Entered) {
     if park_word::take_token_or_start_parking(&me.header().state) {
         return;
     }
-    p.switch_away(&mut e.tok, Pending::Park);
+    p.switch_away(e.tok.rb(), Pending::Park);
 }
 
 impl Unparker {
@@ -166,7 +166,7 @@ impl Unparker {
         match self {
             Unparker::Ferry(t) if std::ptr::eq(e.p.shared(), &t.shared().set) => {
                 let unqueued = if park_word::unpark(&t.header().state) {
-                    e.p.make_ready(&mut e.tok, t, Ready::Woken);
+                    e.p.make_ready(e.tok.rb(), t, Ready::Woken);
                     None
                 } else {
                     Some(t)

@@ -141,7 +141,7 @@ impl Builder {
         let Some(block) = raw::Block::alloc(|| e.take_block()) else {
             return Ok(Err(out_of_memory()));
         };
-        let (id, stack) = match e.p.thread_parts(&mut e.tok, self.stack_size) {
+        let (id, stack) = match e.p.thread_parts(e.tok.rb(), self.stack_size) {
             Ok(parts) => parts,
             Err(err) => return Ok(Err(err)),
         };
@@ -150,7 +150,7 @@ impl Builder {
         if suspended {
             start_held(thread);
         } else {
-            e.p.make_ready(&mut e.tok, thread, Ready::Spawned);
+            e.p.make_ready(e.tok.rb(), thread, Ready::Spawned);
         }
         Ok(Ok(JoinHandle { raw }))
     }
@@ -258,6 +258,7 @@ impl Builder {
                 context,
                 stack: Some(stack),
                 scheduler,
+                keep_block: crate::upcall::keep_block,
                 tag: self.tag,
             },
             f,
@@ -312,8 +313,8 @@ pub unsafe fn exit_with<T: Send + 'static>(value: T) -> ! {
     drop(unsafe { raw::take_locals(me) });
     let e = crate::upcall::enter().expect("a ferry thread ended outside a processor");
     let p = e.p;
-    let mut tok = e.hand_over();
-    p.exit_current(&mut tok)
+    let tok = e.hand_over();
+    p.exit_current(tok)
 }
 
 /// Switches from the adopting kernel thread's own flow of control, which
@@ -361,10 +362,10 @@ unsafe extern "C" fn thread_entry(_: *mut ()) -> ! {
         // SAFETY: we run on `p`, with the level the switch to us handed
         // over: this kernel thread drives `p`, and nothing holds a
         // reference into its owner part.
-        let tok = &mut unsafe { OwnerToken::new() };
-        p.finish_switch(tok);
+        let mut tok = unsafe { OwnerToken::new() };
+        p.finish_switch(tok.rb());
         let me = p
-            .current_ref(tok)
+            .current_ref(&tok)
             .expect("a ferry thread runs as its processor's current")
             .as_ptr();
         debug_assert_eq!(
@@ -386,6 +387,6 @@ unsafe extern "C" fn thread_entry(_: *mut ()) -> ! {
     let e = crate::upcall::enter().expect("a ferry thread ended outside a processor");
     let p = e.p;
     // The next context inherits our level.
-    let mut tok = e.hand_over();
-    p.exit_current(&mut tok)
+    let tok = e.hand_over();
+    p.exit_current(tok)
 }

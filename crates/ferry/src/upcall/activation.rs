@@ -540,8 +540,8 @@ impl Activation {
         crate::probe_mark!(crate::probe::PINNED_FOR_PROCESSOR);
         // SAFETY: we just took `p`'s driver word and run at one level; no
         // reference into its owner part lives.
-        let tok = &mut unsafe { OwnerToken::new() };
-        p.bind(tok, self.sched.get(), &self.running);
+        let mut tok = unsafe { OwnerToken::new() };
+        p.bind(tok.rb(), self.sched.get(), &self.running);
     }
 
     /// Names this activation, picked by a handoff that raised `p`'s
@@ -686,10 +686,10 @@ unsafe impl Driver for Driving<'_> {
     /// Leaves the set: gives every queued thread to the injector, lets go
     /// of the driver word and lets the others know. `false` if the
     /// processor was re-added meanwhile (it goes on).
-    fn stop(&self, tok: &mut OwnerToken, p: &Processor) -> bool {
+    fn stop(&self, mut tok: OwnerToken<'_>, p: &Processor) -> bool {
         let (act, shared) = (self.act, self.shared);
         // SAFETY: we drive `p` (its scheduler loop calls us).
-        unsafe { p.give_queues_away(tok) };
+        unsafe { p.give_queues_away(tok.rb()) };
         let words = shared.words(p);
         // Our word, or `A|PROBING` if the monitor is checking us: it will
         // see our count (the scheduler loop runs at one level) and fail to

@@ -240,13 +240,13 @@ pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
                 if me.must_stop() {
                     // Asked to stop before the signal caught it: stop
                     // before the call rather than after.
-                    let _resumed_on = e.p.switch_away_held(&mut e.tok);
+                    let _resumed_on = e.p.switch_away_held(e.tok.rb());
                     drop(e);
                     continue;
                 }
                 let a = activation::local().expect("an entered kernel thread is an activation");
                 a.call.store(me.as_ptr().as_ptr() as usize, Release);
-                super::lend(e.p, &mut e.tok, a);
+                super::lend(e.p, e.tok.rb(), a);
                 drop(e);
                 crate::probe_mark!(crate::probe::CALL_BEGINS);
                 break;
@@ -263,7 +263,7 @@ pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
             .current_ref(&e.tok)
             .is_some_and(crate::Thread::must_stop)
         {
-            let _resumed_on = e.p.switch_away_held(&mut e.tok);
+            let _resumed_on = e.p.switch_away_held(e.tok.rb());
         }
         drop(e);
     }

@@ -55,9 +55,9 @@ pub(crate) fn critical_enter() -> Option<(Critical, &'static Activation)> {
     };
     // (The words of the processor it drives, kept beside it: one load, as
     // the processor's own field would be; null when it drives none.)
-    // SAFETY: set with `processor` in `begin` to the words of that
-    // processor, which live as long as its runtime, and cleared with it.
     if c == 0
+        // SAFETY: set with `processor` in `begin` to the words of that
+        // processor, which live as long as its runtime, and cleared with it.
         && let Some(words) = unsafe { a.words.get().as_ref() }
     {
         let d = words.driver.load(Acquire);
@@ -78,7 +78,9 @@ fn back_from_call(
     a: &'static Activation,
     d: usize,
 ) -> Option<(Critical, &'static Activation)> {
-    let p = a.processor().expect("an activation with words drives a processor");
+    let p = a
+        .processor()
+        .expect("an activation with words drives a processor");
     super::blocking::leave_call(a);
     super::handover::reclaim_or_give_back(p, a, d);
     // Possibly resumed on another kernel thread: ask again.

@@ -20,14 +20,14 @@ use crate::processor::{OwnerToken, Processor};
 pub(crate) struct Entered {
     pub(crate) p: &'static Processor,
     /// The proof that this kernel thread drives `p`, for its owner part.
-    pub(crate) tok: OwnerToken,
+    pub(crate) tok: OwnerToken<'static>,
     critical: Critical,
 }
 
 impl Entered {
     /// Leaves the level held to the context switched to (an exiting
     /// thread), keeping the token for the switch.
-    pub(crate) fn hand_over(self) -> OwnerToken {
+    pub(crate) fn hand_over(self) -> OwnerToken<'static> {
         self.critical.hand_over();
         self.tok
     }
@@ -89,6 +89,6 @@ pub(crate) fn keep_block(block: SmallBlock) {
 /// it. Never returns.
 pub(crate) fn stop_terminated() -> ! {
     let mut e = enter().expect("a ferry thread stopped outside a processor");
-    let _ = e.p.switch_away_held(&mut e.tok);
+    let _ = e.p.switch_away_held(e.tok.rb());
     unreachable!("a terminated thread was resumed")
 }

@@ -22,9 +22,9 @@ use crate::processor::{ACTIVE, NO_CORE, OwnerToken, Processor, STARTING};
 /// activation), and hands it to a spare at once if work waits for it and
 /// the runtime hands off at once. The caller must not touch the processor
 /// again until it got it back through `processor::enter`.
-pub(crate) fn lend(p: &'static Processor, tok: &mut OwnerToken, act: &Activation) {
+pub(crate) fn lend(p: &'static Processor, mut tok: OwnerToken<'_>, act: &Activation) {
     let shared = Shared::of(p);
-    let hand_now = shared.handoff_after.is_zero() && p.sees_work(tok, shared);
+    let hand_now = shared.handoff_after.is_zero() && p.sees_work(tok.rb(), shared);
     let cpu = if hand_now && p.core(shared).is_none() {
         crate::sys::current_cpu().unwrap_or(NO_CORE)
     } else {
@@ -83,9 +83,9 @@ pub(crate) fn deliver_blocked(p: &Processor, shared: &Shared) {
     // SAFETY: the caller just took `p`'s driver word (`take_lent`) and runs
     // at one level; nothing holds a reference into its owner part (its
     // blocked thread's kernel thread is away in the kernel, outside it).
-    let tok = &mut unsafe { OwnerToken::new() };
-    if let Some(t) = p.take_blocked(tok) {
-        p.policy_event(tok, Event::Blocked(&t));
+    let mut tok = unsafe { OwnerToken::new() };
+    if let Some(t) = p.take_blocked(tok.rb()) {
+        p.policy_event(tok.rb(), Event::Blocked(&t));
         crate::probe_mark!(crate::probe::POLICY_GOT_BLOCKED);
         shared.counters.record(
             Kind::Blocked,
@@ -104,8 +104,8 @@ pub(crate) fn deliver_added(p: &Processor, shared: &Shared) {
         .ok();
     // SAFETY: the caller just took `p`'s driver word (`start`) and runs at
     // one level; nothing holds a reference into its owner part.
-    let tok = &mut unsafe { OwnerToken::new() };
-    p.policy_event(tok, Event::ProcessorAdded(p.index));
+    let mut tok = unsafe { OwnerToken::new() };
+    p.policy_event(tok.rb(), Event::ProcessorAdded(p.index));
     shared.counters.record(
         Kind::ProcessorAdded,
         shared.instant_of(p.upcall().changed_at.load(Relaxed)),

@@ -203,9 +203,9 @@ fn interrupt(a: &Activation, was_chained: bool) {
         sys::unblock_signal(SIGNAL);
         if stop {
             // Held (or, terminated, queued to be dropped) until resumed.
-            let _resumed_on = e.p.switch_away_held(&mut e.tok);
+            let _resumed_on = e.p.switch_away_held(e.tok.rb());
         } else {
-            e.p.preempt_current(&mut e.tok);
+            e.p.preempt_current(e.tok.rb());
         }
         drop(e);
     } else if d & !FLAGS == a.word() {

@@ -19,7 +19,7 @@ use super::Words;
 use super::deadlock::Detector;
 use super::{Activation, Activations, Assignment, Monitor, PerProcessor, enter};
 use crate::header::raw;
-use crate::header::{Ready, Schedule, SmallBlock, Thread};
+use crate::header::{Ready, Schedule, Thread};
 use crate::processor::{ACTIVE, Host, Processor, STARTING, STOPPED, STOPPING, Set, Settings};
 
 /// State every processor, kernel thread and thread of one runtime shares:
@@ -56,11 +56,6 @@ impl Schedule for Shared {
     #[inline]
     fn schedule(&self, t: Thread, why: Ready) {
         Shared::schedule(self, t, why);
-    }
-
-    #[inline]
-    fn keep_block(&self, block: SmallBlock) {
-        super::keep_block(block);
     }
 
     fn stop_terminated(&self) -> ! {
@@ -165,7 +160,7 @@ impl Shared {
     pub(crate) fn schedule(&self, t: Thread, why: Ready) {
         match enter() {
             Some(mut e) if std::ptr::eq(e.p.shared(), &self.set) => {
-                e.p.make_ready(&mut e.tok, t, why)
+                e.p.make_ready(e.tok.rb(), t, why)
             }
             // Off the runtime (a kernel thread, or another runtime's processor).
             _ => match self.injector.push(t) {
@@ -196,7 +191,7 @@ impl Shared {
     pub(crate) fn schedule_spawned(&self, t: Thread) -> Result<(), Thread> {
         match enter() {
             Some(mut e) if std::ptr::eq(e.p.shared(), &self.set) => {
-                e.p.make_ready(&mut e.tok, t, Ready::Spawned);
+                e.p.make_ready(e.tok.rb(), t, Ready::Spawned);
                 Ok(())
             }
             _ => {
