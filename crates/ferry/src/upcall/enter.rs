@@ -1,7 +1,7 @@
 //! Entering the runtime: a ferry thread's way to the processor its kernel
 //! thread drives, with one level of the critical count held ([`Entered`]);
 //! and the runtime-side steps a thread takes through it that the header
-//! asks for (`Schedule::keep_block`, `Schedule::stop_terminated`).
+//! asks for (`Header::keep_block`, `Schedule::stop_terminated`).
 //!
 //! This file owns only the entry; the count's protocol is `activation`'s,
 //! the processor's work is `processor`'s.
