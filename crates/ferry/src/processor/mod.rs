@@ -68,7 +68,18 @@
 //! | `true` | the processor, when it stops spinning and goes to sleep | it has nothing to run: its core may be taken back (the processor-allocation issue reads it) |
 
 mod cpus;
+mod idle_set;
 mod set;
+#[cfg(all(test, not(ferry_loom)))]
+mod tests;
+
+/// The atomics, lock and fences `idle_set` uses (its loom model,
+/// `tests/loom_idle.rs`, swaps in loom's).
+mod atomic {
+    pub(crate) use ferry_queue::wait::{heavy_fence, light_fence};
+    pub(crate) use std::sync::atomic::{AtomicUsize, Ordering};
+    pub(crate) use std::sync::{Mutex, PoisonError};
+}
 
 pub(crate) use cpus::{available_cpus, cpus_without_processors, pin, pin_to_cpus};
 pub(crate) use set::{Host, Set, Settings};
