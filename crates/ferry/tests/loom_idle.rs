@@ -107,8 +107,8 @@ impl World {
         }
     }
 
-    /// `Set::wake_sleeper`, with `Processor::wake`: the word, then the
-    /// futex wake.
+    /// `Set::wake_sleeper`, with `Processor::wake` (its futex wake is the
+    /// parked loop's next look at the word).
     fn wake_sleeper(&self) {
         if let Some(i) = self.idle.take_sleeper() {
             self.sleep[i].store(1, Release);
