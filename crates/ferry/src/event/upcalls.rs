@@ -77,7 +77,7 @@ impl Upcalls {
 }
 
 /// Events arrive from other kernel threads, which notify a parked processor
-/// after posting (`Shared::notify_work`); a busy processor looks at every
+/// after posting (`Set::notify_work`); a busy processor looks at every
 /// switch (one relaxed load).
 impl Source for Upcalls {
     const EVERY: Every = Every::Switch;

@@ -96,7 +96,7 @@ impl Processor {
             self.sleep.store(0, Relaxed);
             shared.sleeper_enter(self.index);
         }
-        // Pairs with `light_fence` in `Shared::notify_work`: either the
+        // Pairs with `light_fence` in `Set::notify_work`: either the
         // notifier sees us among the sleepers, or we see its work below.
         ferry_queue::wait::heavy_fence();
         if self.sees_work(tok.rb(), shared)

@@ -52,7 +52,7 @@
 //! the runtime's `spinning`), then marks itself willing to yield its core,
 //! joins the runtime's sleepers and parks on its `sleep` futex, no longer than
 //! until the earliest timer. Whoever makes a thread runnable on a processor
-//! (or the injector) then calls `Shared::notify_work`, which wakes a sleeper
+//! (or the injector) then calls `Set::notify_work`, which wakes a sleeper
 //! only when nobody spins: a spinner will find the work. The last spinner to
 //! find work wakes one sleeper in its place, so that a burst of work spreads
 //! one processor at a time (Go's rule). Lost wakeups are excluded by an
@@ -73,8 +73,19 @@
 
 mod cpus;
 mod idle;
+mod idle_set;
 mod set;
 mod switch;
+#[cfg(all(test, not(ferry_loom)))]
+mod tests;
+
+/// The atomics, lock and fences `idle_set` uses (its loom model,
+/// `tests/loom_idle.rs`, swaps in loom's).
+mod atomic {
+    pub(crate) use ferry_queue::wait::{heavy_fence, light_fence};
+    pub(crate) use std::sync::atomic::{AtomicUsize, Ordering};
+    pub(crate) use std::sync::{Mutex, PoisonError};
+}
 
 pub(crate) use cpus::{available_cpus, cpus_without_processors, pin, pin_to_cpus};
 pub(crate) use set::{Host, Set, Settings};

@@ -5,24 +5,24 @@
 //! threads, the monitor, deadlock detection) is reached only through
 //! [`Host`].
 //!
-//! This file owns the idle bookkeeping and [`Set::notify_work`]'s side of
-//! the handshake in the module docs of `processor`; it must not switch or
-//! park anyone itself.
+//! This file owns the set and what its processors share; the idle
+//! bookkeeping and the notifier's decisions in the handshake of
+//! `processor`'s module docs are [`IdleSet`]'s (`idle_set`), and this file
+//! only wakes the processor it names. It must not switch or park anyone
+//! itself.
 //!
 //! | word | written by | meaning |
 //! |------|------------|---------|
-//! | `spinning` | a processor entering (+1) and leaving (-1) its spin in `idle` (SeqCst) | how many processors are looking for work right now; while any is, nobody needs waking |
-//! | `sleeper_count` | a processor joining or leaving `sleepers`, under its lock | how many processors sleep (or are about to); read without the lock by `notify_work` |
 //! | `shutdown` | the runtime, once (Release) | every scheduler loop leaves |
 
 use std::any::Any;
 use std::cell::UnsafeCell;
 use std::ops::Range;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use super::Processor;
+use super::idle_set::IdleSet;
 use crate::event::Sources;
 use crate::event::stats::Counters;
 use crate::sched::Injector;
@@ -55,10 +55,8 @@ pub(crate) struct Set {
     pub(crate) processors: Box<[Processor]>,
     /// Threads made or woken off a processor, and ring overflow.
     pub(crate) injector: Injector,
-    /// Indices of processors asleep (or about to sleep) in `idle`.
-    sleepers: Mutex<Vec<usize>>,
-    sleeper_count: AtomicUsize,
-    spinning: AtomicUsize,
+    /// Who spins and who sleeps in `idle`.
+    idle: IdleSet,
     shutdown: AtomicBool,
     /// The default stack size of a thread.
     pub(crate) stack_size: usize,
@@ -99,9 +97,7 @@ impl Set {
         Set {
             processors: Processor::build(settings.processors).into_boxed_slice(),
             injector: Injector::new(),
-            sleepers: Mutex::new(Vec::with_capacity(settings.processors)),
-            sleeper_count: AtomicUsize::new(0),
-            spinning: AtomicUsize::new(0),
+            idle: IdleSet::new(settings.processors),
             shutdown: AtomicBool::new(false),
             stack_size: settings.stack_size,
             spin_tries: settings.spin_tries,
@@ -142,69 +138,60 @@ impl Set {
     /// See `processor`'s module docs for the handshake.
     #[inline]
     pub(crate) fn notify_work(&self) {
-        ferry_queue::wait::light_fence();
-        if self.spinning.load(Relaxed) != 0 || self.sleeper_count.load(Relaxed) == 0 {
-            return;
+        if self.idle.notify_work() {
+            self.wake_sleeper();
         }
-        self.wake_sleeper();
     }
 
     /// [`Set::notify_work`], from a kernel thread that drives no
     /// processor.
     pub(crate) fn notify_work_anywhere(&self) {
-        ferry_queue::wait::heavy_fence();
-        if self.spinning.load(Relaxed) != 0 || self.sleeper_count.load(Relaxed) == 0 {
-            return;
+        if self.idle.notify_work_anywhere() {
+            self.wake_sleeper();
         }
-        self.wake_sleeper();
     }
 
     /// Wakes one sleeping processor, if any sleeps.
     #[cold]
     fn wake_sleeper(&self) {
-        let index = {
-            let mut sleepers = self.sleepers.lock().unwrap_or_else(PoisonError::into_inner);
-            let i = sleepers.pop();
-            self.sleeper_count.store(sleepers.len(), Relaxed);
-            i
-        };
-        if let Some(i) = index {
+        if let Some(i) = self.idle.take_sleeper() {
             self.processors[i].wake();
         }
     }
 
+    /// The calling processor starts spinning for work in `idle`.
     pub(crate) fn spinning_enter(&self) {
-        self.spinning.fetch_add(1, SeqCst);
+        self.idle.spinning_enter();
     }
 
+    /// The calling processor stops spinning, to sleep (it joined the
+    /// sleepers first).
     pub(crate) fn spinning_exit(&self) {
-        self.spinning.fetch_sub(1, SeqCst);
+        self.idle.spinning_exit();
     }
 
     /// A spinner found work: if it was the last spinner, another processor
     /// is woken to spin in its place, so that more work already queued does
     /// not wait for this one (Go's rule).
     pub(crate) fn spinning_exit_found_work(&self) {
-        if self.spinning.fetch_sub(1, SeqCst) == 1 && self.sleeper_count.load(Relaxed) != 0 {
+        if self.idle.spinning_exit_found_work() {
             self.wake_sleeper();
         }
     }
 
+    /// Processor `index` joins the sleepers.
     pub(crate) fn sleeper_enter(&self, index: usize) {
-        let mut sleepers = self.sleepers.lock().unwrap_or_else(PoisonError::into_inner);
-        sleepers.push(index);
-        self.sleeper_count.store(sleepers.len(), SeqCst);
+        self.idle.sleeper_enter(index);
     }
 
     /// How many processors sleep in `idle` (or are about to).
     pub(crate) fn sleepers(&self) -> usize {
-        self.sleeper_count.load(SeqCst)
+        self.idle.sleepers()
     }
 
+    /// Processor `index` leaves `idle`.
     pub(crate) fn sleeper_exit(&self, index: usize) {
-        let mut sleepers = self.sleepers.lock().unwrap_or_else(PoisonError::into_inner);
-        sleepers.retain(|&i| i != index);
-        self.sleeper_count.store(sleepers.len(), SeqCst);
+        self.idle.sleeper_exit(index);
     }
 
     /// Whether the runtime shut down: every scheduler loop leaves.

@@ -29,6 +29,8 @@
 //! the injector. Stealing moves it between queues, never out of "runnable".
 
 mod queue;
+#[cfg(all(test, not(ferry_loom)))]
+mod tests;
 mod work_stealing;
 
 pub(crate) use queue::{Injector, NEXT_STEAL_AFTER, NextSlot, RunQueue};

@@ -1,0 +1,327 @@
+//! The default policy's decisions, through the [`Policy`] interface, on
+//! real queues: where each kind of runnable thread waits, the order the
+//! processor gets them back in, what it steals and what it never does.
+//! The threads are never run: a test makes control blocks with no stack
+//! and a scheduler that must never be asked to queue one.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use super::queue::RING_SLOTS;
+use super::{Cx, Event, Injector, NextSlot, Policy, Priority, Ready, RunQueue, WorkStealing};
+use crate::arch::Context;
+use crate::header::raw::{self, Block, Spec};
+use crate::header::{Schedule, Thread, ThreadId};
+
+/// The scheduler of the test threads: they are queued by hand, never
+/// unparked or stopped.
+struct ByHand;
+
+impl Schedule for ByHand {
+    fn schedule(&self, t: Thread, why: Ready) {
+        panic!("thread {:?} unparked ({why:?}) in a policy test", t.id());
+    }
+
+    fn stop_terminated(&self) -> ! {
+        panic!("a policy test's thread never runs");
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// A thread that never runs, with id `id`.
+fn thread(id: u64, priority: Priority) -> Thread {
+    let block = Block::alloc(|| None).expect("memory for a thread block");
+    let (t, join) = raw::new(
+        block,
+        Spec {
+            id: ThreadId(id),
+            name: None,
+            priority,
+            context: Context::empty(),
+            stack: None,
+            scheduler: Arc::new(ByHand),
+            keep_block: drop,
+            tag: 0,
+        },
+        || (),
+    );
+    drop(join);
+    t
+}
+
+fn normal(id: u64) -> Thread {
+    thread(id, Priority::Normal)
+}
+
+fn id(t: Option<Thread>) -> Option<u64> {
+    t.map(|t| t.id().as_u64())
+}
+
+/// The queues of `n` processors and their runtime's injector, each
+/// processor with its own policy.
+struct Runtime {
+    queues: Vec<RunQueue>,
+    next: Vec<NextSlot>,
+    injector: Injector,
+    policies: Vec<WorkStealing>,
+}
+
+impl Runtime {
+    fn new(n: usize) -> Runtime {
+        Runtime {
+            queues: RunQueue::build(n),
+            next: (0..n).map(|_| NextSlot::new()).collect(),
+            injector: Injector::new(),
+            policies: (0..n).map(|_| WorkStealing::default()).collect(),
+        }
+    }
+
+    /// Processor `p`'s policy and its view.
+    fn on(&mut self, p: usize) -> (&mut WorkStealing, Cx<'_>) {
+        let cx = Cx {
+            queue: &self.queues[p],
+            next: &self.next[p],
+            injector: &self.injector,
+        };
+        (&mut self.policies[p], cx)
+    }
+
+    fn ready(&mut self, p: usize, t: Thread, why: Ready) {
+        let (policy, cx) = self.on(p);
+        policy.ready(&cx, t, why);
+    }
+
+    fn event(&mut self, p: usize, event: Event<'_>) {
+        let (policy, cx) = self.on(p);
+        policy.event(&cx, event);
+    }
+
+    fn next(&mut self, p: usize) -> Option<u64> {
+        let (policy, cx) = self.on(p);
+        id(policy.next(&cx))
+    }
+
+    fn next_local(&mut self, p: usize) -> Option<u64> {
+        let (policy, cx) = self.on(p);
+        id(policy.next_local(&cx))
+    }
+
+    fn has_ready(&mut self, p: usize) -> bool {
+        let (policy, cx) = self.on(p);
+        policy.has_ready(&cx)
+    }
+
+    /// What processor `p` runs, in order, until it finds nothing.
+    fn drain(&mut self, p: usize) -> Vec<u64> {
+        std::iter::from_fn(|| self.next(p)).collect()
+    }
+}
+
+#[test]
+fn a_woken_thread_takes_the_slot_and_moves_the_one_there_to_the_ring() {
+    let mut rt = Runtime::new(1);
+    rt.ready(0, normal(1), Ready::Yielded);
+    rt.ready(0, normal(2), Ready::Woken);
+    assert!(!rt.next[0].is_empty(), "a woken thread waits in the slot");
+    rt.ready(0, normal(3), Ready::Woken);
+    assert_eq!(rt.drain(0), [3, 1, 2]);
+}
+
+#[test]
+fn a_spawned_thread_takes_an_empty_slot_and_keeps_it_from_a_woken_one() {
+    let mut rt = Runtime::new(1);
+    rt.ready(0, normal(1), Ready::Spawned);
+    assert!(!rt.next[0].is_empty(), "the first spawn waits in the slot");
+    rt.ready(0, normal(2), Ready::Woken);
+    rt.ready(0, normal(3), Ready::Spawned);
+    assert_eq!(rt.drain(0), [1, 2, 3]);
+}
+
+#[test]
+fn a_spawned_thread_queues_behind_a_full_ring() {
+    let mut rt = Runtime::new(1);
+    rt.ready(0, normal(1), Ready::Yielded);
+    rt.ready(0, normal(2), Ready::Spawned);
+    assert!(rt.next[0].is_empty(), "the ring was not empty");
+    assert_eq!(rt.drain(0), [1, 2]);
+}
+
+#[test]
+fn yielded_and_expired_threads_go_to_the_back_of_the_ring() {
+    let mut rt = Runtime::new(1);
+    rt.ready(0, normal(1), Ready::Yielded);
+    rt.ready(0, normal(2), Ready::Expired);
+    rt.ready(0, normal(3), Ready::Yielded);
+    assert!(rt.next[0].is_empty());
+    assert_eq!(rt.drain(0), [1, 2, 3]);
+}
+
+#[test]
+fn high_runs_before_normal_before_low_whatever_the_order_queued() {
+    let mut rt = Runtime::new(1);
+    rt.ready(0, thread(1, Priority::Low), Ready::Woken);
+    rt.ready(0, normal(2), Ready::Woken);
+    rt.ready(0, thread(3, Priority::High), Ready::Woken);
+    rt.ready(0, normal(4), Ready::Yielded);
+    rt.ready(0, thread(5, Priority::High), Ready::Spawned);
+    // Only a `Normal` thread takes the slot.
+    assert_eq!(rt.drain(0), [3, 5, 2, 4, 1]);
+}
+
+#[test]
+fn the_injector_goes_after_the_local_ring_of_its_level_and_before_low() {
+    let mut rt = Runtime::new(1);
+    rt.ready(0, thread(1, Priority::Low), Ready::Yielded);
+    assert!(rt.injector.push(normal(2)).is_ok());
+    assert!(rt.injector.push(thread(3, Priority::High)).is_ok());
+    assert!(rt.injector.push(thread(4, Priority::Low)).is_ok());
+    rt.ready(0, normal(5), Ready::Yielded);
+    rt.ready(0, normal(6), Ready::Woken);
+    // The injector's High first; then slot, Normal ring, injector's
+    // Normal; the injector's Low before the local Low ring.
+    assert_eq!(rt.drain(0), [3, 6, 5, 2, 4, 1]);
+}
+
+#[test]
+fn the_injector_goes_first_once_in_a_while() {
+    let mut rt = Runtime::new(1);
+    let local = 70;
+    for i in 0..local {
+        rt.ready(0, normal(i), Ready::Yielded);
+    }
+    assert!(rt.injector.push(normal(1000)).is_ok());
+    let order = rt.drain(0);
+    let at = order.iter().position(|&i| i == 1000);
+    assert_eq!(at, Some(60), "the 61st pick takes the injector's thread");
+    assert_eq!(order.len(), 71);
+}
+
+#[test]
+fn a_woken_streak_in_the_slot_lets_the_ring_go_first_once() {
+    let mut rt = Runtime::new(1);
+    rt.ready(0, normal(0), Ready::Yielded);
+    let mut picks = Vec::new();
+    for i in 1..=12 {
+        rt.ready(0, normal(i), Ready::Woken);
+        picks.push(rt.next(0).unwrap());
+        if picks.last() == Some(&0) {
+            break;
+        }
+    }
+    // Eight picks from the slot, then the ring's thread; the woken one
+    // still waits in the slot.
+    assert_eq!(picks, [1, 2, 3, 4, 5, 6, 7, 8, 0]);
+    assert_eq!(rt.drain(0), [9]);
+}
+
+#[test]
+fn a_full_ring_overflows_to_the_injector() {
+    let mut rt = Runtime::new(1);
+    let total = RING_SLOTS as u64 + 2;
+    for i in 0..total {
+        rt.ready(0, normal(i), Ready::Yielded);
+    }
+    assert!(
+        rt.injector.has_work(),
+        "the last threads went to the injector"
+    );
+    let mut ran = rt.drain(0);
+    ran.sort_unstable();
+    assert_eq!(ran, (0..total).collect::<Vec<_>>(), "each ran once");
+    assert!(!rt.injector.has_work());
+}
+
+#[test]
+fn next_local_never_steals_and_next_does() {
+    let mut rt = Runtime::new(2);
+    rt.ready(1, normal(1), Ready::Yielded);
+    rt.ready(1, thread(2, Priority::High), Ready::Yielded);
+    rt.ready(1, normal(3), Ready::Woken);
+    assert!(
+        !rt.has_ready(0),
+        "another processor's threads are not ready here"
+    );
+    assert_eq!(rt.next_local(0), None);
+    // Stolen from the rings, highest level first; never the slot.
+    assert_eq!(rt.next(0), Some(2));
+    assert_eq!(rt.next(0), Some(1));
+    assert_eq!(rt.next(0), None);
+    assert_eq!(rt.drain(1), [3]);
+}
+
+#[test]
+fn stealing_goes_round_the_victims() {
+    let mut rt = Runtime::new(3);
+    rt.ready(1, normal(10), Ready::Yielded);
+    rt.ready(1, normal(11), Ready::Yielded);
+    rt.ready(2, normal(20), Ready::Yielded);
+    rt.ready(2, normal(21), Ready::Yielded);
+    // Processor 0's victims are 1 then 2; after a steal it starts at the
+    // one after its last victim.
+    assert_eq!(rt.drain(0), [10, 20, 11, 21]);
+}
+
+#[test]
+fn unblocked_is_queued_as_woken_and_preempted_at_the_back_of_the_ring() {
+    let mut rt = Runtime::new(1);
+    rt.ready(0, normal(1), Ready::Yielded);
+    rt.event(0, Event::Preempted(normal(2)));
+    assert!(rt.next[0].is_empty(), "a preempted thread had its turn");
+    rt.event(0, Event::Unblocked(normal(3)));
+    assert!(!rt.next[0].is_empty(), "an unblocked thread is woken");
+    assert_eq!(rt.drain(0), [3, 1, 2]);
+}
+
+#[test]
+fn blocked_and_processor_events_queue_nothing() {
+    let mut rt = Runtime::new(2);
+    let blocked = normal(1);
+    rt.event(0, Event::Blocked(&blocked));
+    rt.event(0, Event::ProcessorAdded(1));
+    rt.event(0, Event::ProcessorRemoved(1));
+    assert!(!rt.has_ready(0));
+    assert_eq!(rt.next(0), None);
+    assert_eq!(blocked.ref_count(), 1, "the policy kept no reference");
+}
+
+#[test]
+fn has_ready_sees_the_slot_each_ring_and_the_injector() {
+    let mut rt = Runtime::new(1);
+    assert!(!rt.has_ready(0));
+    rt.ready(0, normal(1), Ready::Woken);
+    assert!(rt.has_ready(0), "the slot");
+    assert_eq!(rt.next(0), Some(1));
+    assert!(!rt.has_ready(0));
+    for (i, priority) in [Priority::High, Priority::Normal, Priority::Low]
+        .into_iter()
+        .enumerate()
+    {
+        rt.ready(0, thread(i as u64, priority), Ready::Yielded);
+        assert!(rt.has_ready(0), "the {priority:?} ring");
+        assert_eq!(rt.next(0), Some(i as u64));
+        assert!(!rt.has_ready(0));
+    }
+    assert!(rt.injector.push(thread(9, Priority::Low)).is_ok());
+    assert!(rt.has_ready(0), "the injector");
+    assert_eq!(rt.next(0), Some(9));
+    assert!(!rt.has_ready(0));
+}
+
+#[test]
+fn a_queued_thread_is_held_once_and_given_back_once() {
+    let mut rt = Runtime::new(2);
+    let t = normal(1);
+    let witness = t.clone();
+    rt.ready(0, t, Ready::Woken);
+    assert_eq!(witness.ref_count(), 2, "the slot holds one reference");
+    rt.ready(0, normal(2), Ready::Woken);
+    assert_eq!(witness.ref_count(), 2, "moved to the ring, not copied");
+    let (policy, cx) = rt.on(1);
+    let stolen = policy.next(&cx).expect("processor 1 steals it");
+    assert_eq!(stolen.id(), witness.id());
+    drop(stolen);
+    assert_eq!(witness.ref_count(), 1);
+}
