@@ -106,6 +106,11 @@ impl Activations {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .reserve(all.len());
+        // And among the retired (see `join_all`).
+        self.retired
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .reserve(all.len());
         drop(all);
         self.count.fetch_add(1, Relaxed);
         a
@@ -127,16 +132,21 @@ impl Activations {
                 "ferry: the runtime's activation bound is reached",
             ));
         }
-        // Room for the new activation in the list and in the pool, made
-        // now, where a failure is an error: an activation going back to the
-        // pool (after a blocking call, with memory short) then never
-        // allocates.
+        // Room for the new activation in the list, in the pool and among
+        // the retired, made now, where a failure is an error: an activation
+        // going back to the pool (after a blocking call, with memory short),
+        // and the end of the run (`join_all`), then never allocate.
         let out_of_memory = |_| std::io::Error::from(std::io::ErrorKind::OutOfMemory);
         all.try_reserve(1).map_err(out_of_memory)?;
         {
             let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
             let room = (all.len() + 1).saturating_sub(pool.len());
             pool.try_reserve(room).map_err(out_of_memory)?;
+        }
+        {
+            let mut retired = self.retired.lock().unwrap_or_else(PoisonError::into_inner);
+            let room = (all.len() + 1).saturating_sub(retired.len());
+            retired.try_reserve(room).map_err(out_of_memory)?;
         }
         let a = Arc::new(Activation::new());
         if let Some(Assignment::Take(p, _) | Assignment::StandIn(p, _)) = first {
@@ -286,6 +296,7 @@ impl Activations {
 
     /// Joins every activation's kernel thread that is not away in a
     /// ferry thread's kernel call (those end when their call returns).
+    /// Allocates nothing: `spawn` made room among the retired for each.
     pub(crate) fn join_all(&self) {
         let all = std::mem::take(&mut *self.all.lock().unwrap_or_else(PoisonError::into_inner));
         let mut retired = self.retired.lock().unwrap_or_else(PoisonError::into_inner);
