@@ -126,6 +126,15 @@ impl Set {
         }
     }
 
+    /// The address of the runtime the set belongs to (the data pointer of
+    /// its host), for the room that knows the runtime's type and made the
+    /// set, to reach it without a virtual call (`upcall::Shared::of`).
+    #[inline]
+    pub(crate) fn host_addr(&self) -> *const () {
+        // SAFETY: written once before the set was shared (`set_host`).
+        unsafe { (*self.host.get()).map_or(std::ptr::null(), |h| h.cast::<()>()) }
+    }
+
     /// The runtime the set belongs to.
     pub(crate) fn host(&self) -> &dyn Host {
         // SAFETY: written once before the set was shared (`set_host`), and

@@ -140,12 +140,17 @@ impl Shared {
     }
 
     /// The runtime processor `p` belongs to.
+    #[inline]
     pub(crate) fn of(p: &Processor) -> &Shared {
-        p.shared()
-            .host()
-            .as_any()
-            .downcast_ref::<Shared>()
-            .expect("every processor's host is a ferry runtime")
+        let set = p.shared();
+        debug_assert!(
+            set.host().as_any().downcast_ref::<Shared>().is_some(),
+            "every processor's host is a ferry runtime"
+        );
+        // SAFETY: a set gets a host only in `Shared::build`, which gives it
+        // the `Shared` that owns it (the debug check above says so), and the
+        // runtime outlives its processors.
+        unsafe { &*set.host_addr().cast::<Shared>() }
     }
 
     /// Processor `p`'s activation words.
