@@ -72,6 +72,7 @@
 //! | `true` | the processor, when it stops spinning and goes to sleep | it has nothing to run: its core may be taken back (the processor-allocation issue reads it) |
 
 mod cpus;
+mod drive;
 mod idle;
 mod idle_set;
 mod set;
@@ -88,12 +89,12 @@ mod atomic {
 }
 
 pub(crate) use cpus::{available_cpus, cpus_without_processors, pin, pin_to_cpus};
+pub(crate) use drive::{Delivery, Driver, OwnerToken};
 pub(crate) use set::{Host, Set, Settings};
 pub(crate) use switch::switch_out_to;
 
 use std::cell::{Cell, UnsafeCell};
 use std::io;
-use std::marker::PhantomData;
 use std::ops::Range;
 use std::ptr;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
@@ -101,8 +102,6 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicUsize,
 use std::time::Instant;
 
 use crate::arch::{self, Context};
-use crate::event::Deliver;
-use crate::event::stats::Kind;
 use crate::header::{Header, SmallBlock, Thread, ThreadId};
 use crate::sched::Event;
 use crate::sched::{self, Cx, NextSlot, Policy, Ready, RunQueue, WorkStealing};
@@ -124,26 +123,6 @@ const ID_BLOCK: u64 = 1024;
 /// nothing is still on its way (a woken processor the kernel has not run
 /// yet), short enough for a prompt report.
 pub(crate) const DEADLOCK_GRACE: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// The kernel thread that drives a processor, as the processor's scheduler
-/// loop sees it (an activation; see `upcall`).
-///
-/// # Safety
-/// An implementation drives the processors it runs the loop of: its kernel
-/// thread holds their driver word and one level of its critical count.
-pub(crate) unsafe trait Driver {
-    /// Whether it still drives `p` (it loses `p` when a thread of its comes
-    /// back from the kernel to find `p` taken).
-    fn drives(&self, p: &Processor) -> bool;
-
-    /// Moves its kernel thread to the core `p` runs on, if that changed.
-    fn pin_for(&self, p: &Processor);
-
-    /// `p` is leaving the set: stops driving it (its queues go to the
-    /// injector first, see [`Processor::give_queues_away`]). `false` if `p`
-    /// was added back meanwhile and goes on.
-    fn stop(&self, tok: OwnerToken<'_>, p: &Processor) -> bool;
-}
 
 /// Where [`Processor::switch_to`] goes.
 enum To {
@@ -230,48 +209,6 @@ pub(crate) struct Owner {
     /// The runtime's `account_cpu`, kept here so that a switch reads it
     /// without going through `shared`.
     account_cpu: bool,
-}
-
-/// Proof that the calling kernel thread drives a processor: the only way to
-/// a processor's [`Owner`] part. Zero-sized, passed by value; a callee that
-/// needs it again reborrows it ([`OwnerToken::rb`]), and reaching the owner
-/// part consumes a reborrow for as long as the reference lives, so two
-/// references never coexist through one token. Made, unsafely, where the
-/// driver word says so: by `upcall::enter` (its `Entered` guard carries
-/// one), by the scheduler loop of the processor's [`Driver`], and by a
-/// thread resumed on the processor (it holds the level its switch handed
-/// over).
-pub(crate) struct OwnerToken<'a> {
-    _borrow: PhantomData<&'a mut ()>,
-    _not_send: PhantomData<*const ()>,
-}
-
-impl OwnerToken<'_> {
-    /// A token for the processors the calling kernel thread drives.
-    ///
-    /// # Safety
-    /// The calling kernel thread drives every processor the token (or a
-    /// reborrow of it) is used with, for as long as it uses it (it holds
-    /// the processor's driver word and a level of its critical count), and
-    /// no reference obtained through another token into the same
-    /// processor's owner part lives while this one is used.
-    #[inline]
-    pub(crate) unsafe fn new() -> OwnerToken<'static> {
-        OwnerToken {
-            _borrow: PhantomData,
-            _not_send: PhantomData,
-        }
-    }
-
-    /// The token again, for a callee, borrowed until the callee's use of
-    /// it ends.
-    #[inline(always)]
-    pub(crate) fn rb(&mut self) -> OwnerToken<'_> {
-        OwnerToken {
-            _borrow: PhantomData,
-            _not_send: PhantomData,
-        }
-    }
 }
 
 /// One processor: a kernel thread's worth of user-level scheduling.
@@ -746,35 +683,4 @@ pub(crate) fn last_of(header: &Header) -> Option<&'static Processor> {
     // the runtime's processors, which live as long as the runtime the
     // block holds.
     unsafe { header.processor.load(Acquire).cast::<Processor>().as_ref() }
-}
-
-/// A processor as the event sources see it when it asks them: they hand
-/// what they have to its policy, counted in the runtime's upcall
-/// statistics.
-pub(crate) struct Delivery<'a> {
-    /// The processor asking.
-    pub(crate) p: &'a Processor,
-    /// Its owner token, lent for the delivery.
-    pub(crate) tok: OwnerToken<'a>,
-}
-
-impl Deliver for Delivery<'_> {
-    fn event(&mut self, event: Event<'_>, cause: Instant) {
-        let kind = match event {
-            Event::Blocked(_) => Kind::Blocked,
-            Event::Unblocked(_) => Kind::Unblocked,
-            Event::Preempted(_) => Kind::Preempted,
-            Event::ProcessorAdded(_) => Kind::ProcessorAdded,
-            Event::ProcessorRemoved(_) => Kind::ProcessorRemoved,
-        };
-        self.p.policy_event(self.tok.rb(), event);
-        self.p.shared().counters.record(kind, cause);
-    }
-
-    fn made_ready(&mut self) {
-        let shared = self.p.shared();
-        if shared.processors.len() > 1 {
-            shared.notify_work();
-        }
-    }
 }
