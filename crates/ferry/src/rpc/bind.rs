@@ -1,0 +1,537 @@
+//! Binding: a client and a server meet over a Unix socket in the runtime
+//! directory and come away sharing one sealed memfd.
+//!
+//! Owns [`Listener`] (the server's named socket, its stale-socket recovery
+//! and [`Listener::accept`]), [`connect_raw`], the handshake both run, the
+//! peer check ([`Policy`] over the kernel's [`Credentials`]) and what a
+//! finished binding holds ([`Binding`]). The wire format is in `wire`, the
+//! memory in `mapping`.
+//!
+//! What it must not do: trust anything the peer sends (requests and replies
+//! are read into fixed buffers with a bounded size and a deadline, then
+//! checked field by field; a received memfd is checked before it is
+//! mapped), block without bound on a peer (every read and write of the
+//! handshake has a deadline), or leak a descriptor on any path. After
+//! binding, the socket carries nothing; it stays open because its hang-up
+//! tells that the peer went away.
+//!
+//! The exchange, from the client's `connect` on:
+//!
+//! 1. the server accepts and asks the kernel for the client's credentials
+//!    (`SO_PEERCRED`), the client likewise for the server's;
+//! 2. the client sends its request: the interface name and version hash;
+//! 3. the server checks, in order, the policy (else `Refused`), the name
+//!    (else `UnknownName`) and the version hash (else `VersionMismatch`
+//!    with its own hash), replying with that status, and returns the error;
+//! 4. on success it creates the channel memory and replies `OK` with the
+//!    memfd attached; the client checks the memfd and maps it.
+//!
+//! Each blocking step runs inside [`crate::blocking`], so a ferry thread
+//! that binds does not hold its processor while it waits.
+
+mod mapping;
+mod wire;
+
+use std::io::{self, IoSlice, IoSliceMut, Read};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rustix::net::{
+    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags,
+};
+
+pub use mapping::{MAX_CHANNEL_LEN, Mapping};
+
+use super::dir::{RuntimeDir, check_name};
+use super::error::{Error, Result};
+use crate::upcall::blocking;
+use wire::{REPLY_LEN, REQUEST_LEN, Status};
+
+/// How long a handshake may take, on either side, unless set otherwise.
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The channel memory's length unless the server sets another (1 MiB).
+pub const DEFAULT_CHANNEL_LEN: usize = 1 << 20;
+
+/// A peer process's credentials, as the kernel recorded them when the
+/// connection was made (`SO_PEERCRED`): they cannot be forged by the peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Credentials {
+    /// The peer's process id.
+    pub pid: i32,
+    /// The peer's effective user id.
+    pub uid: u32,
+    /// The peer's effective group id.
+    pub gid: u32,
+}
+
+impl Credentials {
+    fn of(socket: &UnixStream) -> Result<Credentials> {
+        let c = rustix::net::sockopt::socket_peercred(socket)?;
+        Ok(Credentials {
+            pid: c.pid.as_raw_nonzero().get(),
+            uid: c.uid.as_raw(),
+            gid: c.gid.as_raw(),
+        })
+    }
+}
+
+/// Which clients a server binds.
+#[derive(Clone, Copy, Default)]
+pub enum Policy<'a> {
+    /// Only processes of the server's own (effective) user.
+    #[default]
+    SameUser,
+    /// Exactly the processes for which the function returns true (it sees
+    /// every client, of this user or another).
+    Custom(&'a dyn Fn(Credentials) -> bool),
+}
+
+impl Policy<'_> {
+    fn allows(&self, peer: Credentials) -> bool {
+        match self {
+            Policy::SameUser => peer.uid == rustix::process::geteuid().as_raw(),
+            Policy::Custom(f) => f(peer),
+        }
+    }
+}
+
+impl std::fmt::Debug for Policy<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Policy::SameUser => f.write_str("SameUser"),
+            Policy::Custom(_) => f.write_str("Custom(..)"),
+        }
+    }
+}
+
+/// One side of a finished binding: the shared channel memory, who the peer
+/// is, and the socket, kept open only as a sign of the peer's life.
+#[derive(Debug)]
+pub struct Binding {
+    mapping: Mapping,
+    peer: Credentials,
+    socket: UnixStream,
+    name: Box<str>,
+    version_hash: u64,
+}
+
+impl Binding {
+    /// The channel memory both sides map.
+    pub fn mapping(&self) -> &Mapping {
+        &self.mapping
+    }
+
+    /// The peer's credentials (from `SO_PEERCRED`).
+    pub fn peer(&self) -> Credentials {
+        self.peer
+    }
+
+    /// The peer's process id (from `SO_PEERCRED`).
+    pub fn peer_pid(&self) -> i32 {
+        self.peer.pid
+    }
+
+    /// The binding socket. Nothing is sent on it after binding; it becomes
+    /// readable (end of file) when the peer closes it or dies.
+    pub fn socket(&self) -> BorrowedFd<'_> {
+        self.socket.as_fd()
+    }
+
+    /// The interface name this binding is for.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The interface version hash both sides agreed on.
+    pub fn version_hash(&self) -> u64 {
+        self.version_hash
+    }
+}
+
+/// What [`Listener::accept`] returns: the server's side of a binding and
+/// the client's credentials.
+#[derive(Debug)]
+pub struct Accepted {
+    /// The server's side of the binding.
+    pub binding: Binding,
+    /// The client's credentials (as in `binding.peer()`).
+    pub peer: Credentials,
+}
+
+/// A server's named binding socket in the runtime directory. Dropping it
+/// removes the socket file, if it is still this listener's.
+#[derive(Debug)]
+pub struct Listener {
+    socket: UnixListener,
+    path: PathBuf,
+    name: Box<str>,
+    version_hash: u64,
+    channel_len: usize,
+    timeout: Duration,
+    /// The socket file's device and inode, to remove only our own file.
+    file: (u64, u64),
+}
+
+impl Listener {
+    /// Serves interface `name` at `version_hash` in the user's runtime
+    /// directory ([`RuntimeDir::user`]).
+    pub fn bind(name: &str, version_hash: u64) -> Result<Listener> {
+        Listener::bind_in(&RuntimeDir::user()?, name, version_hash)
+    }
+
+    /// Serves interface `name` at `version_hash` in `dir`, at
+    /// `<dir>/<name>.sock`. A socket file left there by a server that is
+    /// gone (a connection to it is refused) is replaced; a live server
+    /// there gives [`Error::NameInUse`] (and sees one connection that
+    /// closes at once); a file that is not a socket is left alone and gives
+    /// an `AlreadyExists` [`Error::Io`].
+    pub fn bind_in(dir: &RuntimeDir, name: &str, version_hash: u64) -> Result<Listener> {
+        let path = dir.socket_path(name)?;
+        let socket = match UnixListener::bind(&path) {
+            Ok(s) => s,
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
+                replace_stale(&path)?;
+                UnixListener::bind(&path)?
+            }
+            Err(e) => return Err(Error::Io(e)),
+        };
+        let meta = std::fs::symlink_metadata(&path)?;
+        Ok(Listener {
+            socket,
+            path,
+            name: name.into(),
+            version_hash,
+            channel_len: DEFAULT_CHANNEL_LEN,
+            timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+            file: (meta.dev(), meta.ino()),
+        })
+    }
+
+    /// Sets the length of the channel memory each binding gets: 1 byte to
+    /// [`MAX_CHANNEL_LEN`] ([`Error::TooLarge`] above, [`Error::BadLayout`]
+    /// for 0).
+    pub fn set_channel_len(&mut self, len: usize) -> Result<()> {
+        if len == 0 {
+            return Err(Error::BadLayout("the memory is empty"));
+        }
+        if len > MAX_CHANNEL_LEN {
+            return Err(Error::TooLarge);
+        }
+        self.channel_len = len;
+        Ok(())
+    }
+
+    /// Sets how long one handshake may take before [`accept`](Self::accept)
+    /// gives up on the client with [`Error::TimedOut`] (not zero).
+    pub fn set_handshake_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout.max(Duration::from_millis(1));
+    }
+
+    /// The socket file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The interface name served.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Waits for one client and binds it: checks its credentials with
+    /// `policy`, reads its request (bounded in size and by the handshake
+    /// timeout), checks its name and version hash, creates the channel
+    /// memory and hands it over. Every failure is this client's alone and
+    /// returned as an error (the client gets a reply saying why, where
+    /// there is one): a server loops over `accept`.
+    pub fn accept(&self, policy: &Policy<'_>) -> Result<Accepted> {
+        blocking(|| {
+            let (socket, _) = self.socket.accept()?;
+            let deadline = Instant::now() + self.timeout;
+            self.handshake(socket, policy, deadline)
+        })
+    }
+
+    fn handshake(
+        &self,
+        socket: UnixStream,
+        policy: &Policy<'_>,
+        deadline: Instant,
+    ) -> Result<Accepted> {
+        let peer = Credentials::of(&socket)?;
+        let mut head = [0u8; REQUEST_LEN];
+        read_exact_by(&socket, &mut head, deadline)?;
+        let head = match wire::decode_request_head(&head) {
+            Ok(h) => h,
+            Err(e) => {
+                let _ = self.reply(&socket, Status::BadRequest, None, deadline);
+                return Err(e);
+            }
+        };
+        let mut name = [0u8; super::dir::MAX_NAME_LEN];
+        let name = &mut name[..head.name_len];
+        read_exact_by(&socket, name, deadline)?;
+        if !policy.allows(peer) {
+            let _ = self.reply(&socket, Status::Refused, None, deadline);
+            return Err(Error::Refused);
+        }
+        if *name != *self.name.as_bytes() {
+            let _ = self.reply(&socket, Status::UnknownName, None, deadline);
+            return Err(Error::UnknownName);
+        }
+        if head.version_hash != self.version_hash {
+            let _ = self.reply(&socket, Status::VersionMismatch, None, deadline);
+            return Err(Error::VersionMismatch {
+                ours: self.version_hash,
+                theirs: head.version_hash,
+            });
+        }
+        let mapping = match Mapping::create(self.channel_len) {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = self.reply(&socket, Status::ServerFailed, None, deadline);
+                return Err(e);
+            }
+        };
+        self.reply(&socket, Status::Ok, Some(&mapping), deadline)?;
+        let binding = Binding {
+            mapping,
+            peer,
+            socket,
+            name: self.name.clone(),
+            version_hash: self.version_hash,
+        };
+        Ok(Accepted { binding, peer })
+    }
+
+    /// Sends the reply with `status`, with the memfd of `mapping` attached.
+    fn reply(
+        &self,
+        socket: &UnixStream,
+        status: Status,
+        mapping: Option<&Mapping>,
+        deadline: Instant,
+    ) -> Result<()> {
+        let len = mapping.map_or(0, |m| m.len() as u64);
+        let reply = wire::encode_reply(status, self.version_hash, len);
+        socket.set_write_timeout(Some(remaining(deadline)?))?;
+        let fds;
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        if let Some(m) = mapping {
+            fds = [m.as_fd()];
+            if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
+                return Err(Error::Io(io::Error::other(
+                    "no room for the memfd in the control buffer",
+                )));
+            }
+        }
+        let sent = loop {
+            match rustix::net::sendmsg(
+                socket,
+                &[IoSlice::new(&reply)],
+                &mut control,
+                SendFlags::NOSIGNAL,
+            ) {
+                Err(rustix::io::Errno::INTR) => continue,
+                r => break r,
+            }
+        };
+        match sent {
+            Ok(n) if n == REPLY_LEN => Ok(()),
+            // A 32-byte reply on a fresh socket goes whole or not at all.
+            Ok(_) => Err(Error::PeerDied),
+            Err(e) => Err(io_error(e.into())),
+        }
+    }
+}
+
+impl AsFd for Listener {
+    /// The listening socket (readable when a client is waiting).
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.socket.as_fd()
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if let Ok(meta) = std::fs::symlink_metadata(&self.path)
+            && (meta.dev(), meta.ino()) == self.file
+        {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Removes the socket file at `path` if no server answers on it.
+fn replace_stale(path: &Path) -> Result<()> {
+    let meta = std::fs::symlink_metadata(path)?;
+    if !meta.file_type().is_socket() {
+        return Err(Error::Io(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "a file that is not a socket is in the way of the binding socket",
+        )));
+    }
+    match UnixStream::connect(path) {
+        Ok(_) => Err(Error::NameInUse),
+        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+            match std::fs::remove_file(path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(Error::Io(e)),
+                _ => Ok(()),
+            }
+        }
+        Err(e) => Err(Error::Io(e)),
+    }
+}
+
+/// Binds to the server of interface `name` at `version_hash` in the user's
+/// runtime directory ([`RuntimeDir::user`]).
+pub fn connect_raw(name: &str, version_hash: u64) -> Result<Binding> {
+    connect_raw_in(&RuntimeDir::user()?, name, version_hash)
+}
+
+/// Binds to the server of interface `name` at `version_hash` in `dir`,
+/// waiting at most [`DEFAULT_HANDSHAKE_TIMEOUT`] for its answer. No socket
+/// there, or one nobody listens on, is [`Error::UnknownName`].
+pub fn connect_raw_in(dir: &RuntimeDir, name: &str, version_hash: u64) -> Result<Binding> {
+    check_name(name)?;
+    let path = dir.socket_path(name)?;
+    blocking(|| {
+        let socket = UnixStream::connect(&path).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => Error::UnknownName,
+            _ => Error::Io(e),
+        })?;
+        let deadline = Instant::now() + DEFAULT_HANDSHAKE_TIMEOUT;
+        let peer = Credentials::of(&socket)?;
+        send_all_by(&socket, &wire::encode_request(name, version_hash), deadline)?;
+        let (reply, fd) = recv_reply_by(&socket, deadline)?;
+        let reply = wire::decode_reply(&reply)?;
+        match reply.status {
+            Status::Ok => {}
+            Status::UnknownName => return Err(Error::UnknownName),
+            Status::VersionMismatch => {
+                return Err(Error::VersionMismatch {
+                    ours: version_hash,
+                    theirs: reply.version_hash,
+                });
+            }
+            Status::Refused => return Err(Error::Refused),
+            Status::BadRequest => {
+                return Err(Error::BadHandshake("the server rejected the request"));
+            }
+            Status::ServerFailed => {
+                return Err(Error::Io(io::Error::other(
+                    "the server could not create the channel memory",
+                )));
+            }
+        }
+        let fd = fd.ok_or(Error::BadReply)?;
+        let mapping = Mapping::from_peer(fd, reply.channel_len)?;
+        Ok(Binding {
+            mapping,
+            peer,
+            socket,
+            name: name.into(),
+            version_hash,
+        })
+    })
+}
+
+/// Receives the reply's [`REPLY_LEN`] bytes and at most one descriptor
+/// before `deadline`. More than one descriptor, or one the kernel had to
+/// drop, is [`Error::BadReply`] (every one received is closed).
+fn recv_reply_by(
+    socket: &UnixStream,
+    deadline: Instant,
+) -> Result<([u8; REPLY_LEN], Option<OwnedFd>)> {
+    let mut reply = [0u8; REPLY_LEN];
+    let mut got = 0;
+    let mut fd = None;
+    let mut bad = false;
+    while got < REPLY_LEN {
+        socket.set_read_timeout(Some(remaining(deadline)?))?;
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut control = RecvAncillaryBuffer::new(&mut space);
+        let r = rustix::net::recvmsg(
+            socket,
+            &mut [IoSliceMut::new(&mut reply[got..])],
+            &mut control,
+            RecvFlags::CMSG_CLOEXEC,
+        );
+        let r = match r {
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(io_error(e.into())),
+            Ok(r) => r,
+        };
+        bad |= r.flags.contains(ReturnFlags::CTRUNC);
+        for message in control.drain() {
+            if let RecvAncillaryMessage::ScmRights(fds) = message {
+                for f in fds {
+                    bad |= fd.is_some();
+                    fd.get_or_insert(f);
+                }
+            }
+        }
+        if r.bytes == 0 {
+            return Err(Error::PeerDied);
+        }
+        got += r.bytes;
+    }
+    if bad {
+        return Err(Error::BadReply);
+    }
+    Ok((reply, fd))
+}
+
+/// Sends all of `bytes` before `deadline`, without SIGPIPE.
+fn send_all_by(socket: &UnixStream, mut bytes: &[u8], deadline: Instant) -> Result<()> {
+    while !bytes.is_empty() {
+        socket.set_write_timeout(Some(remaining(deadline)?))?;
+        match rustix::net::send(socket, bytes, SendFlags::NOSIGNAL) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(io_error(e.into())),
+        }
+    }
+    Ok(())
+}
+
+/// Fills `buf` from `socket` before `deadline`.
+fn read_exact_by(mut socket: &UnixStream, buf: &mut [u8], deadline: Instant) -> Result<()> {
+    let mut got = 0;
+    while got < buf.len() {
+        socket.set_read_timeout(Some(remaining(deadline)?))?;
+        match socket.read(&mut buf[got..]) {
+            Ok(0) => return Err(Error::PeerDied),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io_error(e)),
+        }
+    }
+    Ok(())
+}
+
+/// The time left before `deadline` (never zero), or [`Error::TimedOut`].
+fn remaining(deadline: Instant) -> Result<Duration> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        Err(Error::TimedOut)
+    } else {
+        Ok(left)
+    }
+}
+
+/// A socket error as the rpc error it means: a receive or send timeout is
+/// [`Error::TimedOut`], a peer's hang-up [`Error::PeerDied`].
+fn io_error(e: io::Error) -> Error {
+    match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Error::TimedOut,
+        io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset => Error::PeerDied,
+        _ => Error::Io(e),
+    }
+}

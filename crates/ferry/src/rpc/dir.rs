@@ -1,0 +1,155 @@
+//! The per-user runtime directory where servers put their binding sockets,
+//! and the interface names that pick a socket in it.
+//!
+//! Owns [`RuntimeDir`] (where the directory is, its creation and the checks
+//! that make it trustworthy) and the rule for interface names. It must not
+//! loosen a directory it did not create (it refuses it instead) and must
+//! never follow a symbolic link in place of the directory.
+//!
+//! The directory is `$XDG_RUNTIME_DIR/ferry` when `XDG_RUNTIME_DIR` holds an
+//! absolute path, else `<temp dir>/ferry-<uid>`. It is created with mode
+//! 0700 if missing; whether created now or found, it is then checked with
+//! `lstat` (so a directory put there by someone else in between is caught
+//! too) and refused unless it is a real directory, owned by the expected
+//! user, with no permission bit for the group or others.
+
+use std::ffi::OsString;
+use std::fs;
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use super::error::{Error, Result};
+
+/// The longest interface name, in bytes.
+pub const MAX_NAME_LEN: usize = 100;
+
+/// A checked runtime directory: a real directory, owned by the expected
+/// user, closed to everybody else.
+#[derive(Debug, Clone)]
+pub struct RuntimeDir {
+    path: PathBuf,
+}
+
+impl RuntimeDir {
+    /// The calling user's runtime directory (see the module docs), created
+    /// if missing and checked.
+    pub fn user() -> Result<RuntimeDir> {
+        let uid = rustix::process::getuid().as_raw();
+        let path = default_path(
+            std::env::var_os("XDG_RUNTIME_DIR"),
+            uid,
+            &std::env::temp_dir(),
+        );
+        RuntimeDir::open(path, uid)
+    }
+
+    /// The runtime directory at `path`, which must belong to user `owner`:
+    /// created with mode 0700 if missing (its parent must exist), then
+    /// checked. Refused with [`Error::UnsafeDir`] if it is not a directory,
+    /// is a symbolic link, is owned by another user than `owner`, or has
+    /// any permission bit for the group or others.
+    pub fn open(path: impl Into<PathBuf>, owner: u32) -> Result<RuntimeDir> {
+        let path = path.into();
+        match fs::DirBuilder::new().mode(0o700).create(&path) {
+            // The umask may have taken owner bits away; this sets exactly
+            // 0700 on the directory just made (checked again below).
+            Ok(()) => fs::set_permissions(&path, fs::Permissions::from_mode(0o700))?,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(Error::Io(e)),
+        }
+        let meta = fs::symlink_metadata(&path)?;
+        if meta.file_type().is_symlink() {
+            return Err(Error::UnsafeDir("it is a symbolic link"));
+        }
+        if !meta.is_dir() {
+            return Err(Error::UnsafeDir("it is not a directory"));
+        }
+        if meta.uid() != owner {
+            return Err(Error::UnsafeDir("it is owned by another user"));
+        }
+        if meta.mode() & 0o077 != 0 {
+            return Err(Error::UnsafeDir("it is open to the group or others"));
+        }
+        Ok(RuntimeDir { path })
+    }
+
+    /// The directory's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The binding socket's path for interface `name`: `<dir>/<name>.sock`,
+    /// after checking the name (see [`check_name`]).
+    pub fn socket_path(&self, name: &str) -> Result<PathBuf> {
+        check_name(name)?;
+        Ok(self.path.join(format!("{name}.sock")))
+    }
+}
+
+/// Checks an interface name: not empty, at most [`MAX_NAME_LEN`] bytes,
+/// only ASCII letters, digits, `.`, `_` and `-`, and not starting with `.`.
+/// Otherwise [`Error::BadName`] says which rule it broke.
+pub fn check_name(name: &str) -> Result<()> {
+    if name.is_empty() {
+        return Err(Error::BadName("it is empty"));
+    }
+    if name.len() > MAX_NAME_LEN {
+        return Err(Error::BadName("it is longer than 100 bytes"));
+    }
+    if name.starts_with('.') {
+        return Err(Error::BadName("it starts with '.'"));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        return Err(Error::BadName(
+            "it has a character other than A-Z a-z 0-9 . _ -",
+        ));
+    }
+    Ok(())
+}
+
+/// Where the runtime directory of user `uid` is, given the value of
+/// `XDG_RUNTIME_DIR` (used only if it is an absolute path) and the temp dir.
+fn default_path(xdg: Option<OsString>, uid: u32, temp: &Path) -> PathBuf {
+    match xdg.map(PathBuf::from) {
+        Some(xdg) if xdg.is_absolute() => xdg.join("ferry"),
+        _ => temp.join(format!("ferry-{uid}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_path_uses_an_absolute_xdg_dir_only() {
+        let tmp = Path::new("/tmp");
+        assert_eq!(
+            default_path(Some("/run/user/7".into()), 7, tmp),
+            Path::new("/run/user/7/ferry")
+        );
+        assert_eq!(
+            default_path(Some("run/user".into()), 7, tmp),
+            Path::new("/tmp/ferry-7")
+        );
+        assert_eq!(
+            default_path(Some("".into()), 7, tmp),
+            Path::new("/tmp/ferry-7")
+        );
+        assert_eq!(default_path(None, 7, tmp), Path::new("/tmp/ferry-7"));
+    }
+
+    #[test]
+    fn names_follow_the_rule() {
+        for good in ["a", "calc", "file-cache_2.v1", &"x".repeat(MAX_NAME_LEN)] {
+            assert!(check_name(good).is_ok(), "{good}");
+        }
+        let long = "x".repeat(MAX_NAME_LEN + 1);
+        for bad in ["", ".hidden", "a/b", "..", "a b", "é", "a\0", &long] {
+            assert!(matches!(check_name(bad), Err(Error::BadName(_))), "{bad:?}");
+        }
+    }
+}
