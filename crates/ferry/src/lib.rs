@@ -1,6 +1,6 @@
 //! ferry: threads that cost a few procedure calls, on processors that keep
 //! running when a thread blocks. (Calls into other processes over shared
-//! memory are the next layer; they do not exist yet.)
+//! memory are the next layer; so far [`rpc`] binds a client to a server.)
 //!
 //! This crate is being built in layers (see `docs/architecture.md`). Present
 //! so far: [`arch`]'s context switch, [`stack`]'s guarded stacks,

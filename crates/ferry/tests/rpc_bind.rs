@@ -274,12 +274,12 @@ fn garbage_handshakes_get_clear_errors() {
 }
 
 /// A hand-made server that answers one request with `reply` and the
-/// descriptor `fd`, if any.
+/// descriptors `fds`.
 fn fake_server(
     dir: &RuntimeDir,
     name: &str,
     reply: [u8; 32],
-    fd: Option<std::os::fd::OwnedFd>,
+    fds: Vec<std::os::fd::OwnedFd>,
 ) -> rpc::Result<rpc::Binding> {
     let path = dir.socket_path(name).unwrap();
     let listener = UnixListener::bind(&path).unwrap();
@@ -288,12 +288,11 @@ fn fake_server(
             let (mut c, _) = listener.accept().unwrap();
             let mut head = [0u8; 32];
             c.read_exact(&mut head).unwrap();
-            let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+            let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
             let mut control = rustix::net::SendAncillaryBuffer::new(&mut space);
-            let fds;
-            if let Some(fd) = &fd {
-                fds = [fd.as_fd()];
-                assert!(control.push(rustix::net::SendAncillaryMessage::ScmRights(&fds)));
+            let borrowed: Vec<_> = fds.iter().map(|f| f.as_fd()).collect();
+            if !borrowed.is_empty() {
+                assert!(control.push(rustix::net::SendAncillaryMessage::ScmRights(&borrowed)));
             }
             let iov = [std::io::IoSlice::new(&reply)];
             rustix::net::sendmsg(&c, &iov, &mut control, rustix::net::SendFlags::empty()).unwrap();
@@ -330,43 +329,61 @@ fn a_client_checks_what_a_server_hands_over() {
     let tmp = TempDir::new();
     let dir = tmp.dir();
     let both = SealFlags::SHRINK | SealFlags::SEAL;
-    let r = fake_server(&dir, "good", ok_reply(4096), Some(memfd(4096, both)));
+    let r = fake_server(&dir, "good", ok_reply(4096), vec![memfd(4096, both)]);
     assert_eq!(r.unwrap().mapping().len(), 4096);
     let r = fake_server(
         &dir,
         "unsealed",
         ok_reply(4096),
-        Some(memfd(4096, SealFlags::empty())),
+        vec![memfd(4096, SealFlags::empty())],
     );
     assert!(matches!(r, Err(Error::BadLayout(_))), "{r:?}");
     let r = fake_server(
         &dir,
         "only-shrink",
         ok_reply(4096),
-        Some(memfd(4096, SealFlags::SHRINK)),
+        vec![memfd(4096, SealFlags::SHRINK)],
     );
     assert!(matches!(r, Err(Error::BadLayout(_))), "{r:?}");
-    let r = fake_server(&dir, "size", ok_reply(8192), Some(memfd(4096, both)));
+    let r = fake_server(&dir, "size", ok_reply(8192), vec![memfd(4096, both)]);
     assert!(matches!(r, Err(Error::BadLayout(_))), "{r:?}");
     let r = fake_server(
         &dir,
         "write-sealed",
         ok_reply(4096),
-        Some(memfd(4096, both | SealFlags::WRITE)),
+        vec![memfd(4096, both | SealFlags::WRITE)],
     );
     assert!(matches!(r, Err(Error::BadLayout(_))), "{r:?}");
     let huge = ok_reply(u64::MAX);
-    let r = fake_server(&dir, "huge", huge, Some(memfd(4096, both)));
+    let r = fake_server(&dir, "huge", huge, vec![memfd(4096, both)]);
     assert!(matches!(r, Err(Error::TooLarge)), "{r:?}");
-    let r = fake_server(&dir, "no-fd", ok_reply(4096), None);
+    let r = fake_server(&dir, "no-fd", ok_reply(4096), vec![]);
+    assert!(matches!(r, Err(Error::BadReply)), "{r:?}");
+    let two = vec![memfd(4096, both), memfd(4096, both)];
+    let r = fake_server(&dir, "two-fds", ok_reply(4096), two);
+    assert!(matches!(r, Err(Error::BadReply)), "{r:?}");
+    // More than the client's control buffer holds: the kernel truncates.
+    let three = vec![memfd(4096, both), memfd(4096, both), memfd(4096, both)];
+    let r = fake_server(&dir, "three-fds", ok_reply(4096), three);
     assert!(matches!(r, Err(Error::BadReply)), "{r:?}");
     let file = std::fs::File::open("/proc/self/exe").unwrap();
-    let r = fake_server(&dir, "not-memfd", ok_reply(4096), Some(file.into()));
+    let r = fake_server(&dir, "not-memfd", ok_reply(4096), vec![file.into()]);
     assert!(matches!(r, Err(Error::BadLayout(_))), "{r:?}");
     let mut garbage = ok_reply(4096);
     garbage[3] ^= 0xff;
-    let r = fake_server(&dir, "garbage", garbage, Some(memfd(4096, both)));
+    let r = fake_server(&dir, "garbage", garbage, vec![memfd(4096, both)]);
     assert!(matches!(r, Err(Error::BadReply)), "{r:?}");
+}
+
+#[test]
+fn a_silent_server_cannot_hold_connect_past_its_timeout() {
+    let tmp = TempDir::new();
+    let dir = tmp.dir();
+    let path = dir.socket_path("mute").unwrap();
+    // Connections queue in the backlog; nobody accepts or answers them.
+    let _mute = UnixListener::bind(&path).unwrap();
+    let r = rpc::connect_raw_with(&dir, "mute", 1, Duration::from_millis(100));
+    assert!(matches!(r, Err(Error::TimedOut)), "{r:?}");
 }
 
 #[test]

@@ -396,9 +396,22 @@ pub fn connect_raw(name: &str, version_hash: u64) -> Result<Binding> {
 }
 
 /// Binds to the server of interface `name` at `version_hash` in `dir`,
-/// waiting at most [`DEFAULT_HANDSHAKE_TIMEOUT`] for its answer. No socket
-/// there, or one nobody listens on, is [`Error::UnknownName`].
+/// waiting at most [`DEFAULT_HANDSHAKE_TIMEOUT`] for its answer (see
+/// [`connect_raw_with`]).
 pub fn connect_raw_in(dir: &RuntimeDir, name: &str, version_hash: u64) -> Result<Binding> {
+    connect_raw_with(dir, name, version_hash, DEFAULT_HANDSHAKE_TIMEOUT)
+}
+
+/// Binds to the server of interface `name` at `version_hash` in `dir`,
+/// waiting at most `timeout` for the whole handshake ([`Error::TimedOut`]
+/// after it). No socket there, or one nobody listens on, is
+/// [`Error::UnknownName`].
+pub fn connect_raw_with(
+    dir: &RuntimeDir,
+    name: &str,
+    version_hash: u64,
+    timeout: Duration,
+) -> Result<Binding> {
     check_name(name)?;
     let path = dir.socket_path(name)?;
     blocking(|| {
@@ -406,7 +419,7 @@ pub fn connect_raw_in(dir: &RuntimeDir, name: &str, version_hash: u64) -> Result
             io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => Error::UnknownName,
             _ => Error::Io(e),
         })?;
-        let deadline = Instant::now() + DEFAULT_HANDSHAKE_TIMEOUT;
+        let deadline = Instant::now() + timeout.max(Duration::from_millis(1));
         let peer = Credentials::of(&socket)?;
         send_all_by(&socket, &wire::encode_request(name, version_hash), deadline)?;
         let (reply, fd) = recv_reply_by(&socket, deadline)?;

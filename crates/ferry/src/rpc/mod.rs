@@ -42,7 +42,7 @@ mod error;
 
 pub use bind::{
     Accepted, Binding, Credentials, DEFAULT_CHANNEL_LEN, DEFAULT_HANDSHAKE_TIMEOUT, Listener,
-    MAX_CHANNEL_LEN, Mapping, Policy, connect_raw, connect_raw_in,
+    MAX_CHANNEL_LEN, Mapping, Policy, connect_raw, connect_raw_in, connect_raw_with,
 };
 pub use dir::{MAX_NAME_LEN, RuntimeDir, check_name};
 pub use error::{Error, Result};
