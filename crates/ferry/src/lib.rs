@@ -42,6 +42,7 @@ macro_rules! probe {
 }
 pub(crate) use probe as probe_mark;
 mod processor;
+mod rpc;
 mod runtime;
 mod sched;
 pub mod stack;
