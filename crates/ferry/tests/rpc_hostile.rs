@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use proptest::prelude::*;
 
 use rpc_support::rpc::layout::{
-    ChannelLayout, ChannelRegion, ChannelView, LINE, Side, attach, init,
+    ChannelLayout, ChannelRegion, ChannelView, LINE, Side, attach, init, slot_stride,
 };
 use rpc_support::rpc::slots::{
     CALL, ClientSlots, REPLY, ServerSlots, SlotError, Ticket, control, meta,
@@ -30,6 +30,16 @@ fn a_scribbler_over_the_whole_channel_causes_errors_never_panics() {
         (layout.doorbells().offset + LINE) / 8,
     ];
     let stop = AtomicBool::new(false);
+    /// Stops the scribbler when the user side ends, also by a failed assertion.
+    struct Stop<'a>(&'a AtomicBool);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Relaxed);
+        }
+    }
+    let rounds = AtomicU64::new(0);
+    let slot0 = layout.slots().offset / 8;
+    let stride = slot_stride(layout.slot_size()) / 8;
     let (mut ok, mut err) = (0u64, 0u64);
     std::thread::scope(|scope| {
         // The hostile peer: sweeps and random hits over every word.
@@ -62,16 +72,33 @@ fn a_scribbler_over_the_whole_channel_causes_errors_never_panics() {
                         words[i].store(v, Relaxed);
                     }
                 }
+                // A coherent forgery: a slot turned into a call or a reply
+                // at the generation it holds, with a length past the slot.
+                let c = slot0 + (rng.next() % 8) as usize * stride;
+                let g = (words[c].load(Relaxed) >> 32) as u32;
+                let state = if rng.next().is_multiple_of(2) {
+                    CALL
+                } else {
+                    REPLY
+                };
+                words[c + 1].store(meta(0, 65 + (rng.next() % 200) as u32), Relaxed);
+                words[c].store(control(state, g), Relaxed);
+                rounds.fetch_add(1, Relaxed);
             }
         });
         // The other side, using the channel through its own mapping.
+        let _stop = Stop(&stop);
         let mut rng = Rng(42);
         let mut count = |r: bool| if r { ok += 1 } else { err += 1 };
         let cv = ChannelView::new(client_map.region(), &layout).unwrap();
         let server = ServerSlots::new(&cv);
         let mut client = ClientSlots::new(&cv);
         let mut tickets: Vec<Ticket> = Vec::new();
-        for _ in 0..20_000 {
+        // At least 20,000 passes, and until the scribbler has made 2,000
+        // rounds (progress, not time: it may start late).
+        let mut pass = 0u64;
+        while pass < 20_000 || rounds.load(Relaxed) < 2_000 {
+            pass += 1;
             count(attach(client_map.region()).is_ok());
             if let Ok(c) = cv.call_consumer() {
                 for _ in 0..4 {
@@ -119,7 +146,6 @@ fn a_scribbler_over_the_whole_channel_causes_errors_never_panics() {
             }
             assert_eq!(client.free_slots() + tickets.len(), 8);
         }
-        stop.store(true, Relaxed);
     });
     // Both outcomes happened: the scribbler reached the decoders, and the
     // channel still worked at times.
