@@ -152,13 +152,14 @@ fn a_scribbler_over_the_whole_channel_causes_errors_never_panics() {
     assert!(ok > 0 && err > 0, "ok {ok} err {err}");
 }
 
-/// A header word: either the valid value or anything.
+/// A header word: mostly the valid value (so that most cases reach the
+/// later checks), else anything, an aligned offset, or a small number.
 fn word(valid: u64) -> impl Strategy<Value = u64> {
     prop_oneof![
-        Just(valid),
-        any::<u64>(),
-        (0u64..64).prop_map(|k| k * 128),
-        0u64..20_000
+        9 => Just(valid),
+        1 => any::<u64>(),
+        1 => (0u64..64).prop_map(|k| k * 128),
+        1 => 0u64..20_000,
     ]
 }
 
