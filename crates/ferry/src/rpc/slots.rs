@@ -1,0 +1,501 @@
+//! The slot arena: where a call's arguments and its result travel between
+//! the two processes, inline in the channel.
+//!
+//! This module owns the slots' words and their protocol: the client's side
+//! ([`ClientSlots`]: a local free list, writing calls, reading replies) and
+//! the server's ([`ServerSlots`]: reading calls, writing replies). It must
+//! not push or pop the queues (the channel passes the indices through them)
+//! nor decode payloads (it hands out copies of the bytes).
+//!
+//! # A slot
+//!
+//! `n` slots of [`slot_stride`] bytes each, in the arena of the layout.
+//! Slot `i` starts at `i × stride`:
+//!
+//! | bytes | word |
+//! |-------|------|
+//! | 0..8 | control: state in the low 32 bits, generation in the high 32 |
+//! | 8..16 | op in the low 32 bits, payload length in the high 32 |
+//! | 16..16 + `s` | payload, `s` = the layout's slot size, in native-order 8-byte words |
+//!
+//! # The control word's states
+//!
+//! | from | to | by | when |
+//! |------|----|----|------|
+//! | FREE | CALL | client | [`ClientSlots::begin_call`]: payload, then op/length, then control (Release) with a new generation |
+//! | CALL | REPLY | server | [`ServerSlots::write_reply`]: payload, then op/length, then a compare-exchange of control from (CALL, g) to (REPLY, g) |
+//! | REPLY | FREE | client | [`ClientSlots::read_reply`], after copying the result out |
+//! | CALL | FREE | client | [`ClientSlots::abandon`] (the call timed out): compare-exchange from (CALL, g), so a server that has not read it yet skips it |
+//!
+//! # Generations
+//!
+//! Which slots are free, and the generation each slot is at, are kept
+//! locally by the client and never read back from shared memory. Each
+//! [`ClientSlots::begin_call`] bumps the slot's generation (wrapping) and
+//! returns a [`Ticket`] of (index, generation). A reply completes a call only
+//! if the slot's control word says REPLY with the ticket's generation, and
+//! the client's own record says that ticket is in flight; anything else (a
+//! forged reply, a reply for an older generation, a repeat) is an error and
+//! leaves the call in flight.
+//!
+//! A call that timed out is [`ClientSlots::abandon`]ed: its slot goes back
+//! to the free list (at the cold end, so it is reused last) and its next use
+//! bumps the generation, so a late reply for the old generation is refused.
+//! What remains: a server that is still writing the late reply when the
+//! slot has been reused may overwrite the new call's op/length and payload
+//! before its compare-exchange fails; the new call then carries garbage
+//! that the server's decoder rejects or the call's own deadline ends. That
+//! is denial of service by a slow server, never a wrong call completed, and
+//! never an access out of bounds. A generation repeats only after 2³² uses
+//! of one slot.
+//!
+//! Nothing read from a slot is trusted: indices are checked against the
+//! slot count and masked, the header is copied out before it is checked,
+//! lengths are checked against the slot size, and payloads are copied out.
+
+use core::fmt;
+use core::sync::atomic::AtomicU64;
+use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::collections::VecDeque;
+
+use super::layout::{ChannelView, SLOT_HEADER, slot_stride};
+
+/// Control-word state: the client owns the slot.
+pub(crate) const FREE: u32 = 0;
+/// Control-word state: a call waits for or is being served by the server.
+pub(crate) const CALL: u32 = 1;
+/// Control-word state: the server's reply waits for the client.
+pub(crate) const REPLY: u32 = 2;
+
+/// The control word for `state` at `generation`.
+pub(crate) fn control(state: u32, generation: u32) -> u64 {
+    (u64::from(generation) << 32) | u64::from(state)
+}
+
+/// The op/length word.
+pub(crate) fn meta(op: u32, len: u32) -> u64 {
+    (u64::from(len) << 32) | u64::from(op)
+}
+
+/// Why a slot operation failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SlotError {
+    /// The payload does not fit in a slot (nothing was written).
+    TooLarge {
+        /// The payload's length.
+        len: usize,
+        /// The slot size.
+        max: usize,
+    },
+    /// Every slot is in flight.
+    NoFreeSlot,
+    /// A slot index (from a queue, or a ticket) beyond the slot count.
+    BadIndex {
+        /// The index.
+        index: u32,
+        /// The slot count.
+        count: u32,
+    },
+    /// The slot's control word is in the wrong state.
+    BadState {
+        /// The state found.
+        found: u32,
+        /// The state expected.
+        expected: u32,
+    },
+    /// The slot's generation is not the one expected.
+    BadGeneration {
+        /// The generation found.
+        found: u32,
+        /// The generation expected.
+        expected: u32,
+    },
+    /// The slot's payload length is larger than the slot.
+    BadLength {
+        /// The length found.
+        len: u32,
+        /// The slot size.
+        max: usize,
+    },
+    /// The reply names a slot or generation that has no call in flight here
+    /// (a repeat, a reply for an abandoned call, or a forgery), or a slot
+    /// other than the ticket's.
+    NotInFlight {
+        /// The slot index.
+        index: u32,
+        /// The generation asked about.
+        generation: u32,
+    },
+    /// The call was abandoned by the client or its slot reused before the
+    /// reply could be written (nothing was published).
+    Stale {
+        /// The slot index.
+        index: u32,
+        /// The call's generation.
+        generation: u32,
+    },
+}
+
+impl fmt::Display for SlotError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SlotError::TooLarge { len, max } => {
+                write!(f, "payload of {len} bytes does not fit in a slot of {max}")
+            }
+            SlotError::NoFreeSlot => f.write_str("every slot of the channel is in flight"),
+            SlotError::BadIndex { index, count } => {
+                write!(
+                    f,
+                    "slot index {index} is beyond the channel's {count} slots"
+                )
+            }
+            SlotError::BadState { found, expected } => {
+                write!(f, "slot is in state {found}, expected {expected}")
+            }
+            SlotError::BadGeneration { found, expected } => {
+                write!(f, "slot is at generation {found}, expected {expected}")
+            }
+            SlotError::BadLength { len, max } => {
+                write!(
+                    f,
+                    "slot states a payload of {len} bytes, the slot holds {max}"
+                )
+            }
+            SlotError::NotInFlight { index, generation } => write!(
+                f,
+                "no call is in flight in slot {index} at generation {generation}"
+            ),
+            SlotError::Stale { index, generation } => write!(
+                f,
+                "the call in slot {index} at generation {generation} was abandoned or its slot reused"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SlotError {}
+
+/// A call in flight: its slot and the generation it was written at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ticket {
+    /// The slot's index.
+    pub(crate) index: u32,
+    /// The slot's generation for this call.
+    pub(crate) generation: u32,
+}
+
+/// A call as the server copied it out of its slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct IncomingCall {
+    /// The slot's index.
+    pub(crate) index: u32,
+    /// The call's generation.
+    pub(crate) generation: u32,
+    /// The operation the client asked for (not checked here).
+    pub(crate) op: u32,
+    /// A copy of the arguments (at most the slot size).
+    pub(crate) args: Vec<u8>,
+}
+
+/// A slot's header words, copied out.
+#[derive(Debug, Clone, Copy)]
+struct SlotHeader {
+    state: u32,
+    generation: u32,
+    op: u32,
+    len: u32,
+}
+
+/// The arena's words with its geometry taken from the local layout.
+#[derive(Debug, Clone, Copy)]
+struct Arena<'r> {
+    words: &'r [AtomicU64],
+    count: u32,
+    stride_words: usize,
+    slot_size: usize,
+}
+
+impl<'r> Arena<'r> {
+    fn new(view: &ChannelView<'r>) -> Self {
+        let layout = view.layout();
+        Arena {
+            words: view.slot_words(),
+            count: layout.slot_count(),
+            stride_words: slot_stride(layout.slot_size()) / 8,
+            slot_size: layout.slot_size(),
+        }
+    }
+
+    /// Slot `index`'s words: checked against the count, then masked.
+    fn slot(&self, index: u32) -> Result<&'r [AtomicU64], SlotError> {
+        if index >= self.count {
+            return Err(SlotError::BadIndex {
+                index,
+                count: self.count,
+            });
+        }
+        let start = (index & (self.count - 1)) as usize * self.stride_words;
+        self.words
+            .get(start..start + self.stride_words)
+            .ok_or(SlotError::BadIndex {
+                index,
+                count: self.count,
+            })
+    }
+
+    fn header(slot: &[AtomicU64]) -> SlotHeader {
+        let c = slot[0].load(Acquire);
+        let m = slot[1].load(Relaxed);
+        SlotHeader {
+            state: c as u32,
+            generation: (c >> 32) as u32,
+            op: m as u32,
+            len: (m >> 32) as u32,
+        }
+    }
+
+    fn check_len(&self, len: usize) -> Result<u32, SlotError> {
+        if len > self.slot_size {
+            return Err(SlotError::TooLarge {
+                len,
+                max: self.slot_size,
+            });
+        }
+        Ok(len as u32)
+    }
+
+    /// Writes `bytes` (checked to fit) into the payload words.
+    fn write_payload(slot: &[AtomicU64], bytes: &[u8]) {
+        let payload = &slot[SLOT_HEADER / 8..];
+        for (word, chunk) in payload.iter().zip(bytes.chunks(8)) {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            word.store(u64::from_ne_bytes(w), Relaxed);
+        }
+    }
+
+    /// Copies `len` payload bytes out, after checking `len` against the slot.
+    fn read_payload(&self, slot: &[AtomicU64], len: u32) -> Result<Vec<u8>, SlotError> {
+        let n = len as usize;
+        if n > self.slot_size {
+            return Err(SlotError::BadLength {
+                len,
+                max: self.slot_size,
+            });
+        }
+        let mut out = Vec::with_capacity(n);
+        for word in slot[SLOT_HEADER / 8..].iter().take(n.div_ceil(8)) {
+            let bytes = word.load(Relaxed).to_ne_bytes();
+            let take = (n - out.len()).min(8);
+            out.extend_from_slice(&bytes[..take]);
+        }
+        Ok(out)
+    }
+}
+
+/// What the client knows about one slot, locally.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Local {
+    /// On the free list; its last generation.
+    Free(u32),
+    /// A call at this generation is in flight.
+    InFlight(u32),
+}
+
+/// The client's side of the arena: which slots are free and which calls are
+/// in flight, kept in this process only. Not shared between threads by
+/// itself (`&mut self`): the channel serialises its users.
+#[derive(Debug)]
+pub(crate) struct ClientSlots<'r> {
+    arena: Arena<'r>,
+    free: VecDeque<u32>,
+    local: Vec<Local>,
+}
+
+impl<'r> ClientSlots<'r> {
+    /// The client's side of a freshly initialised channel: every slot free
+    /// at generation 0.
+    pub(crate) fn new(view: &ChannelView<'r>) -> Self {
+        let arena = Arena::new(view);
+        ClientSlots {
+            arena,
+            free: (0..arena.count).collect(),
+            local: vec![Local::Free(0); arena.count as usize],
+        }
+    }
+
+    /// Slots free now.
+    pub(crate) fn free_slots(&self) -> usize {
+        self.free.len()
+    }
+
+    /// The call in flight in slot `index`, if any.
+    pub(crate) fn in_flight(&self, index: u32) -> Option<Ticket> {
+        match self.local.get(index as usize)? {
+            Local::InFlight(generation) => Some(Ticket {
+                index,
+                generation: *generation,
+            }),
+            Local::Free(_) => None,
+        }
+    }
+
+    /// Writes a call of `op` with `args` into a free slot at a new
+    /// generation; the caller then pushes `ticket.index` on the call queue.
+    ///
+    /// # Errors
+    /// [`SlotError::TooLarge`] if `args` exceed the slot size,
+    /// [`SlotError::NoFreeSlot`] if every slot is in flight. Nothing is
+    /// written in either case.
+    pub(crate) fn begin_call(&mut self, op: u32, args: &[u8]) -> Result<Ticket, SlotError> {
+        let len = self.arena.check_len(args.len())?;
+        let index = self.free.pop_front().ok_or(SlotError::NoFreeSlot)?;
+        let Local::Free(last) = self.local[index as usize] else {
+            unreachable!("slot {index} was on the free list while in flight");
+        };
+        let generation = last.wrapping_add(1);
+        let slot = self.arena.slot(index)?;
+        Arena::write_payload(slot, args);
+        slot[1].store(meta(op, len), Relaxed);
+        // Release: the payload and op/length above are visible to whoever
+        // reads this word with Acquire.
+        slot[0].store(control(CALL, generation), Release);
+        self.local[index as usize] = Local::InFlight(generation);
+        Ok(Ticket { index, generation })
+    }
+
+    /// Reads the reply in slot `index` (as popped from the reply queue) for
+    /// the call `ticket`; on success the slot is free again.
+    ///
+    /// # Errors
+    /// [`SlotError::BadIndex`]; [`SlotError::NotInFlight`] if `index` is not
+    /// the ticket's or the ticket is not in flight; [`SlotError::BadGeneration`],
+    /// [`SlotError::BadState`] or [`SlotError::BadLength`] if the slot does not
+    /// hold this call's reply. After an error the call stays in flight.
+    pub(crate) fn read_reply(&mut self, index: u32, ticket: &Ticket) -> Result<Vec<u8>, SlotError> {
+        let slot = self.arena.slot(index)?;
+        let not_in_flight = SlotError::NotInFlight {
+            index,
+            generation: ticket.generation,
+        };
+        if index != ticket.index || self.local[index as usize] != Local::InFlight(ticket.generation)
+        {
+            return Err(not_in_flight);
+        }
+        let h = Arena::header(slot);
+        if h.generation != ticket.generation {
+            return Err(SlotError::BadGeneration {
+                found: h.generation,
+                expected: ticket.generation,
+            });
+        }
+        if h.state != REPLY {
+            return Err(SlotError::BadState {
+                found: h.state,
+                expected: REPLY,
+            });
+        }
+        let result = self.arena.read_payload(slot, h.len)?;
+        slot[0].store(control(FREE, ticket.generation), Relaxed);
+        self.local[index as usize] = Local::Free(ticket.generation);
+        self.free.push_front(index);
+        Ok(result)
+    }
+
+    /// Gives up the call `ticket` (its deadline passed): withdraws it if the
+    /// server has not taken it, and returns the slot to the free list, at the
+    /// end reused last. Its next use bumps the generation, so a late reply
+    /// is refused.
+    ///
+    /// # Errors
+    /// [`SlotError::NotInFlight`] if the ticket is not in flight (already
+    /// completed or abandoned); [`SlotError::BadIndex`].
+    pub(crate) fn abandon(&mut self, ticket: &Ticket) -> Result<(), SlotError> {
+        let slot = self.arena.slot(ticket.index)?;
+        let i = ticket.index as usize;
+        if self.local[i] != Local::InFlight(ticket.generation) {
+            return Err(SlotError::NotInFlight {
+                index: ticket.index,
+                generation: ticket.generation,
+            });
+        }
+        // Whether this succeeds is only a hint to the server; either way the
+        // generation moves on at the next use.
+        let _ = slot[0].compare_exchange(
+            control(CALL, ticket.generation),
+            control(FREE, ticket.generation),
+            Relaxed,
+            Relaxed,
+        );
+        self.local[i] = Local::Free(ticket.generation);
+        self.free.push_back(ticket.index);
+        Ok(())
+    }
+}
+
+/// The server's side of the arena. Holds no state but the local geometry,
+/// so it may be shared by all the server's threads.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ServerSlots<'r> {
+    arena: Arena<'r>,
+}
+
+impl<'r> ServerSlots<'r> {
+    /// The server's side of the arena of `view`.
+    pub(crate) fn new(view: &ChannelView<'r>) -> Self {
+        ServerSlots {
+            arena: Arena::new(view),
+        }
+    }
+
+    /// Copies out the call in slot `index` (as popped from the call queue).
+    ///
+    /// # Errors
+    /// [`SlotError::BadIndex`]; [`SlotError::BadState`] if the slot is not a
+    /// call; [`SlotError::BadLength`] if its length exceeds the slot.
+    pub(crate) fn read_call(&self, index: u32) -> Result<IncomingCall, SlotError> {
+        let slot = self.arena.slot(index)?;
+        let h = Arena::header(slot);
+        if h.state != CALL {
+            return Err(SlotError::BadState {
+                found: h.state,
+                expected: CALL,
+            });
+        }
+        let args = self.arena.read_payload(slot, h.len)?;
+        Ok(IncomingCall {
+            index,
+            generation: h.generation,
+            op: h.op,
+            args,
+        })
+    }
+
+    /// Writes `result` as the reply to `call` into its slot; the caller then
+    /// pushes `call.index` on the reply queue.
+    ///
+    /// # Errors
+    /// [`SlotError::TooLarge`] if `result` exceeds the slot (nothing is
+    /// written); [`SlotError::Stale`] if the slot no longer holds this call
+    /// (abandoned, reused, or scribbled on): nothing is published then.
+    pub(crate) fn write_reply(&self, call: &IncomingCall, result: &[u8]) -> Result<(), SlotError> {
+        let len = self.arena.check_len(result.len())?;
+        let slot = self.arena.slot(call.index)?;
+        let stale = SlotError::Stale {
+            index: call.index,
+            generation: call.generation,
+        };
+        let expected = control(CALL, call.generation);
+        if slot[0].load(Relaxed) != expected {
+            return Err(stale);
+        }
+        Arena::write_payload(slot, result);
+        slot[1].store(meta(call.op, len), Relaxed);
+        // Release on success: the payload and length above are visible to
+        // the client that reads this word with Acquire.
+        slot[0]
+            .compare_exchange(expected, control(REPLY, call.generation), Release, Relaxed)
+            .map(|_| ())
+            .map_err(|_| stale)
+    }
+}
