@@ -18,6 +18,10 @@
 //! (`tests/rpc_channel.rs`, `tests/rpc_hostile.rs`). Calls over it, the
 //! event source that polls it and the doorbells are not built yet.
 //!
+//! `layout` and `region` name each other, one concern split for size:
+//! `layout` computes and checks the channel's areas and its `init`/`attach`
+//! take a `region`; a `region`'s view hands out those areas.
+//!
 //! ```
 //! use ferry::rpc::{self, Listener, Policy, RuntimeDir};
 //! use std::sync::atomic::{AtomicU64, Ordering};
