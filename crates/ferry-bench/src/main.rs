@@ -21,6 +21,7 @@
 mod affinity;
 mod common;
 mod docs;
+mod error;
 mod machine;
 mod measure;
 mod peers;
@@ -29,7 +30,9 @@ mod queues;
 mod report;
 mod row;
 mod switch;
+mod thread_ops;
 mod threads;
+mod transport;
 mod upcalls;
 mod watchdog;
 

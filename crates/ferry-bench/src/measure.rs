@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub use ferry_report::Stats;
 
-use crate::report::Error;
+use crate::error::Error;
 
 /// One turn of the run schedule: the round (0 is the untimed warm-up), the
 /// case and the system, as indices.

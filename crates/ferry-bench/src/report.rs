@@ -10,25 +10,8 @@ use std::fmt::Write as _;
 
 pub use ferry_report::{Align, Table};
 
+pub use crate::error::Error;
 use crate::row::Row;
-
-/// The error of an experiment: which run went wrong, and how.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error(pub String);
-
-impl std::fmt::Display for Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Error {}
-
-impl From<String> for Error {
-    fn from(s: String) -> Error {
-        Error(s)
-    }
-}
 
 /// A ratio column: each row's median over another row's.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::threads::ops::FORK_BATCH;
+use crate::thread_ops::FORK_BATCH;
 
 /// The label of the C program on ferry's C-Threads.
 pub const CTHREADS: &str = "C-Threads on ferry (C)";

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use crate::queues::transport::{Control, Transport, blocking_transport, spin_recv, spin_send};
+use crate::transport::{Control, Transport, blocking_transport, spin_recv, spin_send};
 
 /// Name of the crossbeam `ArrayQueue` system, the first ratio baseline.
 pub const ARRAY_QUEUE: &str = "crossbeam ArrayQueue";

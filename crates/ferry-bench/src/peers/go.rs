@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::threads::ops::{FORK_BATCH, Kind, Op};
+use crate::thread_ops::{FORK_BATCH, Kind, Op};
 
 /// Where the program's source is.
 pub fn source_dir() -> PathBuf {

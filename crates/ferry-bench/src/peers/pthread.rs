@@ -7,7 +7,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use crate::threads::ops::{Kind, Op, Outcome, Sample, per_op};
+use crate::thread_ops::{Kind, Op, Outcome, Sample, per_op};
 
 /// Label of the pthread mutex row.
 pub const NAME: &str = "pthread_mutex_t";

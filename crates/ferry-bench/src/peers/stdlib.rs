@@ -5,7 +5,7 @@
 //! This module owns only how these peers do each operation; run schedules,
 //! sizes and printing are the experiments'.
 
-use crate::queues::transport::{Control, Transport, blocking_transport};
+use crate::transport::{Control, Transport, blocking_transport};
 
 /// Kernel threads in the `threads` experiment: `std::thread::spawn` +
 /// `join`, `std::thread::yield_now` (the two `YIELD` threads pinned to one
@@ -18,7 +18,7 @@ pub mod threads {
     use std::time::Instant;
 
     use crate::affinity;
-    use crate::threads::ops::{
+    use crate::thread_ops::{
         FORK_BATCH, ForkTimes, Kind, Op, Outcome, Sample, per_op, procedure_calls, whole_batches,
     };
 

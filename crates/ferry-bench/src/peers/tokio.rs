@@ -15,7 +15,7 @@ use std::time::Instant;
 use tokio::sync::{Mutex, Notify};
 
 use crate::machine;
-use crate::threads::ops::{
+use crate::thread_ops::{
     FORK_BATCH, ForkTimes, Kind, Op, Outcome, Sample, per_op, procedure_calls, whole_batches,
 };
 

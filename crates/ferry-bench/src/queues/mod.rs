@@ -40,9 +40,7 @@ use crate::peers::stdlib::{SYNC_CHANNEL, StdSyncChannel};
 use crate::report::{Error, Ratio, Report, Section};
 use crate::row::{Row, Unit};
 
-pub mod transport;
-
-use transport::*;
+use crate::transport::*;
 
 /// Queue capacity used for every system.
 pub const CAPACITY: usize = 1024;

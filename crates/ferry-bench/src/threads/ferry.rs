@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Instant;
 
-use super::ops::{
+use crate::thread_ops::{
     FORK_BATCH, ForkTimes, Kind, Op, Outcome, Sample, per_op, procedure_calls, whole_batches,
 };
 

@@ -83,10 +83,9 @@ use crate::report::{Error, Ratio, Report, Section};
 use crate::row::{Row, Unit};
 
 pub mod ferry;
-pub mod ops;
 mod targets;
 
-use ops::{FORK_BATCH, Kind, Op, Outcome, Sample, whole_batches};
+use crate::thread_ops::{FORK_BATCH, Kind, Op, Outcome, Sample, whole_batches};
 
 /// Name of this experiment in JSON records.
 const EXPERIMENT: &str = "threads";
@@ -364,8 +363,8 @@ pub fn run(common: &Common, args: &Args) -> Result<Report, Error> {
 
 #[cfg(test)]
 mod tests {
-    use super::ops::Sample;
     use super::*;
+    use crate::thread_ops::Sample;
 
     fn measured(o: Outcome) -> Vec<Sample> {
         match o {

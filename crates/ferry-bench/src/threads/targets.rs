@@ -11,7 +11,7 @@ use crate::peers::{c, pthread, stdlib, tokio};
 use crate::row::Row;
 
 use super::ferry;
-use super::ops::Op;
+use crate::thread_ops::Op;
 
 /// The label of Go on one processor, the targets' Go.
 const GO_1: &str = "go GOMAXPROCS=1";

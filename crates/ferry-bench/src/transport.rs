@@ -4,7 +4,7 @@
 //! into an error, and ferry-queue's own transports.
 //!
 //! This module owns the systems' operations, not the timing or the run
-//! schedule ([`super`]); the peers' transports live in [`crate::peers`].
+//! schedule (`queues`); the peers' transports live in `peers`.
 
 use std::hint;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -5,7 +5,7 @@
 //! batch arithmetic).
 //!
 //! This module owns these definitions only; each system's operations are
-//! in [`super::ferry`] and [`crate::peers`].
+//! in `threads::ferry` and `peers`.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
