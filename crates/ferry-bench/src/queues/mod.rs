@@ -6,7 +6,7 @@
 //! This module owns the two cases (`1-thread`: push one, pop it, repeat;
 //! `2-thread`: a producer pinned to one core, a consumer pinned to another),
 //! the run schedule and the correctness check of every run. How each system
-//! moves an item is [`transport`]'s (ferry's kinds) and [`crate::peers`]'
+//! moves an item is [`transport`](crate::transport)'s (ferry's kinds) and [`crate::peers`]'
 //! (the peers); summarising and printing are [`crate::row`]'s and
 //! [`crate::report`]'s.
 //!
