@@ -20,7 +20,7 @@
 //! | row | the paper's words | exactly what is timed here |
 //! |-----|-------------------|----------------------------|
 //! | `PROCEDURE CALL` | "invokes the null procedure", the machine's baseline | a call of a never-inlined empty function (an empty `asm!` keeps the call from being removed; `//go:noinline` in Go), made from a thread of the system |
-//! | `FORK` | "creates, starts, and terminates a thread" | forking `B` = [`FORK_BATCH`](crate::thread_ops::FORK_BATCH) null threads one after the other, then waiting once for the whole batch to have finished (joining every handle; Go: one `sync.WaitGroup`); repeated to `n` threads; per thread. Every forked thread has started, run and terminated inside the timed loop, and its resources have been reclaimed (ferry: its stack is back in the cache) |
+//! | `FORK` | "creates, starts, and terminates a thread" | forking `B` = [`FORK_BATCH`] null threads one after the other, then waiting once for the whole batch to have finished (joining every handle; Go: one `sync.WaitGroup`); repeated to `n` threads; per thread. Every forked thread has started, run and terminated inside the timed loop, and its resources have been reclaimed (ferry: its stack is back in the cache) |
 //! | `FORK;JOIN` | "like FORK, except that the thread which creates the new thread blocks until the forked thread completes" | fork one null thread and join it (Go: `wg.Add(1); go f(); wg.Wait()`); per pair |
 //! | `YIELD` | "forces a thread to make a full trip through the scheduling machinery" | two threads each yield `n` times to the other, which is runnable; elapsed time of the pair over `2n`, per yield |
 //! | `ACQUIRE;RELEASE` | "acquires and then releases a blocking (nonspinning) lock for which there is no contention" | one thread locks a mutex, increments the integer it guards, unlocks; per pair |
@@ -29,7 +29,7 @@
 //! | `destroy` | Synthesis: destroy a thread | the other half of the `FORK` loop: from the end of a batch's fork calls until every thread of it has finished and been reclaimed (joined), per thread. None of these systems can kill a thread, so the "destroy" of a null thread is its run-out: it is dispatched, runs its empty body, exits, and its resources go back |
 //!
 //! `FORK` is therefore `create` + `destroy` of the same runs (two clock reads
-//! per batch of [`FORK_BATCH`](crate::thread_ops::FORK_BATCH) are inside it, under 2 ns a thread). The batch
+//! per batch of [`FORK_BATCH`] are inside it, under 2 ns a thread). The batch
 //! is kept below the 64 warm stacks of ferry's stack cache
 //! (`CacheLimits::DEFAULT`), so every ferry spawn reuses a warm stack: the
 //! paper's loop, too, forked one thread after another rather than thousands
