@@ -139,22 +139,6 @@ impl Sources {
         });
     }
 
-    /// Whether an [`Every::Switch`] source is ready: loads only, for an
-    /// idle processor's spin.
-    #[inline]
-    pub(crate) fn switch_ready(&self) -> bool {
-        let mut ready = false;
-        for_each_source!(self, |s| ready |= at_every_switch(s) && s.is_ready());
-        ready
-    }
-
-    /// Whether any source is ready (may read the clock).
-    pub(crate) fn any_ready(&self) -> bool {
-        let mut ready = false;
-        for_each_source!(self, |s| ready |= s.is_ready());
-        ready
-    }
-
     /// How long a parked processor may sleep: until the earliest moment a
     /// source named, or `None` (until woken).
     pub(crate) fn until_next(&self) -> Option<Duration> {
@@ -204,18 +188,18 @@ mod tests {
     fn posted_events_are_delivered_at_the_next_switch() {
         let sources = Sources::new();
         let mut to = Recorder::default();
-        assert!(!sources.switch_ready() && !sources.any_ready());
+        assert!(!sources.ready(false) && !sources.ready(true));
         sources.deliver(false, &mut to);
         assert!(to.removed.borrow().is_empty());
         sources
             .upcalls
             .post(Posted::ProcessorRemoved(3), Instant::now());
-        assert!(sources.switch_ready() && sources.any_ready());
+        assert!(sources.ready(false) && sources.ready(true));
         assert_eq!(sources.until_next(), None, "posted events have no deadline");
         sources.deliver(false, &mut to);
         assert_eq!(*to.removed.borrow(), [3]);
         assert_eq!(*to.made_ready.borrow(), 1);
-        assert!(!sources.switch_ready(), "delivered once");
+        assert!(!sources.ready(false), "delivered once");
     }
 
     #[test]
@@ -231,9 +215,9 @@ mod tests {
         let due = sources
             .timers
             .add(Instant::now(), Unparker::Kernel(std::thread::current()));
-        assert!(sources.any_ready());
+        assert!(sources.ready(true));
         assert!(
-            !sources.switch_ready(),
+            !sources.ready(false),
             "a clock source is not asked at every switch"
         );
         sources.deliver(false, &mut to);
@@ -241,7 +225,7 @@ mod tests {
         sources.deliver(true, &mut to);
         assert!(due.load(Acquire));
         assert!(!later.load(Acquire));
-        assert!(!sources.any_ready());
+        assert!(!sources.ready(true));
         sources.deliver(true, &mut to);
         assert!(!later.load(Acquire));
         assert!(

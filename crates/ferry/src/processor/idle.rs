@@ -23,7 +23,7 @@ impl Processor {
     pub(crate) fn sees_work(&self, mut tok: OwnerToken<'_>, shared: &Set) -> bool {
         shared.is_shut_down()
             || self.is_stopping()
-            || shared.sources.switch_ready()
+            || shared.sources.ready(false)
             || self.with_policy(tok.rb(), |policy, cx| policy.has_ready(cx))
             || self.owner(tok.rb()).queue.others_have_work()
     }
@@ -71,7 +71,7 @@ impl Processor {
                     break;
                 }
                 if i % 64 == 63
-                    && (shared.sources.any_ready()
+                    && (shared.sources.ready(true)
                         || self.steal_stale_next(tok.rb(), shared, &mut seen))
                 {
                     found = true;
@@ -89,7 +89,7 @@ impl Processor {
             shared.sleeper_enter(self.index);
             shared.spinning_exit();
         } else {
-            if self.sees_work(tok.rb(), shared) || shared.sources.any_ready() {
+            if self.sees_work(tok.rb(), shared) || shared.sources.ready(true) {
                 return;
             }
             self.willing_to_yield.store(true, Relaxed);
@@ -100,7 +100,7 @@ impl Processor {
         // notifier sees us among the sleepers, or we see its work below.
         ferry_queue::wait::heavy_fence();
         if self.sees_work(tok.rb(), shared)
-            || shared.sources.any_ready()
+            || shared.sources.ready(true)
             || self.steal_stranded_next(tok.rb(), shared)
         {
             shared.sleeper_exit(self.index);

@@ -135,7 +135,7 @@ pub(crate) fn quiet(shared: &Shared) -> Option<u64> {
     }
     if shared.is_shut_down()
         || shared.sources.until_next().is_some()
-        || shared.sources.switch_ready()
+        || shared.sources.ready(false)
         || shared.injector.has_work()
     {
         return None;
