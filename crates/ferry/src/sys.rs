@@ -438,9 +438,9 @@ pub(crate) fn futex_wake_shared(word: &std::sync::atomic::AtomicU32, n: u32) {
 
 /// Sleeps until `own` (a private futex word) no longer holds `own_expected`
 /// and is woken, or one of the `shared` words (futexes in memory shared
-/// with other processes, each expected to hold
-/// [`crate::event::polled::ASLEEP`]) is woken, or `timeout` passes: one
-/// `futex_waitv` (at most 128 words; extra shared words are not waited on).
+/// with other processes, each expected to hold `shared_expected`) is woken,
+/// or `timeout` passes: one `futex_waitv` (at most 128 words; extra shared
+/// words are not waited on).
 ///
 /// # Errors
 /// `EAGAIN` if a word did not hold its expected value when the wait began;
@@ -449,6 +449,7 @@ pub(crate) fn futex_waitv_own_and_shared(
     own: &std::sync::atomic::AtomicU32,
     own_expected: u32,
     shared: &[&std::sync::atomic::AtomicU32],
+    shared_expected: u32,
     timeout: Option<std::time::Duration>,
 ) -> rustix::io::Result<usize> {
     use rustix::thread::futex::{Wait, WaitFlags, WaitPtr, WaitvFlags};
@@ -461,7 +462,7 @@ pub(crate) fn futex_waitv_own_and_shared(
     for word in shared.iter().take(127) {
         let mut w = Wait::new();
         w.uaddr = WaitPtr::new(word.as_ptr().cast());
-        w.val = crate::event::polled::ASLEEP.into();
+        w.val = shared_expected.into();
         w.flags = WaitFlags::SIZE_U32;
         waiters.push(w);
     }

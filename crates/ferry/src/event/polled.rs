@@ -231,17 +231,22 @@ impl Local {
         fence(SeqCst);
         let start = Instant::now();
         let ended_by_entry;
-        if self.list.iter().any(|e| e.is_ready()) {
+        let slept = !self.list.iter().any(|e| e.is_ready());
+        if !slept {
             ended_by_entry = true;
         } else {
             let mut timeout = timeout;
             if bells.len() < self.list.len() {
                 timeout = Some(timeout.map_or(POLL_PERIOD, |t| t.min(POLL_PERIOD)));
             }
-            let waited = sys::futex_waitv_own_and_shared(own, own_expected, &bells, timeout);
-            if waited.is_err() && own.load(Acquire) == own_expected {
-                // A doorbell did not hold ASLEEP: a peer rang between our
-                // store and the wait, or scribbles on it. Sleep on our own
+            let waited = sys::futex_waitv_own_and_shared(own, own_expected, &bells, ASLEEP, timeout);
+            if waited.is_err()
+                && own.load(Acquire) == own_expected
+                && !self.list.iter().any(|e| e.is_ready())
+            {
+                // A doorbell did not hold ASLEEP and nothing is ready: not a
+                // ring (a peer rings after publishing, and we looked after
+                // our store), so a peer scribbles on it. Sleep on our own
                 // word, briefly, and look again.
                 sys::futex_wait(own, own_expected, Some(POLL_PERIOD));
             }
@@ -251,7 +256,7 @@ impl Local {
             let _ = b.compare_exchange(ASLEEP, AWAKE, Relaxed, Relaxed);
         }
         polling.slept(start.elapsed(), ended_by_entry);
-        if ended_by_entry && start.elapsed().is_zero() {
+        if !slept {
             Slept::Ready
         } else {
             Slept::Woke

@@ -160,6 +160,14 @@ impl Set {
         }
     }
 
+    /// Wakes every processor that sleeps in `idle` (each looks at its
+    /// sources again: a polled entry was added or dropped).
+    pub(crate) fn wake_all(&self) {
+        for p in self.processors.iter() {
+            p.wake();
+        }
+    }
+
     /// Wakes one sleeping processor, if any sleeps.
     #[cold]
     fn wake_sleeper(&self) {

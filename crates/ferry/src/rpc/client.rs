@@ -359,8 +359,8 @@ impl Drop for Connection {
         self.chan.break_channel();
         let sources = &self.runtime.shared().sources;
         sources.polled.unregister(&self.entry);
-        // The processors let go of the channel at their next look.
-        self.runtime.shared().notify_work_anywhere();
+        // Every processor lets go of the channel at its next look.
+        self.runtime.shared().wake_all();
     }
 }
 
@@ -388,6 +388,9 @@ impl Client {
         let watch = watch::watch(chan.clone(), chan.mem.peer().pid, chan.mem.socket())?;
         let entry: Arc<dyn Polled> = chan.clone();
         runtime.shared().sources.polled.register(entry.clone());
+        // Processors asleep since before this channel must wait on its
+        // doorbell too: they look again.
+        runtime.shared().wake_all();
         Ok(Client {
             inner: Arc::new(Connection {
                 chan,

@@ -200,7 +200,8 @@ impl Shared {
         b.chan.close();
         b.chan.mem.close(Side::Server);
         self.runtime.shared().sources.polled.unregister(&b.entry);
-        self.runtime.shared().notify_work_anywhere();
+        // Every processor lets go of the channel at its next look.
+        self.runtime.shared().wake_all();
     }
 
     fn bind_one(&self, policy: &Policy<'_>) -> Result<()> {
@@ -214,6 +215,9 @@ impl Shared {
         let watch = watch::watch(chan.clone(), chan.mem.peer().pid, chan.mem.socket())?;
         let entry: Arc<dyn Polled> = Arc::new(Entry(chan.clone()));
         self.runtime.shared().sources.polled.register(entry.clone());
+        // Processors asleep since before this channel must wait on its
+        // doorbell too: they look again.
+        self.runtime.shared().wake_all();
         self.accepted.fetch_add(1, Relaxed);
         self.bound
             .lock()
