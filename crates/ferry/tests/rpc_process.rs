@@ -42,7 +42,9 @@ fn dir_at(path: &str) -> RuntimeDir {
 /// until killed).
 #[test]
 fn child() {
-    let Ok(role) = std::env::var(ROLE) else { return };
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
     let words: Vec<String> = role.split(' ').map(str::to_owned).collect();
     let n = |i: usize| words[i].parse::<usize>().unwrap();
     match words[0].as_str() {
@@ -157,7 +159,15 @@ fn many_clients(server_procs: usize, client_procs: usize) {
     let dir = TempDir::new(&format!("many{server_procs}{client_procs}"));
     let mut server = spawn_role(&format!("server {} many {server_procs}", dir.path()));
     wait_for(&mut server, "ready");
-    let (clients, threads, calls) = (4, 64, if cfg!(debug_assertions) { 1_000 } else { 10_000 });
+    let (clients, threads, calls) = (
+        4,
+        64,
+        if cfg!(debug_assertions) {
+            1_000
+        } else {
+            10_000
+        },
+    );
     let mut kids: Vec<Child> = (0..clients)
         .map(|_| {
             spawn_role(&format!(
@@ -188,7 +198,10 @@ fn four_client_processes_of_64_threads_two_processors_each() {
 /// Open fds and mappings of this process.
 fn fds_and_maps() -> (usize, usize) {
     let fds = std::fs::read_dir("/proc/self/fd").unwrap().count();
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap().lines().count();
+    let maps = std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .count();
     (fds, maps)
 }
 
@@ -235,7 +248,10 @@ fn a_killed_server_fails_every_pending_call_promptly_and_nothing_leaks() {
                     Some(b) => assert_eq!(now, b, "round {round}: fds and mappings leak"),
                 }
             }
-            assert!(worst < Duration::from_millis(100), "PeerDied after {worst:?}");
+            assert!(
+                worst < Duration::from_millis(100),
+                "PeerDied after {worst:?}"
+            );
         })
         .unwrap();
 }

@@ -50,14 +50,17 @@
 //! An idle processor of a runtime with entries spins, looking, for the
 //! [`Polling::spin_budget`] before it sleeps (001's processors poll their
 //! channels rather than sleep). The budget adapts between [`MIN_SPIN`] and
-//! [`MAX_SPIN`]: a sleep that a doorbell or a look ended within one budget
-//! doubles it (spinning a little longer would have caught it); a sleep
-//! longer than [`QUIET_AFTER`] budgets halves it (nobody is calling).
+//! [`MAX_SPIN`], judged each time a polled entry ends an idle spell: a
+//! spell no longer than twice the budget doubles it (spinning caught the
+//! work, or a little more spinning would have); a longer one halves it
+//! (nobody calls that often, or the peer shares this core and cannot run
+//! while we spin: then only the doorbell helps, and spinning wastes the
+//! peer's time).
 
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, fence};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::sys;
 
@@ -75,8 +78,6 @@ pub(crate) const POLL_PERIOD: Duration = Duration::from_millis(1);
 pub(crate) const MIN_SPIN: Duration = Duration::from_micros(2);
 /// The longest spin budget.
 pub(crate) const MAX_SPIN: Duration = Duration::from_micros(200);
-/// A sleep longer than this many budgets halves the budget.
-pub(crate) const QUIET_AFTER: u32 = 64;
 
 /// Memory a processor polls: implemented by the room that owns it.
 pub(crate) trait Polled: Send + Sync {
@@ -137,16 +138,18 @@ impl Polling {
         Duration::from_nanos(self.spin_ns.load(Relaxed))
     }
 
-    /// A sleep of `slept` ended (by a doorbell, a wake, or a timeout):
-    /// adapts the spin budget (see the module docs).
-    pub(crate) fn slept(&self, slept: Duration, by_entry: bool) {
-        let budget = self.spin_budget();
-        let next = if by_entry && slept <= budget {
-            (budget * 2).min(MAX_SPIN)
-        } else if slept > budget * QUIET_AFTER {
-            (budget / 2).max(MIN_SPIN)
-        } else {
+    /// An idle spell of `idle` (spinning, then perhaps sleeping) ended;
+    /// `by_entry` if a polled entry had something then. See the module
+    /// docs for the rule.
+    pub(crate) fn idled(&self, idle: Duration, by_entry: bool) {
+        if !by_entry {
             return;
+        }
+        let budget = self.spin_budget();
+        let next = if idle <= budget * 2 {
+            (budget * 2).min(MAX_SPIN)
+        } else {
+            (budget / 2).max(MIN_SPIN)
         };
         self.spin_ns.store(next.as_nanos() as u64, Relaxed);
     }
@@ -229,18 +232,15 @@ impl Local {
             b.store(ASLEEP, SeqCst);
         }
         fence(SeqCst);
-        let start = Instant::now();
-        let ended_by_entry;
         let slept = !self.list.iter().any(|e| e.is_ready());
-        if !slept {
-            ended_by_entry = true;
-        } else {
+        if slept {
             let mut timeout = timeout;
             if bells.len() < self.list.len() {
                 timeout = Some(timeout.map_or(POLL_PERIOD, |t| t.min(POLL_PERIOD)));
             }
-            let waited = sys::futex_waitv_own_and_shared(own, own_expected, &bells, ASLEEP, timeout);
-            if waited.is_err()
+            let waited =
+                sys::futex_waitv_own_and_shared(own, own_expected, &bells, ASLEEP, timeout);
+            if waited == Err(rustix::io::Errno::AGAIN)
                 && own.load(Acquire) == own_expected
                 && !self.list.iter().any(|e| e.is_ready())
             {
@@ -250,17 +250,11 @@ impl Local {
                 // word, briefly, and look again.
                 sys::futex_wait(own, own_expected, Some(POLL_PERIOD));
             }
-            ended_by_entry = self.list.iter().any(|e| e.is_ready());
         }
         for b in &bells {
             let _ = b.compare_exchange(ASLEEP, AWAKE, Relaxed, Relaxed);
         }
-        polling.slept(start.elapsed(), ended_by_entry);
-        if !slept {
-            Slept::Ready
-        } else {
-            Slept::Woke
-        }
+        if !slept { Slept::Ready } else { Slept::Woke }
     }
 }
 
@@ -388,17 +382,31 @@ mod tests {
     }
 
     #[test]
-    fn the_spin_budget_grows_when_sleeps_are_short_and_shrinks_when_quiet() {
+    fn the_spin_budget_grows_while_spells_are_short_and_shrinks_when_long() {
         let polling = Polling::new();
         let b0 = polling.spin_budget();
-        polling.slept(Duration::ZERO, true);
+        polling.idled(Duration::ZERO, true);
         assert_eq!(polling.spin_budget(), (b0 * 2).min(MAX_SPIN));
+        polling.idled(Duration::ZERO, false);
+        assert_eq!(
+            polling.spin_budget(),
+            (b0 * 2).min(MAX_SPIN),
+            "not an entry's spell"
+        );
         for _ in 0..20 {
-            polling.slept(Duration::from_secs(1), false);
+            polling.idled(Duration::from_secs(1), true);
         }
         assert_eq!(polling.spin_budget(), MIN_SPIN);
+        polling.idled(MIN_SPIN * 3, true);
+        assert_eq!(
+            polling.spin_budget(),
+            MIN_SPIN,
+            "longer than twice the budget"
+        );
+        polling.idled(MIN_SPIN * 2, true);
+        assert_eq!(polling.spin_budget(), MIN_SPIN * 2);
         for _ in 0..20 {
-            polling.slept(Duration::ZERO, true);
+            polling.idled(Duration::ZERO, true);
         }
         assert_eq!(polling.spin_budget(), MAX_SPIN);
     }

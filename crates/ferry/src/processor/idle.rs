@@ -87,8 +87,10 @@ impl Processor {
                     break;
                 }
                 i = i.wrapping_add(1);
+                // With polled entries the adaptive budget alone bounds the
+                // spin (the clock read every 16 looks).
                 let done = match budget {
-                    Some((start, budget)) => i >= shared.spin_tries() && start.elapsed() >= budget,
+                    Some((start, budget)) => i.is_multiple_of(16) && start.elapsed() >= budget,
                     None => i >= shared.spin_tries(),
                 };
                 if done {
@@ -97,6 +99,9 @@ impl Processor {
                 std::hint::spin_loop();
             }
             if found {
+                if let Some((start, _)) = budget {
+                    self.idled_for_entries(tok.rb(), shared, start);
+                }
                 shared.spinning_exit_found_work();
                 return;
             }
@@ -165,6 +170,17 @@ impl Processor {
         shared.sleeper_exit(self.index);
         self.willing_to_yield.store(false, Relaxed);
         shared.host().woke();
+        if let Some((start, _)) = budget {
+            self.idled_for_entries(tok.rb(), shared, start);
+        }
+    }
+
+    /// An idle spell that began at `start` ends: tells the polled entries'
+    /// spin budget whether one of them ended it.
+    fn idled_for_entries(&self, mut tok: OwnerToken<'_>, shared: &Set, start: Instant) {
+        let polled = &shared.sources.polled;
+        let by_entry = polled.is_ready(&mut self.owner(tok.rb()).sources.polled);
+        polled.idled(start.elapsed(), by_entry);
     }
 
     /// Before sleeping: if another processor's next-to-run slot holds a

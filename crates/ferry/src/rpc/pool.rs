@@ -25,7 +25,6 @@ use std::sync::{Arc, OnceLock};
 
 use super::call::Handler;
 use super::error::Result;
-use super::server::ServerChan;
 use crate::runtime::Handle;
 use crate::sync::SpinLock;
 use crate::thread::{self, Thread};
@@ -35,39 +34,48 @@ pub(crate) const DEFAULT_MAX_THREADS: usize = 64;
 /// Threads started with the pool.
 const START_THREADS: usize = 2;
 
-/// One call to serve: the slot `index` of `chan`.
-pub(crate) struct Job {
-    /// The channel the call came on.
-    pub(crate) chan: Arc<ServerChan>,
-    /// Its slot.
-    pub(crate) index: u32,
+/// One call to serve (the server's: a channel and a slot).
+pub(crate) trait Job: Send + 'static {
+    /// Serves the call with `handler`, on a pool thread.
+    fn run(self, handler: &dyn Handler);
 }
 
-#[derive(Default)]
-struct State {
-    work: VecDeque<Job>,
+struct State<J> {
+    work: VecDeque<J>,
     idle: Vec<Thread>,
     threads: usize,
     grow: bool,
     stopping: bool,
 }
 
+impl<J> Default for State<J> {
+    fn default() -> Self {
+        State {
+            work: VecDeque::new(),
+            idle: Vec::new(),
+            threads: 0,
+            grow: false,
+            stopping: false,
+        }
+    }
+}
+
 /// The pool of one server.
-pub(crate) struct Pool {
-    state: SpinLock<State>,
+pub(crate) struct Pool<J> {
+    state: SpinLock<State<J>>,
     handler: Arc<dyn Handler>,
     max: usize,
     keeper: OnceLock<Thread>,
 }
 
-impl Pool {
+impl<J: Job> Pool<J> {
     /// Starts a pool of at most `max` threads in `runtime`, serving with
     /// `handler`.
     pub(crate) fn start(
         runtime: &Handle,
         handler: Arc<dyn Handler>,
         max: usize,
-    ) -> Result<Arc<Pool>> {
+    ) -> Result<Arc<Pool<J>>> {
         let pool = Arc::new(Pool {
             state: SpinLock::new(State::default()),
             handler,
@@ -86,7 +94,7 @@ impl Pool {
     }
 
     /// Hands a call over (from a poller).
-    pub(crate) fn submit(&self, job: Job) {
+    pub(crate) fn submit(&self, job: J) {
         let mut s = self.state.lock();
         if s.stopping {
             return;
@@ -133,7 +141,7 @@ impl Pool {
             let mut s = self.state.lock();
             if let Some(job) = s.work.pop_front() {
                 drop(s);
-                job.chan.serve(job.index, &*self.handler);
+                job.run(&*self.handler);
                 continue;
             }
             if s.stopping {

@@ -37,6 +37,18 @@ use super::error::{Error, Result};
 use super::layout::Side;
 use super::memory::Memory;
 use super::pool::{Job, Pool};
+
+/// A call for the pool: slot `index` of `chan`.
+pub(crate) struct Served {
+    chan: Arc<ServerChan>,
+    index: u32,
+}
+
+impl Job for Served {
+    fn run(self, handler: &dyn Handler) {
+        self.chan.serve(self.index, handler);
+    }
+}
 use super::slots::ServerSlots;
 use super::watch::{self, Watched};
 use crate::event::polled::{self, Polled};
@@ -51,13 +63,13 @@ pub(crate) struct ServerChan {
     calls_seen: Observer<'static, u32>,
     replies: SpinLock<ShmProducer<'static, u32>>,
     slots: ServerSlots<'static>,
-    pool: Arc<Pool>,
+    pool: Arc<Pool<Served>>,
     closed: AtomicBool,
     mem: Memory,
 }
 
 impl ServerChan {
-    fn new(mem: Memory, pool: Arc<Pool>) -> Result<ServerChan> {
+    fn new(mem: Memory, pool: Arc<Pool<Served>>) -> Result<ServerChan> {
         // SAFETY: everything built from this view is stored in the fields
         // above `mem` of the `ServerChan` being built, dropped before it,
         // and never handed out with the `'static` lifetime.
@@ -118,7 +130,7 @@ impl ServerChan {
         };
         loop {
             match calls.try_pop() {
-                Ok(Some(index)) => self.pool.submit(Job {
+                Ok(Some(index)) => self.pool.submit(Served {
                     chan: self.clone(),
                     index,
                 }),
@@ -173,7 +185,7 @@ struct Bound {
 struct Shared {
     listener: Listener,
     runtime: Handle,
-    pool: Arc<Pool>,
+    pool: Arc<Pool<Served>>,
     bound: Mutex<Vec<Bound>>,
     stopping: AtomicBool,
     accepted: AtomicU64,
