@@ -54,6 +54,7 @@ pub mod thread;
 pub mod upcall;
 mod waits;
 
+pub use ferry_macros::interface;
 pub use runtime::{Builder, Handle, Runtime, run};
 pub use thread::{JoinHandle, Panic, Thread, ThreadId, current, park, sleep, spawn, yield_now};
 pub use upcall::blocking;

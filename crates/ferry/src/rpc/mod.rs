@@ -50,6 +50,10 @@
 mod bind;
 mod dir;
 mod error;
+// The helpers of the code `#[ferry::interface]` generates.
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
 // The channel's user, the call path, is not built yet: nothing else uses
 // these modules so far (their tests reach them by path).
 #[allow(dead_code)]
