@@ -76,6 +76,9 @@
 //!
 //! # Example
 //!
+//! (Shown here without running: it runs, over a runtime directory of its
+//! own, as the example of `ferry::interface`.)
+//!
 //! ```ignore
 //! use serde::{Deserialize, Serialize};
 //!
