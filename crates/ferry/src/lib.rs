@@ -54,6 +54,52 @@ pub mod thread;
 pub mod upcall;
 mod waits;
 
+/// A server and a client of one interface in one runtime (the crate
+/// `ferry-macros` documents the generated items, the wire and the version
+/// hash):
+///
+/// ```
+/// use ferry::rpc::RuntimeDir;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Debug, PartialEq, Serialize, Deserialize)]
+/// pub struct NoName;
+///
+/// #[ferry::interface]
+/// pub trait Greeter {
+///     /// Adds two numbers.
+///     fn add(&self, a: i64, b: i64) -> i64;
+///     /// Greets someone by name.
+///     fn greet(&self, name: String) -> Result<String, NoName>;
+/// }
+///
+/// struct Impl;
+///
+/// impl Greeter for Impl {
+///     fn add(&self, a: i64, b: i64) -> i64 {
+///         a + b
+///     }
+///     fn greet(&self, name: String) -> Result<String, NoName> {
+///         if name.is_empty() { Err(NoName) } else { Ok(format!("hello {name}")) }
+///     }
+/// }
+///
+/// let path = std::env::temp_dir().join(format!("ferry-iface-doc-{}", std::process::id()));
+/// let uid = rustix::process::getuid().as_raw();
+/// let p = path.clone();
+/// ferry::run(move || {
+///     let dir = RuntimeDir::open(&p, uid).unwrap();
+///     let _server = GreeterServer::serve_in(&dir, "greeter", Impl).unwrap();
+///     let greeter = GreeterClient::connect_in(&dir, "greeter").unwrap();
+///     assert_eq!(greeter.add(2, 3).unwrap(), 5);
+///     let opts = ferry::rpc::CallOptions::timeout(std::time::Duration::from_secs(10));
+///     assert_eq!(greeter.with(&opts).greet("ferry".into()).unwrap(), Ok("hello ferry".into()));
+///     assert_eq!(greeter.greet(String::new()).unwrap(), Err(NoName));
+/// })
+/// .unwrap();
+/// std::fs::remove_dir_all(&path).unwrap();
+/// ```
+pub use ferry_macros::interface;
 pub use runtime::{Builder, Handle, Runtime, run};
 pub use thread::{JoinHandle, Panic, Thread, ThreadId, current, park, sleep, spawn, yield_now};
 pub use upcall::blocking;

@@ -52,6 +52,10 @@ mod call;
 mod client;
 mod dir;
 mod error;
+// The helpers of the code `#[ferry::interface]` generates.
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
 // Parts of these are used only by the channel tests, which include the
 // files by path (`tests/rpc_support`).
 #[allow(dead_code)]
