@@ -563,6 +563,39 @@ impl<'r, T: Pod, K: Kind> Consumer<'r, T, K> {
     }
 }
 
+/// A look at a shared-memory queue's fill from any thread: only the shared
+/// indices are read (atomically), so unlike the endpoints it is `Sync`. A
+/// poller asks it whether to take its consumer's lock.
+#[derive(Debug, Clone, Copy)]
+pub struct Observer<'r, T> {
+    ring: ShmRing<'r, T>,
+}
+
+impl<T: Pod> Observer<'_, T> {
+    /// Items in the queue now, as far as the shared indices say.
+    ///
+    /// # Errors
+    /// [`Corrupt`] if the indices contradict each other.
+    #[inline]
+    pub fn len(&self) -> Result<usize, Corrupt> {
+        self.ring.indices().map(|(h, t)| h.wrapping_sub(t) as usize)
+    }
+
+    /// True if the shared indices say the queue is empty; a corrupt queue
+    /// is not empty (there is something for its consumer to find out).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        matches!(self.len(), Ok(0))
+    }
+}
+
+impl<'r, T: Pod, K: Kind> Consumer<'r, T, K> {
+    /// An [`Observer`] of this queue.
+    pub fn observer(&self) -> Observer<'r, T> {
+        Observer { ring: self.ring }
+    }
+}
+
 impl<T: Pod, K: Kind + MultiProducer> Clone for Producer<'_, T, K> {
     fn clone(&self) -> Self {
         Producer {

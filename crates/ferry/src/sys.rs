@@ -428,3 +428,63 @@ pub(crate) fn for_each_task(mut f: impl FnMut(u32)) -> bool {
     unsafe { libc::closedir(dir) };
     true
 }
+
+/// Wakes up to `n` kernel threads waiting on the futex `word` in memory
+/// shared with another process (a shared futex, keyed by the file page, not
+/// a private one).
+pub(crate) fn futex_wake_shared(word: &std::sync::atomic::AtomicU32, n: u32) {
+    let _ = rustix::thread::futex::wake(word, rustix::thread::futex::Flags::empty(), n);
+}
+
+/// Sleeps until `own` (a private futex word) no longer holds `own_expected`
+/// and is woken, or one of the `shared` words (futexes in memory shared
+/// with other processes, each expected to hold
+/// [`crate::event::polled::ASLEEP`]) is woken, or `timeout` passes: one
+/// `futex_waitv` (at most 128 words; extra shared words are not waited on).
+///
+/// # Errors
+/// `EAGAIN` if a word did not hold its expected value when the wait began;
+/// `ETIMEDOUT`; `EINTR`.
+pub(crate) fn futex_waitv_own_and_shared(
+    own: &std::sync::atomic::AtomicU32,
+    own_expected: u32,
+    shared: &[&std::sync::atomic::AtomicU32],
+    timeout: Option<std::time::Duration>,
+) -> rustix::io::Result<usize> {
+    use rustix::thread::futex::{Wait, WaitFlags, WaitPtr, WaitvFlags};
+    let mut waiters = Vec::with_capacity(shared.len() + 1);
+    let mut own_wait = Wait::new();
+    own_wait.uaddr = WaitPtr::new(own.as_ptr().cast());
+    own_wait.val = own_expected.into();
+    own_wait.flags = WaitFlags::SIZE_U32 | WaitFlags::PRIVATE;
+    waiters.push(own_wait);
+    for word in shared.iter().take(127) {
+        let mut w = Wait::new();
+        w.uaddr = WaitPtr::new(word.as_ptr().cast());
+        w.val = crate::event::polled::ASLEEP.into();
+        w.flags = WaitFlags::SIZE_U32;
+        waiters.push(w);
+    }
+    let deadline = timeout.map(|t| {
+        let mut now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `now` is a valid out-parameter; CLOCK_MONOTONIC exists.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+        let ns = now.tv_nsec as u64 + u64::from(t.subsec_nanos());
+        rustix::thread::futex::Timespec {
+            tv_sec: now
+                .tv_sec
+                .saturating_add(t.as_secs().try_into().unwrap_or(i64::MAX / 2))
+                .saturating_add((ns / 1_000_000_000) as i64),
+            tv_nsec: (ns % 1_000_000_000) as _,
+        }
+    });
+    rustix::thread::futex::waitv(
+        &waiters,
+        WaitvFlags::empty(),
+        deadline.as_ref(),
+        rustix::thread::ClockId::Monotonic,
+    )
+}

@@ -34,6 +34,7 @@
 //! Adding a source: implement [`Source`], add it to [`Sources`] (a field
 //! and a line in `for_each_source!`); no run loop changes.
 
+pub(crate) mod polled;
 pub(crate) mod stats;
 pub(crate) mod timer;
 pub(crate) mod upcalls;
@@ -43,6 +44,7 @@ use std::time::{Duration, Instant};
 pub(crate) use upcalls::{Posted, Upcalls};
 
 use crate::sched::Event;
+use polled::Polling;
 use timer::Timers;
 
 /// How often a busy processor (one that keeps switching between threads
@@ -88,6 +90,17 @@ pub(crate) struct Sources {
     pub(crate) timers: Timers,
     /// Scheduler-activation events posted for any processor.
     pub(crate) upcalls: Upcalls,
+    /// Memory other processes write (`rpc` channels), asked at every
+    /// switch through each processor's own list ([`Local`]).
+    pub(crate) polled: Polling,
+}
+
+/// What one processor keeps for the sources (only that processor touches
+/// it): its list of the polled entries.
+#[derive(Default)]
+pub(crate) struct Local {
+    /// The polled entries this processor looks at.
+    pub(crate) polled: polled::Local,
 }
 
 /// Runs `$body` with `$s` bound to each source of `$sources`, in order.
@@ -113,6 +126,7 @@ impl Sources {
         Sources {
             timers: Timers::new(),
             upcalls: Upcalls::new(),
+            polled: Polling::new(),
         }
     }
 
@@ -122,21 +136,32 @@ impl Sources {
     /// the scheduler loop). Loads only, inline; [`Sources::deliver`] is
     /// called only when this says so, so that the switch path keeps no
     /// delivery state.
+    /// The polled entries are asked at every switch, through `local`.
     #[inline(always)]
-    pub(crate) fn ready(&self, all: bool) -> bool {
+    pub(crate) fn ready(&self, all: bool, local: &mut Local) -> bool {
         let mut ready = false;
         for_each_source!(self, |s| ready |=
             (all || at_every_switch(s)) && s.is_ready());
-        ready
+        ready || self.polled.is_ready(&mut local.polled)
+    }
+
+    /// Whether a source has something, or may get something with no
+    /// processor's help (a polled entry exists): for a look from outside
+    /// the processors (the deadlock watch), which has no [`Local`].
+    pub(crate) fn ready_or_external(&self) -> bool {
+        let mut ready = false;
+        for_each_source!(self, |s| ready |= at_every_switch(s) && s.is_ready());
+        ready || self.polled.active()
     }
 
     /// Delivers what the sources [`Sources::ready`] looks at (with the same
     /// `all`) have.
     #[cold]
-    pub(crate) fn deliver(&self, all: bool, to: &mut dyn Deliver) {
+    pub(crate) fn deliver(&self, all: bool, local: &mut Local, to: &mut dyn Deliver) {
         for_each_source!(self, |s| if (all || at_every_switch(s)) && s.is_ready() {
             s.deliver(to);
         });
+        self.polled.deliver(&mut local.polled);
     }
 
     /// How long a parked processor may sleep: until the earliest moment a
@@ -188,24 +213,26 @@ mod tests {
     fn posted_events_are_delivered_at_the_next_switch() {
         let sources = Sources::new();
         let mut to = Recorder::default();
-        assert!(!sources.ready(false) && !sources.ready(true));
-        sources.deliver(false, &mut to);
+        let mut local = Local::default();
+        assert!(!sources.ready(false, &mut local) && !sources.ready(true, &mut local));
+        sources.deliver(false, &mut local, &mut to);
         assert!(to.removed.borrow().is_empty());
         sources
             .upcalls
             .post(Posted::ProcessorRemoved(3), Instant::now());
-        assert!(sources.ready(false) && sources.ready(true));
+        assert!(sources.ready(false, &mut local) && sources.ready(true, &mut local));
         assert_eq!(sources.until_next(), None, "posted events have no deadline");
-        sources.deliver(false, &mut to);
+        sources.deliver(false, &mut local, &mut to);
         assert_eq!(*to.removed.borrow(), [3]);
         assert_eq!(*to.made_ready.borrow(), 1);
-        assert!(!sources.ready(false), "delivered once");
+        assert!(!sources.ready(false, &mut local), "delivered once");
     }
 
     #[test]
     fn a_due_timer_fires_at_a_tick_or_a_poll_not_at_every_switch() {
         let sources = Sources::new();
         let mut to = Recorder::default();
+        let mut local = Local::default();
         let later = sources.timers.add(
             Instant::now() + Duration::from_secs(3600),
             Unparker::Kernel(std::thread::current()),
@@ -215,18 +242,18 @@ mod tests {
         let due = sources
             .timers
             .add(Instant::now(), Unparker::Kernel(std::thread::current()));
-        assert!(sources.ready(true));
+        assert!(sources.ready(true, &mut local));
         assert!(
-            !sources.ready(false),
+            !sources.ready(false, &mut local),
             "a clock source is not asked at every switch"
         );
-        sources.deliver(false, &mut to);
+        sources.deliver(false, &mut local, &mut to);
         assert!(!due.load(Acquire));
-        sources.deliver(true, &mut to);
+        sources.deliver(true, &mut local, &mut to);
         assert!(due.load(Acquire));
         assert!(!later.load(Acquire));
-        assert!(!sources.ready(true));
-        sources.deliver(true, &mut to);
+        assert!(!sources.ready(true, &mut local));
+        sources.deliver(true, &mut local, &mut to);
         assert!(!later.load(Acquire));
         assert!(
             sources.until_next().is_some(),

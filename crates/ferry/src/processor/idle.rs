@@ -23,7 +23,9 @@ impl Processor {
     pub(crate) fn sees_work(&self, mut tok: OwnerToken<'_>, shared: &Set) -> bool {
         shared.is_shut_down()
             || self.is_stopping()
-            || shared.sources.ready(false)
+            || shared
+                .sources
+                .ready(false, &mut self.owner(tok.rb()).sources)
             || self.with_policy(tok.rb(), |policy, cx| policy.has_ready(cx))
             || self.owner(tok.rb()).queue.others_have_work()
     }
@@ -61,20 +63,35 @@ impl Processor {
     /// Nothing to run: spin a while, then sleep until woken (or until the
     /// earliest timer is due). Returns when there may be work.
     pub(super) fn idle(&self, mut tok: OwnerToken<'_>, shared: &Set) {
-        if shared.processors.len() > 1 {
+        // With polled memory (rpc channels) an idle processor spins for the
+        // polled entries' adaptive budget, even alone (see `event::polled`).
+        let polling = shared.sources.polled.active();
+        let budget = polling.then(|| (Instant::now(), shared.sources.polled.spin_budget()));
+        if shared.processors.len() > 1 || polling {
             shared.spinning_enter();
             let mut seen = Vec::new();
             let mut found = false;
-            for i in 0..shared.spin_tries() {
+            let mut i = 0u32;
+            loop {
                 if self.sees_work(tok.rb(), shared) {
                     found = true;
                     break;
                 }
                 if i % 64 == 63
-                    && (shared.sources.ready(true)
+                    && (shared
+                        .sources
+                        .ready(true, &mut self.owner(tok.rb()).sources)
                         || self.steal_stale_next(tok.rb(), shared, &mut seen))
                 {
                     found = true;
+                    break;
+                }
+                i = i.wrapping_add(1);
+                let done = match budget {
+                    Some((start, budget)) => i >= shared.spin_tries() && start.elapsed() >= budget,
+                    None => i >= shared.spin_tries(),
+                };
+                if done {
                     break;
                 }
                 std::hint::spin_loop();
@@ -89,7 +106,11 @@ impl Processor {
             shared.sleeper_enter(self.index);
             shared.spinning_exit();
         } else {
-            if self.sees_work(tok.rb(), shared) || shared.sources.ready(true) {
+            if self.sees_work(tok.rb(), shared)
+                || shared
+                    .sources
+                    .ready(true, &mut self.owner(tok.rb()).sources)
+            {
                 return;
             }
             self.willing_to_yield.store(true, Relaxed);
@@ -100,7 +121,9 @@ impl Processor {
         // notifier sees us among the sleepers, or we see its work below.
         ferry_queue::wait::heavy_fence();
         if self.sees_work(tok.rb(), shared)
-            || shared.sources.ready(true)
+            || shared
+                .sources
+                .ready(true, &mut self.owner(tok.rb()).sources)
             || self.steal_stranded_next(tok.rb(), shared)
         {
             shared.sleeper_exit(self.index);
@@ -109,6 +132,14 @@ impl Processor {
         }
         let mut looked = !shared.host().watches_deadlocks();
         while self.sleep.load(Acquire) == 0 && !shared.is_shut_down() {
+            // With polled memory: one wait on the sleep word and the
+            // doorbells, bounded by the earliest timer; then look again.
+            if shared.sources.polled.active() {
+                let wait = shared.sources.until_next();
+                let local = &mut self.owner(tok.rb()).sources.polled;
+                local.sleep(&shared.sources.polled, &self.sleep, 0, wait);
+                break;
+            }
             // Sleep no longer than until the earliest timer, then look again.
             if let Some(wait) = shared.sources.until_next() {
                 if wait.is_zero() {

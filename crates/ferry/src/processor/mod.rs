@@ -196,6 +196,8 @@ pub(crate) struct Owner {
     pending: Pending,
     /// Switches since the last look at every event source.
     ticks: u32,
+    /// This processor's part of the event sources (its polled list).
+    sources: crate::event::Local,
     /// Warm stacks of the default size, for this processor's next spawns.
     stacks: Vec<Stack>,
     /// Thread ids this processor hands out before it takes more.
@@ -278,6 +280,7 @@ impl Processor {
                     current: None,
                     pending: Pending::None,
                     ticks: 0,
+                    sources: Default::default(),
                     stacks: Vec::new(),
                     ids: 0..0,
                     errno: ptr::null_mut(),
@@ -584,7 +587,10 @@ impl Processor {
             if self.is_stopping() && driver.stop(tok.rb(), self) {
                 return RunEnd::Stopped;
             }
-            if shared.sources.ready(true) {
+            if shared
+                .sources
+                .ready(true, &mut self.owner(tok.rb()).sources)
+            {
                 self.deliver_sources(tok.rb(), true);
             }
             driver.pin_for(self);

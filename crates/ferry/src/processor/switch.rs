@@ -58,20 +58,28 @@ impl Processor {
     #[cold]
     #[inline(never)]
     pub(super) fn deliver_sources(&self, mut tok: OwnerToken<'_>, all: bool) {
+        // The list is taken out for the delivery: a delivery may reach this
+        // processor's owner part (queuing woken threads).
+        let mut local = std::mem::take(&mut self.owner(tok.rb()).sources);
         self.shared().sources.deliver(
             all,
+            &mut local,
             &mut Delivery {
                 p: self,
                 tok: tok.rb(),
             },
         );
+        self.owner(tok.rb()).sources = local;
     }
 
     /// Yields the running thread to the one the policy has ready here, if
     /// any.
     pub(crate) fn yield_current(&self, mut tok: OwnerToken<'_>) {
         let shared = self.shared();
-        if shared.sources.ready(true) {
+        if shared
+            .sources
+            .ready(true, &mut self.owner(tok.rb()).sources)
+        {
             self.deliver_sources(tok.rb(), true);
         }
         match self.with_policy(tok.rb(), |policy, cx| policy.next_local(cx)) {
@@ -231,7 +239,11 @@ impl Processor {
                 to = To::Loop;
             }
         }
-        if self.shared().sources.ready(tick) {
+        if self
+            .shared()
+            .sources
+            .ready(tick, &mut self.owner(tok.rb()).sources)
+        {
             self.deliver_sources(tok.rb(), tick);
         }
         let me = self

@@ -143,6 +143,12 @@ impl Binding {
         self.socket.as_fd()
     }
 
+    /// Hangs up the binding socket (both directions): the peer's watch sees
+    /// it at once, while the memory stays mapped for whoever still uses it.
+    pub(crate) fn hang_up(&self) {
+        let _ = self.socket.shutdown(std::net::Shutdown::Both);
+    }
+
     /// The interface name this binding is for.
     pub fn name(&self) -> &str {
         &self.name
@@ -176,6 +182,8 @@ pub struct Listener {
     timeout: Duration,
     /// The socket file's device and inode, to remove only our own file.
     file: (u64, u64),
+    /// The channel laid over each binding's memory before it is sent.
+    layout: Option<super::layout::ChannelLayout>,
 }
 
 impl Listener {
@@ -210,6 +218,7 @@ impl Listener {
             channel_len: DEFAULT_CHANNEL_LEN,
             timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             file: (meta.dev(), meta.ino()),
+            layout: None,
         })
     }
 
@@ -225,6 +234,26 @@ impl Listener {
         }
         self.channel_len = len;
         Ok(())
+    }
+
+    /// Lays a channel of `layout` over each binding's memory (sized to
+    /// fit) before it is handed to the client, so that the client can
+    /// attach as soon as it has it.
+    pub(crate) fn set_layout(&mut self, layout: super::layout::ChannelLayout) -> Result<()> {
+        self.set_channel_len(layout.total_size())?;
+        self.layout = Some(layout);
+        Ok(())
+    }
+
+    /// The channel layout laid over each binding, if set.
+    pub(crate) fn layout(&self) -> Option<super::layout::ChannelLayout> {
+        self.layout
+    }
+
+    /// Makes a waiting (and every later) [`accept`](Self::accept) fail at
+    /// once: for a server that stops.
+    pub(crate) fn shutdown(&self) {
+        let _ = rustix::net::shutdown(&self.socket, rustix::net::Shutdown::Read);
     }
 
     /// Sets how long one handshake may take before [`accept`](Self::accept)
@@ -291,7 +320,7 @@ impl Listener {
                 theirs: head.version_hash,
             });
         }
-        let mapping = match Mapping::create(self.channel_len) {
+        let mapping = match Mapping::create(self.channel_len).and_then(|m| self.lay_out(m)) {
             Ok(m) => m,
             Err(e) => {
                 let _ = self.reply(&socket, Status::ServerFailed, None, deadline);
@@ -307,6 +336,20 @@ impl Listener {
             version_hash: self.version_hash,
         };
         Ok(Accepted { binding, peer })
+    }
+
+    /// Lays the channel out over `mapping`, if this listener has a layout.
+    fn lay_out(&self, mapping: Mapping) -> Result<Mapping> {
+        if let Some(layout) = &self.layout {
+            // SAFETY: `mapping` is mapped, readable and writable while it
+            // lives, which outlasts this region (dropped at the end of this
+            // block); the region is only accessed atomically.
+            let region =
+                unsafe { super::layout::ChannelRegion::from_raw(mapping.as_ptr(), mapping.len()) }
+                    .map_err(Error::from)?;
+            super::layout::init(region, layout).map_err(Error::from)?;
+        }
+        Ok(mapping)
     }
 
     /// Sends the reply with `status`, with the memfd of `mapping` attached.

@@ -8,6 +8,8 @@
 use std::fmt;
 use std::io;
 
+use super::layout::LayoutError;
+
 /// What went wrong in binding to or calling another process.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -48,6 +50,20 @@ pub enum Error {
     /// link, owned by another user, or open to the group or others); the
     /// detail says which.
     UnsafeDir(&'static str),
+    /// The server has no operation of this number.
+    UnknownOp {
+        /// The operation asked for.
+        op: u32,
+    },
+    /// The server could not decode the call's arguments.
+    BadArgs,
+    /// The server's handler panicked on this call (the server goes on).
+    ServerPanicked,
+    /// This side closed the channel or server: nothing more goes through it.
+    Closed,
+    /// A call was made where no ferry runtime polls the channel: connect
+    /// and serve on a ferry thread (inside `ferry::run` or a `Runtime`).
+    NoRuntime,
     /// A system call failed.
     Io(io::Error),
 }
@@ -73,6 +89,13 @@ impl fmt::Display for Error {
             Error::BadName(what) => write!(f, "bad interface name: {what}"),
             Error::NameInUse => f.write_str("a live server already serves this interface name"),
             Error::UnsafeDir(what) => write!(f, "unsafe runtime directory: {what}"),
+            Error::UnknownOp { op } => write!(f, "the server has no operation {op}"),
+            Error::BadArgs => f.write_str("the server could not decode the call's arguments"),
+            Error::ServerPanicked => f.write_str("the server's handler panicked on this call"),
+            Error::Closed => f.write_str("the channel was closed on this side"),
+            Error::NoRuntime => {
+                f.write_str("not on a ferry thread: channels are polled by a ferry runtime")
+            }
             Error::Io(e) => write!(f, "system call failed: {e}"),
         }
     }
@@ -90,6 +113,22 @@ impl std::error::Error for Error {
 impl From<io::Error> for Error {
     fn from(e: io::Error) -> Self {
         Error::Io(e)
+    }
+}
+
+impl From<LayoutError> for Error {
+    /// A channel whose memory does not check out: the detail names the
+    /// kind of fault, not the values found (they come from the peer).
+    fn from(e: LayoutError) -> Self {
+        Error::BadLayout(match e {
+            LayoutError::RegionMisaligned | LayoutError::RegionTooSmall { .. } => {
+                "the channel memory is too small or misaligned"
+            }
+            LayoutError::BadMagic { .. } => "the channel memory holds no ferry channel",
+            LayoutError::BadVersion { .. } => "the channel's layout version is not this side's",
+            LayoutError::Queue(_) => "a queue in the channel does not check out",
+            _ => "the channel header's sizes or areas do not check out",
+        })
     }
 }
 

@@ -22,6 +22,7 @@
 //! | 128 + 2`q` | 256 | doorbells: a `u32` futex word at the start of each 128-byte line, the client's then the server's; a side sleeps on its own word, the peer rings it | both | both |
 //! | 384 + 2`q` | 256 | liveness: per side (client's line, then server's) a heartbeat/epoch `u64` at +0 and a closed flag `u64` at +8 | that side | the peer |
 //! | 640 + 2`q` | `n` × [`slot_stride`]`(s)` | slot arena (see [`super::slots`]) | both | both |
+//! | after the arena, on a [`LINE`] | `n` × `x` | extents: slot `i`'s large arguments or result, when they do not fit inline, in extent `i` (`x` = the extent size, a multiple of [`LINE`], 0 for none) | both | both |
 //!
 //! Why MP-SC for both queues (the cheapest kind that is correct, per
 //! frugality): a client's calls are pushed by its user-level threads on
@@ -62,11 +63,13 @@ pub(crate) const LINE: usize = 128;
 /// `"FRYCHAN"` then a zero byte: the header's first word once [`init`] is done.
 pub(crate) const MAGIC: u64 = 0x4652_5943_4841_4e00;
 /// The layout version this module writes and accepts.
-pub(crate) const LAYOUT_VERSION: u64 = 1;
+pub(crate) const LAYOUT_VERSION: u64 = 2;
 /// The most slots a channel may have.
 pub(crate) const MAX_SLOTS: u32 = 1 << 16;
 /// The largest inline slot payload, in bytes.
 pub(crate) const MAX_SLOT_SIZE: usize = 1 << 16;
+/// The largest extent (a slot's out-of-line area), in bytes: 16 MiB.
+pub(crate) const MAX_EXTENT_SIZE: usize = 1 << 24;
 /// Bytes of a slot's header words (control word, then op/length word).
 pub(crate) const SLOT_HEADER: usize = 16;
 
@@ -96,7 +99,12 @@ pub(crate) struct Header {
     pub(crate) doorbells: AtomicU64,
     /// Offset of the two liveness lines.
     pub(crate) liveness: AtomicU64,
-    _pad: [AtomicU64; 6],
+    /// Bytes of each slot's extent, a multiple of [`LINE`] up to
+    /// [`MAX_EXTENT_SIZE`] (0: no extents).
+    pub(crate) extent_size: AtomicU64,
+    /// Offset of the extents.
+    pub(crate) extents: AtomicU64,
+    _pad: [AtomicU64; 4],
 }
 
 pub(super) const HEADER_SIZE: usize = size_of::<Header>();
@@ -136,6 +144,8 @@ pub(crate) enum AreaName {
     Doorbells,
     /// The liveness lines.
     Liveness,
+    /// The slots' extents.
+    Extents,
 }
 
 /// One area of the channel: `len` bytes at `offset`.
@@ -194,6 +204,12 @@ pub(crate) enum LayoutError {
         /// The region's length.
         region: usize,
     },
+    /// The header's extent size is not a multiple of [`LINE`] up to
+    /// [`MAX_EXTENT_SIZE`].
+    BadExtentSize {
+        /// The extent size found.
+        found: u64,
+    },
     /// An area's offset is not a multiple of [`LINE`].
     Misaligned {
         /// Which area.
@@ -232,6 +248,7 @@ impl fmt::Display for AreaName {
             AreaName::Slots => "slot arena",
             AreaName::Doorbells => "doorbells",
             AreaName::Liveness => "liveness words",
+            AreaName::Extents => "extents",
         })
     }
 }
@@ -262,6 +279,10 @@ impl fmt::Display for LayoutError {
                 f,
                 "slot size {found} is not a multiple of 8 between 8 and {MAX_SLOT_SIZE}"
             ),
+            LayoutError::BadExtentSize { found } => write!(
+                f,
+                "extent size {found} is not a multiple of {LINE} up to {MAX_EXTENT_SIZE}"
+            ),
             LayoutError::SizeMismatch { header, region } => write!(
                 f,
                 "channel header states {header} bytes, the region has {region}"
@@ -291,6 +312,13 @@ impl std::error::Error for LayoutError {}
 /// in flight on neighbouring slots do not share a cache line.
 pub(crate) fn slot_stride(slot_size: usize) -> usize {
     (SLOT_HEADER + slot_size).next_multiple_of(LINE)
+}
+
+fn check_extent_size(found: u64) -> Result<usize, LayoutError> {
+    match usize::try_from(found) {
+        Ok(x) if x <= MAX_EXTENT_SIZE && x.is_multiple_of(LINE) => Ok(x),
+        _ => Err(LayoutError::BadExtentSize { found }),
+    }
 }
 
 fn check_slot_count(found: u64) -> Result<u32, LayoutError> {
@@ -328,6 +356,8 @@ pub(crate) struct ChannelLayout {
     doorbells: Area,
     liveness: Area,
     slots: Area,
+    extent_size: usize,
+    extents: Area,
 }
 
 impl ChannelLayout {
@@ -338,6 +368,21 @@ impl ChannelLayout {
     /// # Errors
     /// [`LayoutError::BadSlotCount`] or [`LayoutError::BadSlotSize`].
     pub(crate) fn new(slot_count: usize, slot_size: usize) -> Result<ChannelLayout, LayoutError> {
+        ChannelLayout::with_extents(slot_count, slot_size, 0)
+    }
+
+    /// [`ChannelLayout::new`] with an extent of `extent_size` bytes per
+    /// slot (a multiple of [`LINE`] up to [`MAX_EXTENT_SIZE`]) for what does
+    /// not fit inline.
+    ///
+    /// # Errors
+    /// As [`ChannelLayout::new`], and [`LayoutError::BadExtentSize`].
+    pub(crate) fn with_extents(
+        slot_count: usize,
+        slot_size: usize,
+        extent_size: usize,
+    ) -> Result<ChannelLayout, LayoutError> {
+        let extent_size = check_extent_size(extent_size as u64)?;
         let slot_count = check_slot_count(slot_count as u64)?;
         let slot_size = check_slot_size(slot_size as u64)?;
         let q = queue_len(slot_count)?;
@@ -361,15 +406,21 @@ impl ChannelLayout {
             offset: liveness.end(),
             len: slot_count as usize * slot_stride(slot_size),
         };
+        let extents = Area {
+            offset: slots.end(),
+            len: slot_count as usize * extent_size,
+        };
         Ok(ChannelLayout {
             slot_count,
             slot_size,
-            total: slots.end(),
+            total: extents.end(),
             call_queue,
             reply_queue,
             doorbells,
             liveness,
             slots,
+            extent_size,
+            extents,
         })
     }
 
@@ -413,8 +464,19 @@ impl ChannelLayout {
         self.slots
     }
 
-    fn areas(&self) -> [(AreaName, Area); 5] {
+    /// Bytes of each slot's extent (0: none).
+    pub(crate) fn extent_size(&self) -> usize {
+        self.extent_size
+    }
+
+    /// The extents' area.
+    pub(crate) fn extents(&self) -> Area {
+        self.extents
+    }
+
+    fn areas(&self) -> [(AreaName, Area); 6] {
         [
+            (AreaName::Extents, self.extents),
             (AreaName::CallQueue, self.call_queue),
             (AreaName::ReplyQueue, self.reply_queue),
             (AreaName::Slots, self.slots),
@@ -456,6 +518,8 @@ pub(crate) fn init<'r>(
     header
         .liveness
         .store(layout.liveness.offset as u64, Relaxed);
+    header.extent_size.store(layout.extent_size as u64, Relaxed);
+    header.extents.store(layout.extents.offset as u64, Relaxed);
     for w in &header._pad {
         w.store(0, Relaxed);
     }
@@ -491,6 +555,8 @@ struct HeaderCopy {
     slots: u64,
     doorbells: u64,
     liveness: u64,
+    extent_size: u64,
+    extents: u64,
 }
 
 /// Reads the header of the channel in `region` once, checks every field,
@@ -516,6 +582,8 @@ pub(crate) fn attach(region: ChannelRegion<'_>) -> Result<ChannelLayout, LayoutE
         slots: header.slots.load(Relaxed),
         doorbells: header.doorbells.load(Relaxed),
         liveness: header.liveness.load(Relaxed),
+        extent_size: header.extent_size.load(Relaxed),
+        extents: header.extents.load(Relaxed),
     };
     check(&h, region.len_bytes())
 }
@@ -529,6 +597,7 @@ fn check(h: &HeaderCopy, region_len: usize) -> Result<ChannelLayout, LayoutError
     }
     let slot_count = check_slot_count(h.slot_count)?;
     let slot_size = check_slot_size(h.slot_size)?;
+    let extent_size = check_extent_size(h.extent_size)?;
     if h.total_size != region_len as u64 {
         return Err(LayoutError::SizeMismatch {
             header: h.total_size,
@@ -566,6 +635,12 @@ fn check(h: &HeaderCopy, region_len: usize) -> Result<ChannelLayout, LayoutError
         )?,
         doorbells: area(AreaName::Doorbells, h.doorbells, 2 * LINE)?,
         liveness: area(AreaName::Liveness, h.liveness, 2 * LINE)?,
+        extent_size,
+        extents: area(
+            AreaName::Extents,
+            h.extents,
+            slot_count as usize * extent_size,
+        )?,
     };
     let areas = layout.areas();
     for (i, (first, a)) in areas.iter().enumerate() {

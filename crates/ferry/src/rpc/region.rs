@@ -123,6 +123,11 @@ impl<'r> ChannelView<'r> {
         self.area(self.layout.slots())
     }
 
+    /// The extents' words (empty without extents).
+    pub(crate) fn extent_words(&self) -> &'r [AtomicU64] {
+        self.area(self.layout.extents())
+    }
+
     /// The futex word `side` sleeps on (the peer rings it).
     pub(crate) fn doorbell(&self, side: Side) -> &'r AtomicU32 {
         let word = &self.area(self.layout.doorbells())[side.line() * LINE / 8];

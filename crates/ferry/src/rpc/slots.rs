@@ -18,6 +18,10 @@
 //! | 8..16 | op in the low 32 bits, payload length in the high 32 |
 //! | 16..16 + `s` | payload, `s` = the layout's slot size, in native-order 8-byte words |
 //!
+//! A payload longer than `s` (up to the layout's extent size) lives in the
+//! slot's extent instead, extent `i` for slot `i`; the length word says
+//! which (`len > s`: out of line). Which extent is never read from shared
+//! memory: it is the slot's own.//!
 //! # The control word's states
 //!
 //! | from | to | by | when |
@@ -210,9 +214,11 @@ struct SlotHeader {
 #[derive(Debug, Clone, Copy)]
 struct Arena<'r> {
     words: &'r [AtomicU64],
+    extents: &'r [AtomicU64],
     count: u32,
     stride_words: usize,
     slot_size: usize,
+    extent_size: usize,
 }
 
 impl<'r> Arena<'r> {
@@ -220,9 +226,11 @@ impl<'r> Arena<'r> {
         let layout = view.layout();
         Arena {
             words: view.slot_words(),
+            extents: view.extent_words(),
             count: layout.slot_count(),
             stride_words: slot_stride(layout.slot_size()) / 8,
             slot_size: layout.slot_size(),
+            extent_size: layout.extent_size(),
         }
     }
 
@@ -254,40 +262,80 @@ impl<'r> Arena<'r> {
         }
     }
 
+    /// The largest payload: inline, or in the slot's extent.
+    fn max_len(&self) -> usize {
+        self.slot_size.max(self.extent_size)
+    }
+
     fn check_len(&self, len: usize) -> Result<u32, SlotError> {
-        if len > self.slot_size {
+        if len > self.max_len() {
             return Err(SlotError::TooLarge {
                 len,
-                max: self.slot_size,
+                max: self.max_len(),
             });
         }
         Ok(len as u32)
     }
 
-    /// Writes `bytes` (checked to fit) into the payload words.
-    fn write_payload(slot: &[AtomicU64], bytes: &[u8]) {
-        let payload = &slot[SLOT_HEADER / 8..];
-        for (word, chunk) in payload.iter().zip(bytes.chunks(8)) {
-            let mut w = [0u8; 8];
-            w[..chunk.len()].copy_from_slice(chunk);
-            word.store(u64::from_ne_bytes(w), Relaxed);
+    /// Where slot `index`'s payload of `len` bytes lives: inline after the
+    /// header words, or (longer than the slot size) its extent.
+    fn payload(&self, index: u32, slot: &'r [AtomicU64], len: usize) -> &'r [AtomicU64] {
+        if len <= self.slot_size {
+            &slot[SLOT_HEADER / 8..]
+        } else {
+            let words = self.extent_size / 8;
+            let start = (index & (self.count - 1)) as usize * words;
+            &self.extents[start..start + words]
         }
     }
 
-    /// Copies `len` payload bytes out, after checking `len` against the slot.
-    fn read_payload(&self, slot: &[AtomicU64], len: u32) -> Result<Vec<u8>, SlotError> {
+    /// Writes `bytes` (checked to fit) as slot `index`'s payload.
+    fn write_payload(&self, index: u32, slot: &'r [AtomicU64], bytes: &[u8]) {
+        let payload = self.payload(index, slot, bytes.len());
+        let mut chunks = bytes.chunks_exact(8);
+        let mut words = payload.iter();
+        for (chunk, word) in chunks.by_ref().zip(words.by_ref()) {
+            let w: [u8; 8] = chunk.try_into().expect("chunks of 8");
+            word.store(u64::from_ne_bytes(w), Relaxed);
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            if let Some(word) = words.next() {
+                word.store(u64::from_ne_bytes(w), Relaxed);
+            }
+        }
+    }
+
+    /// Copies slot `index`'s `len` payload bytes out, after checking `len`.
+    fn read_payload(
+        &self,
+        index: u32,
+        slot: &'r [AtomicU64],
+        len: u32,
+    ) -> Result<Vec<u8>, SlotError> {
         let n = len as usize;
-        if n > self.slot_size {
+        if n > self.max_len() {
             return Err(SlotError::BadLength {
                 len,
-                max: self.slot_size,
+                max: self.max_len(),
             });
         }
-        let mut out = Vec::with_capacity(n);
-        for word in slot[SLOT_HEADER / 8..].iter().take(n.div_ceil(8)) {
+        let payload = self.payload(index, slot, n);
+        let mut out = vec![0u8; n];
+        let mut chunks = out.chunks_exact_mut(8);
+        let mut words = payload.iter();
+        for (chunk, word) in chunks.by_ref().zip(words.by_ref()) {
+            chunk.copy_from_slice(&word.load(Relaxed).to_ne_bytes());
+        }
+        let rest = chunks.into_remainder();
+        if !rest.is_empty()
+            && let Some(word) = words.next()
+        {
             let bytes = word.load(Relaxed).to_ne_bytes();
-            let take = (n - out.len()).min(8);
-            out.extend_from_slice(&bytes[..take]);
+            let k = rest.len();
+            rest.copy_from_slice(&bytes[..k]);
         }
         Ok(out)
     }
@@ -348,20 +396,53 @@ impl<'r> ClientSlots<'r> {
     /// [`SlotError::NoFreeSlot`] if every slot is in flight. Nothing is
     /// written in either case.
     pub(crate) fn begin_call(&mut self, op: u32, args: &[u8]) -> Result<Ticket, SlotError> {
-        let len = self.arena.check_len(args.len())?;
+        let ticket = self.reserve(args.len())?;
+        self.arena().write_call(&ticket, op, args)?;
+        Ok(ticket)
+    }
+
+    /// Takes a free slot for a call of `len` argument bytes at a new
+    /// generation, without writing it: the caller writes it with
+    /// [`ClientArena::write_call`] (outside whatever lock guards `self`),
+    /// then pushes the index.
+    ///
+    /// # Errors
+    /// As [`ClientSlots::begin_call`].
+    pub(crate) fn reserve(&mut self, len: usize) -> Result<Ticket, SlotError> {
+        self.arena.check_len(len)?;
         let index = self.free.pop_front().ok_or(SlotError::NoFreeSlot)?;
         let Local::Free(last) = self.local[index as usize] else {
             unreachable!("slot {index} was on the free list while in flight");
         };
         let generation = last.wrapping_add(1);
-        let slot = self.arena.slot(index)?;
-        Arena::write_payload(slot, args);
-        slot[1].store(meta(op, len), Relaxed);
-        // Release: the payload and op/length above are visible to whoever
-        // reads this word with Acquire.
-        slot[0].store(control(CALL, generation), Release);
         self.local[index as usize] = Local::InFlight(generation);
         Ok(Ticket { index, generation })
+    }
+
+    /// The arena, for writing a reserved call and reading its reply outside
+    /// the lock that guards `self` (the slot is the call's alone meanwhile).
+    pub(crate) fn arena(&self) -> ClientArena<'r> {
+        ClientArena(self.arena)
+    }
+
+    /// Frees the slot of `ticket` after its reply was read with
+    /// [`ClientArena::read_answer`].
+    ///
+    /// # Errors
+    /// [`SlotError::NotInFlight`] if the ticket is not in flight.
+    pub(crate) fn release(&mut self, ticket: &Ticket) -> Result<(), SlotError> {
+        let i = ticket.index as usize;
+        if self.local.get(i) != Some(&Local::InFlight(ticket.generation)) {
+            return Err(SlotError::NotInFlight {
+                index: ticket.index,
+                generation: ticket.generation,
+            });
+        }
+        let slot = self.arena.slot(ticket.index)?;
+        slot[0].store(control(FREE, ticket.generation), Relaxed);
+        self.local[i] = Local::Free(ticket.generation);
+        self.free.push_front(ticket.index);
+        Ok(())
     }
 
     /// Reads the reply in slot `index` (as popped from the reply queue) for
@@ -395,7 +476,7 @@ impl<'r> ClientSlots<'r> {
                 expected: REPLY,
             });
         }
-        let result = self.arena.read_payload(slot, h.len)?;
+        let result = self.arena.read_payload(index, slot, h.len)?;
         slot[0].store(control(FREE, ticket.generation), Relaxed);
         self.local[index as usize] = Local::Free(ticket.generation);
         self.free.push_front(index);
@@ -433,6 +514,69 @@ impl<'r> ClientSlots<'r> {
     }
 }
 
+/// The client's access to the slots' words for calls it reserved (see
+/// [`ClientSlots::reserve`]): no local state, so usable outside the lock.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClientArena<'r>(Arena<'r>);
+
+impl ClientArena<'_> {
+    /// Writes the call `ticket` (reserved for `args.len()` bytes) and
+    /// publishes it to the server (control word last, Release).
+    ///
+    /// # Errors
+    /// [`SlotError::TooLarge`], [`SlotError::BadIndex`].
+    pub(crate) fn write_call(
+        &self,
+        ticket: &Ticket,
+        op: u32,
+        args: &[u8],
+    ) -> Result<(), SlotError> {
+        let len = self.0.check_len(args.len())?;
+        let slot = self.0.slot(ticket.index)?;
+        self.0.write_payload(ticket.index, slot, args);
+        slot[1].store(meta(op, len), Relaxed);
+        // Release: the payload and op/length above are visible to whoever
+        // reads this word with Acquire.
+        slot[0].store(control(CALL, ticket.generation), Release);
+        Ok(())
+    }
+
+    /// Copies out the answer to the call `ticket` (its slot popped from the
+    /// reply queue): the status the server put in the op word, and the
+    /// result. The slot stays the call's; free it with
+    /// [`ClientSlots::release`].
+    ///
+    /// # Errors
+    /// [`SlotError::BadGeneration`], [`SlotError::BadState`] or
+    /// [`SlotError::BadLength`] if the slot does not hold this call's reply.
+    pub(crate) fn read_answer(&self, ticket: &Ticket) -> Result<(u32, Vec<u8>), SlotError> {
+        let slot = self.0.slot(ticket.index)?;
+        let h = Arena::header(slot);
+        if h.generation != ticket.generation {
+            return Err(SlotError::BadGeneration {
+                found: h.generation,
+                expected: ticket.generation,
+            });
+        }
+        if h.state != REPLY {
+            return Err(SlotError::BadState {
+                found: h.state,
+                expected: REPLY,
+            });
+        }
+        let result = self.0.read_payload(ticket.index, slot, h.len)?;
+        Ok((h.op, result))
+    }
+
+    /// Whether the slot of `ticket` holds its reply now (a look, for a
+    /// caller that gave up: see [`ClientSlots::abandon`]).
+    pub(crate) fn holds_reply(&self, ticket: &Ticket) -> bool {
+        self.0
+            .slot(ticket.index)
+            .is_ok_and(|slot| slot[0].load(Acquire) == control(REPLY, ticket.generation))
+    }
+}
+
 /// The server's side of the arena. Holds no state but the local geometry,
 /// so it may be shared by all the server's threads.
 #[derive(Debug, Clone, Copy)]
@@ -462,7 +606,7 @@ impl<'r> ServerSlots<'r> {
                 expected: CALL,
             });
         }
-        let args = self.arena.read_payload(slot, h.len)?;
+        let args = self.arena.read_payload(index, slot, h.len)?;
         Ok(IncomingCall {
             index,
             generation: h.generation,
@@ -479,6 +623,21 @@ impl<'r> ServerSlots<'r> {
     /// written); [`SlotError::Stale`] if the slot no longer holds this call
     /// (abandoned, reused, or scribbled on): nothing is published then.
     pub(crate) fn write_reply(&self, call: &IncomingCall, result: &[u8]) -> Result<(), SlotError> {
+        self.write_answer(call, call.op, result)
+    }
+
+    /// [`ServerSlots::write_reply`] with `status` in the op word instead of
+    /// the call's op (what the call path uses: 0 for a result, else a
+    /// fault's code).
+    ///
+    /// # Errors
+    /// As [`ServerSlots::write_reply`].
+    pub(crate) fn write_answer(
+        &self,
+        call: &IncomingCall,
+        status: u32,
+        result: &[u8],
+    ) -> Result<(), SlotError> {
         let len = self.arena.check_len(result.len())?;
         let slot = self.arena.slot(call.index)?;
         let stale = SlotError::Stale {
@@ -489,8 +648,8 @@ impl<'r> ServerSlots<'r> {
         if slot[0].load(Relaxed) != expected {
             return Err(stale);
         }
-        Arena::write_payload(slot, result);
-        slot[1].store(meta(call.op, len), Relaxed);
+        self.arena.write_payload(call.index, slot, result);
+        slot[1].store(meta(status, len), Relaxed);
         // Release on success: the payload and length above are visible to
         // the client that reads this word with Acquire.
         slot[0]

@@ -40,6 +40,14 @@ impl Handle {
         Handle { shared }
     }
 
+    /// The runtime of the running ferry thread, or `None` on a kernel
+    /// thread that runs none.
+    pub fn try_current() -> Option<Handle> {
+        let shared = crate::upcall::enter()
+            .and_then(|e| e.p.current_ref(&e.tok).map(|t| t.shared().arc()))?;
+        Some(Handle { shared })
+    }
+
     /// How many processors the runtime holds (the set
     /// [`Handle::set_processors`] changes).
     pub fn processors(&self) -> usize {

@@ -135,7 +135,7 @@ pub(crate) fn quiet(shared: &Shared) -> Option<u64> {
     }
     if shared.is_shut_down()
         || shared.sources.until_next().is_some()
-        || shared.sources.ready(false)
+        || shared.sources.ready_or_external()
         || shared.injector.has_work()
     {
         return None;

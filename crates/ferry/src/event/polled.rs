@@ -1,0 +1,400 @@
+//! Polled memory: event sources that live in memory another process writes
+//! (today `rpc` channels), which a processor finds by looking, not by being
+//! told. An event source (see the parent module), with three differences
+//! from the others: there are many of them, registered and dropped at run
+//! time by a room above (`rpc` implements [`Polled`]); each processor keeps
+//! its own list of them ([`Local`]), so that asking costs no lock and no
+//! shared write; and a parked processor can sleep on their doorbells.
+//!
+//! This file owns the registry, the per-processor lists, the adaptive spin
+//! budget and the doorbell half of the idle wait; it must not know what a
+//! channel holds (that is [`Polled`]'s implementor) and must not park a
+//! processor (`Processor::idle` does, calling [`Local::sleep`]).
+//!
+//! # Registry and lists
+//!
+//! | word | written by | read by |
+//! |------|------------|---------|
+//! | `list` (mutex) | [`Polling::register`], [`Polling::unregister`] | a processor refreshing its [`Local`] |
+//! | `version` | bumped (Release) after each change of `list` | every processor at each look (Relaxed, then Acquire on a change) |
+//! | `count` | with `list` | the deadlock watch (an external source exists) |
+//!
+//! A processor's [`Local`] holds `Arc`s of the entries it saw at its last
+//! refresh; an entry dropped from the registry is freed when the last
+//! processor that saw it refreshes. [`Polling::unregister`] returns after
+//! bumping the version; its caller wakes the sleeping processors so that
+//! they refresh and let go promptly.
+//!
+//! # Doorbells
+//!
+//! Each entry may name a doorbell word of this side in shared memory
+//! ([`Polled::doorbell`]): [`AWAKE`] or [`ASLEEP`]. The last processor of
+//! the runtime to go to sleep ([`Local::sleep`]) stores [`ASLEEP`] in every
+//! doorbell (SeqCst), looks at the entries once more, and only then sleeps
+//! in one `futex_waitv` on its own sleep word and every doorbell (at most
+//! [`MAX_DOORBELLS`]; with more entries it wakes every [`POLL_PERIOD`] to look
+//! at the rest). A peer that has published something issues a SeqCst fence,
+//! reads the doorbell and, if it says [`ASLEEP`], swaps in [`AWAKE`] and
+//! wakes it (`FUTEX_WAKE`, a shared futex: the word lives in the peer's
+//! mapping too). The fences pair as in Dekker's protocol: either the
+//! sleeper's last look sees the publication, or the peer sees [`ASLEEP`].
+//! A woken sleeper puts back [`AWAKE`] wherever it left [`ASLEEP`].
+//!
+//! Nothing in a doorbell is trusted: a peer that keeps changing ours makes
+//! `futex_waitv` return at once (the value differs); the sleeper then falls
+//! back to a plain sleep bounded by [`POLL_PERIOD`] for that idle spell, so a
+//! hostile peer costs polls, never a spinning core.
+//!
+//! # Adaptive spin
+//!
+//! An idle processor of a runtime with entries spins, looking, for the
+//! [`Polling::spin_budget`] before it sleeps (001's processors poll their
+//! channels rather than sleep). The budget adapts between [`MIN_SPIN`] and
+//! [`MAX_SPIN`]: a sleep that a doorbell or a look ended within one budget
+//! doubles it (spinning a little longer would have caught it); a sleep
+//! longer than [`QUIET_AFTER`] budgets halves it (nobody is calling).
+
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, fence};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::sys;
+
+/// A doorbell's value while its side has a processor awake (or no
+/// sleeper that wants ringing).
+pub(crate) const AWAKE: u32 = 0;
+/// A doorbell's value while the last processor of its side sleeps on it.
+pub(crate) const ASLEEP: u32 = 1;
+/// The most doorbells one sleep waits on (`futex_waitv` takes 128 words,
+/// one is the processor's own).
+pub(crate) const MAX_DOORBELLS: usize = 127;
+/// How often a sleeper looks at entries whose doorbells it cannot wait on.
+pub(crate) const POLL_PERIOD: Duration = Duration::from_millis(1);
+/// The shortest spin budget.
+pub(crate) const MIN_SPIN: Duration = Duration::from_micros(2);
+/// The longest spin budget.
+pub(crate) const MAX_SPIN: Duration = Duration::from_micros(200);
+/// A sleep longer than this many budgets halves the budget.
+pub(crate) const QUIET_AFTER: u32 = 64;
+
+/// Memory a processor polls: implemented by the room that owns it.
+pub(crate) trait Polled: Send + Sync {
+    /// Whether there is something to hand over: loads only.
+    fn is_ready(&self) -> bool;
+
+    /// Hands it over: wakes the threads it concerns (they reach their own
+    /// processors), or queues work for them. Called by one processor at a
+    /// time per entry is not guaranteed: the implementor serialises.
+    fn deliver(&self);
+
+    /// This side's doorbell word in shared memory, if the peer rings one.
+    fn doorbell(&self) -> Option<&AtomicU32>;
+}
+
+/// The polled entries of one runtime.
+pub(crate) struct Polling {
+    list: Mutex<Vec<Arc<dyn Polled>>>,
+    version: AtomicU64,
+    count: AtomicUsize,
+    spin_ns: AtomicU64,
+}
+
+impl Polling {
+    pub(crate) fn new() -> Polling {
+        Polling {
+            list: Mutex::new(Vec::new()),
+            version: AtomicU64::new(0),
+            count: AtomicUsize::new(0),
+            spin_ns: AtomicU64::new(MAX_SPIN.as_nanos() as u64 / 4),
+        }
+    }
+
+    /// Adds `entry`; processors see it at their next look.
+    pub(crate) fn register(&self, entry: Arc<dyn Polled>) {
+        let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
+        list.push(entry);
+        self.count.store(list.len(), Relaxed);
+        self.version.fetch_add(1, Release);
+    }
+
+    /// Drops `entry` from the registry (processors let go of it at their
+    /// next look; wake the sleeping ones to make that prompt).
+    pub(crate) fn unregister(&self, entry: &Arc<dyn Polled>) {
+        let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
+        list.retain(|e| !Arc::ptr_eq(e, entry));
+        self.count.store(list.len(), Relaxed);
+        self.version.fetch_add(1, Release);
+    }
+
+    /// Whether any entry is registered: an outside source of work exists.
+    pub(crate) fn active(&self) -> bool {
+        self.count.load(Relaxed) != 0
+    }
+
+    /// How long an idle processor spins before it sleeps.
+    pub(crate) fn spin_budget(&self) -> Duration {
+        Duration::from_nanos(self.spin_ns.load(Relaxed))
+    }
+
+    /// A sleep of `slept` ended (by a doorbell, a wake, or a timeout):
+    /// adapts the spin budget (see the module docs).
+    pub(crate) fn slept(&self, slept: Duration, by_entry: bool) {
+        let budget = self.spin_budget();
+        let next = if by_entry && slept <= budget {
+            (budget * 2).min(MAX_SPIN)
+        } else if slept > budget * QUIET_AFTER {
+            (budget / 2).max(MIN_SPIN)
+        } else {
+            return;
+        };
+        self.spin_ns.store(next.as_nanos() as u64, Relaxed);
+    }
+
+    #[cold]
+    fn refresh(&self, local: &mut Local) {
+        let list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
+        local.version = self.version.load(Acquire);
+        local.list.clone_from(&list);
+    }
+
+    /// Whether an entry has something: one load when nothing changed and
+    /// nothing is registered, else one look per entry.
+    #[inline]
+    pub(crate) fn is_ready(&self, local: &mut Local) -> bool {
+        if self.version.load(Relaxed) != local.version {
+            self.refresh(local);
+        }
+        local.list.iter().any(|e| e.is_ready())
+    }
+
+    /// Delivers what every ready entry has.
+    #[cold]
+    pub(crate) fn deliver(&self, local: &mut Local) {
+        if self.version.load(Relaxed) != local.version {
+            self.refresh(local);
+        }
+        for e in &local.list {
+            if e.is_ready() {
+                e.deliver();
+            }
+        }
+    }
+}
+
+/// One processor's copy of the registry (touched only by that processor).
+#[derive(Default)]
+pub(crate) struct Local {
+    version: u64,
+    list: Vec<Arc<dyn Polled>>,
+}
+
+/// How a doorbell sleep ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Slept {
+    /// An entry was ready before sleeping: not slept at all.
+    Ready,
+    /// Slept, then woken or timed out.
+    Woke,
+}
+
+impl Local {
+    /// Entries seen at the last refresh.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// The last processor's sleep: rings-to-wake armed on every doorbell,
+    /// then one `futex_waitv` on `own` (this processor's private sleep word,
+    /// while it holds `own_expected`) and the doorbells, for at most
+    /// `timeout`. See the module docs.
+    pub(crate) fn sleep(
+        &mut self,
+        polling: &Polling,
+        own: &AtomicU32,
+        own_expected: u32,
+        timeout: Option<Duration>,
+    ) -> Slept {
+        if polling.version.load(Relaxed) != self.version {
+            polling.refresh(self);
+        }
+        let bells: Vec<&AtomicU32> = self
+            .list
+            .iter()
+            .filter_map(|e| e.doorbell())
+            .take(MAX_DOORBELLS)
+            .collect();
+        for b in &bells {
+            b.store(ASLEEP, SeqCst);
+        }
+        fence(SeqCst);
+        let start = Instant::now();
+        let ended_by_entry;
+        if self.list.iter().any(|e| e.is_ready()) {
+            ended_by_entry = true;
+        } else {
+            let mut timeout = timeout;
+            if bells.len() < self.list.len() {
+                timeout = Some(timeout.map_or(POLL_PERIOD, |t| t.min(POLL_PERIOD)));
+            }
+            let waited = sys::futex_waitv_own_and_shared(own, own_expected, &bells, timeout);
+            if waited.is_err() && own.load(Acquire) == own_expected {
+                // A doorbell did not hold ASLEEP: a peer rang between our
+                // store and the wait, or scribbles on it. Sleep on our own
+                // word, briefly, and look again.
+                sys::futex_wait(own, own_expected, Some(POLL_PERIOD));
+            }
+            ended_by_entry = self.list.iter().any(|e| e.is_ready());
+        }
+        for b in &bells {
+            let _ = b.compare_exchange(ASLEEP, AWAKE, Relaxed, Relaxed);
+        }
+        polling.slept(start.elapsed(), ended_by_entry);
+        if ended_by_entry && start.elapsed().is_zero() {
+            Slept::Ready
+        } else {
+            Slept::Woke
+        }
+    }
+}
+
+/// Rings the peer's doorbell `bell` after publishing something for it:
+/// wakes its sleeping processor if it sleeps; with `always`, makes the
+/// wake call even if the doorbell says nobody sleeps (an urgent call).
+/// Returns whether it made the wake call.
+#[inline]
+pub(crate) fn ring(bell: &AtomicU32, always: bool) -> bool {
+    fence(SeqCst);
+    if bell.load(Relaxed) == AWAKE && !always {
+        return false;
+    }
+    ring_slow(bell)
+}
+
+#[cold]
+fn ring_slow(bell: &AtomicU32) -> bool {
+    bell.swap(AWAKE, SeqCst);
+    sys::futex_wake_shared(bell, 1);
+    true
+}
+
+#[cfg(all(test, not(ferry_loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+
+    struct Flag {
+        ready: AtomicBool,
+        delivered: AtomicUsize,
+        bell: AtomicU32,
+    }
+
+    impl Polled for Flag {
+        fn is_ready(&self) -> bool {
+            self.ready.load(Acquire)
+        }
+        fn deliver(&self) {
+            self.ready.store(false, Release);
+            self.delivered.fetch_add(1, Relaxed);
+        }
+        fn doorbell(&self) -> Option<&AtomicU32> {
+            Some(&self.bell)
+        }
+    }
+
+    fn flag() -> Arc<Flag> {
+        Arc::new(Flag {
+            ready: AtomicBool::new(false),
+            delivered: AtomicUsize::new(0),
+            bell: AtomicU32::new(AWAKE),
+        })
+    }
+
+    #[test]
+    fn a_processor_sees_registrations_and_lets_go_of_dropped_entries() {
+        let polling = Polling::new();
+        let mut local = Local::default();
+        assert!(!polling.is_ready(&mut local) && !polling.active());
+        let f = flag();
+        let entry: Arc<dyn Polled> = f.clone();
+        polling.register(entry.clone());
+        assert!(polling.active());
+        assert!(!polling.is_ready(&mut local));
+        assert_eq!(local.len(), 1);
+        f.ready.store(true, Release);
+        assert!(polling.is_ready(&mut local));
+        polling.deliver(&mut local);
+        assert_eq!(f.delivered.load(Relaxed), 1);
+        assert!(!polling.is_ready(&mut local));
+        polling.unregister(&entry);
+        drop(entry);
+        assert_eq!(
+            Arc::strong_count(&f),
+            2,
+            "the processor's list still holds it"
+        );
+        f.ready.store(true, Release);
+        assert!(
+            !polling.is_ready(&mut local),
+            "an unregistered entry is not asked"
+        );
+        assert_eq!(Arc::strong_count(&f), 1, "let go at the refresh");
+    }
+
+    #[test]
+    fn a_ring_wakes_the_doorbell_sleeper_and_an_awake_side_is_not_rung() {
+        let polling = Arc::new(Polling::new());
+        let f = flag();
+        polling.register(f.clone());
+        assert!(!ring(&f.bell, false), "nobody sleeps: no wake call");
+        let own = Arc::new(AtomicU32::new(0));
+        let sleeper = {
+            let (polling, own) = (polling.clone(), own.clone());
+            std::thread::spawn(move || {
+                let mut local = Local::default();
+                loop {
+                    let slept = local.sleep(&polling, &own, 0, Some(Duration::from_secs(30)));
+                    if polling.is_ready(&mut local) {
+                        return slept;
+                    }
+                }
+            })
+        };
+        while f.bell.load(SeqCst) != ASLEEP {
+            std::thread::yield_now();
+        }
+        f.ready.store(true, Release);
+        assert!(ring(&f.bell, false), "the sleeper is rung");
+        assert_eq!(sleeper.join().unwrap(), Slept::Woke);
+        assert_eq!(f.bell.load(SeqCst), AWAKE);
+    }
+
+    #[test]
+    fn a_ready_entry_stops_the_sleep_before_it_starts() {
+        let polling = Polling::new();
+        let f = flag();
+        polling.register(f.clone());
+        f.ready.store(true, Release);
+        let own = AtomicU32::new(0);
+        let mut local = Local::default();
+        assert_eq!(local.sleep(&polling, &own, 0, None), Slept::Ready);
+        assert_eq!(f.bell.load(SeqCst), AWAKE, "put back");
+    }
+
+    #[test]
+    fn the_spin_budget_grows_when_sleeps_are_short_and_shrinks_when_quiet() {
+        let polling = Polling::new();
+        let b0 = polling.spin_budget();
+        polling.slept(Duration::ZERO, true);
+        assert_eq!(polling.spin_budget(), (b0 * 2).min(MAX_SPIN));
+        for _ in 0..20 {
+            polling.slept(Duration::from_secs(1), false);
+        }
+        assert_eq!(polling.spin_budget(), MIN_SPIN);
+        for _ in 0..20 {
+            polling.slept(Duration::ZERO, true);
+        }
+        assert_eq!(polling.spin_budget(), MAX_SPIN);
+    }
+}

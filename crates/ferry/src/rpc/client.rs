@@ -1,0 +1,465 @@
+//! The client's end of a channel: [`Client`] makes calls, and the channel
+//! is an event source of the runtime that connected it (it implements
+//! `event::polled::Polled`), so replies are found by whichever processor
+//! polls: at its switches, in its idle spin, or woken by its doorbell.
+//!
+//! This module owns the calling path and the waiters' protocol; it must not
+//! choose how a processor polls or sleeps (that is `event::polled`) nor
+//! decode payloads (callers get bytes).
+//!
+//! # A call
+//!
+//! 1. A permit of the `free` semaphore (one per slot; a caller without one
+//!    parks), then a slot reserved at a new generation (under `slots`).
+//! 2. The arguments written into the slot (outside any lock), the waiter of
+//!    the slot armed with the caller's unparker, the slot's index pushed on
+//!    the call queue, the server's doorbell rung if its processors sleep.
+//! 3. The caller parks until its waiter leaves `WAITING`.
+//! 4. A poller pops the slot's index from the reply queue and moves the
+//!    waiter to `REPLIED`, waking the caller; the caller copies the answer
+//!    out, frees the slot and returns the permit.
+//!
+//! # The waiter word of a slot
+//!
+//! | from | to | by | when |
+//! |------|----|----|------|
+//! | IDLE | WAITING | the caller | before its index is pushed |
+//! | WAITING | REPLIED | a poller | the index came back on the reply queue |
+//! | WAITING | ABANDONED | the caller | its deadline passed; it then withdraws the call if the server has not answered (slot freed at once, back to IDLE) or leaves the slot to the poller |
+//! | ABANDONED | IDLE | a poller | the late reply came back: the slot is freed then |
+//! | WAITING | DEAD | a poller | the peer died or the channel broke: the caller gets `PeerDied` |
+//! | REPLIED | IDLE | the caller | after copying the answer out |
+//!
+//! An index the reply queue hands back for a waiter that is not `WAITING`
+//! or `ABANDONED` (forged, repeated, out of range) is ignored and counted.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
+use std::time::Instant;
+
+use ferry_queue::mpsc::{ShmConsumer, ShmProducer};
+use ferry_queue::shm::Observer;
+
+use super::bind::{self, Credentials};
+use super::call::{CallOptions, STATUS_OK, status_error};
+use super::dir::RuntimeDir;
+use super::error::{Error, Result};
+use super::layout::Side;
+use super::memory::Memory;
+use super::slots::{ClientSlots, SlotError, Ticket};
+use super::watch::{self, Watched};
+use crate::event::polled::{self, Polled};
+use crate::header::Unparker;
+use crate::runtime::Handle;
+use crate::sync::{Semaphore, SpinLock};
+
+const IDLE: u32 = 0;
+const WAITING: u32 = 1;
+const REPLIED: u32 = 2;
+const ABANDONED: u32 = 3;
+const DEAD: u32 = 4;
+
+/// One slot's waiter (see the module's table).
+struct Waiter {
+    state: AtomicU32,
+    /// The generation of the call the waiter waits for.
+    generation: AtomicU32,
+    who: SpinLock<Option<Unparker>>,
+}
+
+/// The client's end of one channel, shared by its callers and the
+/// processors that poll it.
+pub(crate) struct ClientChan {
+    // The `'static` endpoints borrow `mem`: declared before it, dropped
+    // before it (see `memory`).
+    slots: SpinLock<ClientSlots<'static>>,
+    calls: SpinLock<ShmProducer<'static, u32>>,
+    replies: SpinLock<ShmConsumer<'static, u32>>,
+    replies_seen: Observer<'static, u32>,
+    waiters: Box<[Waiter]>,
+    free: Semaphore,
+    /// Waiters in `WAITING` or `ABANDONED`.
+    pending: AtomicUsize,
+    dead: AtomicBool,
+    /// Replies refused (forged, repeated or out of range).
+    refused: AtomicU64,
+    max_len: usize,
+    mem: Memory,
+}
+
+impl ClientChan {
+    fn new(mem: Memory) -> Result<ClientChan> {
+        // SAFETY: everything built from this view is stored in the fields
+        // above `mem` of the `ClientChan` being built, dropped before it,
+        // and never handed out with the `'static` lifetime.
+        let view = unsafe { mem.view_static() };
+        let slots = ClientSlots::new(&view);
+        let calls = view.call_producer()?;
+        let replies = view.reply_consumer()?;
+        let layout = *view.layout();
+        let n = layout.slot_count() as usize;
+        Ok(ClientChan {
+            slots: SpinLock::new(slots),
+            calls: SpinLock::new(calls),
+            replies_seen: replies.observer(),
+            replies: SpinLock::new(replies),
+            waiters: (0..n)
+                .map(|_| Waiter {
+                    state: AtomicU32::new(IDLE),
+                    generation: AtomicU32::new(0),
+                    who: SpinLock::new(None),
+                })
+                .collect(),
+            free: Semaphore::new(n),
+            pending: AtomicUsize::new(0),
+            dead: AtomicBool::new(false),
+            refused: AtomicU64::new(0),
+            max_len: layout.slot_size().max(layout.extent_size()),
+            mem,
+        })
+    }
+
+    fn call(&self, op: u32, args: &[u8], opts: &CallOptions) -> Result<Vec<u8>> {
+        if self.dead.load(Acquire) {
+            return Err(Error::PeerDied);
+        }
+        if args.len() > self.max_len {
+            return Err(Error::TooLarge);
+        }
+        self.free.acquire();
+        let ticket = match self.slots.lock().reserve(args.len()) {
+            Ok(t) => t,
+            Err(e) => {
+                self.free.release();
+                return Err(slot_error(e));
+            }
+        };
+        let result = self.make(op, args, opts, ticket);
+        self.free.release();
+        result
+    }
+
+    fn make(&self, op: u32, args: &[u8], opts: &CallOptions, ticket: Ticket) -> Result<Vec<u8>> {
+        let arena = self.slots.lock().arena();
+        arena.write_call(&ticket, op, args).map_err(slot_error)?;
+        let w = &self.waiters[ticket.index as usize];
+        *w.who.lock() = Some(Unparker::current());
+        w.generation.store(ticket.generation, Relaxed);
+        w.state.store(WAITING, Release);
+        self.pending.fetch_add(1, Relaxed);
+        if self.calls.lock().try_push(ticket.index).is_err() {
+            // Full (impossible with honest peers: a slot is in one queue at
+            // a time) or corrupt: the channel is unusable.
+            self.break_channel();
+        }
+        polled::ring(self.mem.view().doorbell(Side::Server), opts.urgent);
+        // A waiter checks `dead` after arming: a death marked before it
+        // armed was not seen by the poller's sweep.
+        if self.dead.load(Acquire) {
+            self.fail_waiters();
+        }
+        let fired = opts.deadline.and_then(|d| {
+            Handle::try_current().map(|h| h.shared().sources.timers.add(d, Unparker::current()))
+        });
+        loop {
+            match w.state.load(Acquire) {
+                REPLIED => break,
+                DEAD => {
+                    w.state.store(IDLE, Relaxed);
+                    return Err(Error::PeerDied);
+                }
+                _ => {}
+            }
+            let due = match (&fired, opts.deadline) {
+                (Some(f), _) => f.load(Acquire),
+                (None, Some(d)) => Instant::now() >= d,
+                (None, None) => false,
+            };
+            if due {
+                match w
+                    .state
+                    .compare_exchange(WAITING, ABANDONED, AcqRel, Acquire)
+                {
+                    Ok(_) => return self.abandon(w, ticket),
+                    // The answer (or the death) came meanwhile: take it.
+                    Err(_) => continue,
+                }
+            }
+            match (&fired, opts.deadline) {
+                (None, Some(d)) => {
+                    // Not on a ferry thread: a kernel thread waits by itself.
+                    std::thread::park_timeout(d.saturating_duration_since(Instant::now()));
+                }
+                _ => crate::thread::park(),
+            }
+        }
+        let answer = arena.read_answer(&ticket);
+        w.state.store(IDLE, Relaxed);
+        self.pending.fetch_sub(1, Relaxed);
+        let (status, bytes) = match answer {
+            Ok(a) => a,
+            Err(_) => {
+                // The slot does not hold this call's reply although its
+                // index came back: the server broke the protocol. The slot
+                // stays out of use.
+                return Err(Error::BadReply);
+            }
+        };
+        let _ = self.slots.lock().release(&ticket);
+        if status == STATUS_OK {
+            Ok(bytes)
+        } else {
+            Err(status_error(status, op))
+        }
+    }
+
+    /// The caller's deadline passed: its waiter went from `WAITING` to
+    /// `ABANDONED`.
+    #[cold]
+    fn abandon(&self, w: &Waiter, ticket: Ticket) -> Result<Vec<u8>> {
+        let mut slots = self.slots.lock();
+        if !slots.arena().holds_reply(&ticket) {
+            // Withdrawn before the server answered: a late answer fails its
+            // compare-exchange and is never pushed. Free the slot now.
+            let _ = slots.abandon(&ticket);
+            w.state.store(IDLE, Release);
+            self.pending.fetch_sub(1, Relaxed);
+        }
+        // Else the reply is in the slot and its index on its way: the
+        // poller frees the slot when it pops it (ABANDONED -> IDLE).
+        Err(Error::TimedOut)
+    }
+
+    /// Takes the replies off the queue (one poller at a time).
+    fn take_replies(&self) {
+        let Some(replies) = self.replies.try_lock() else {
+            return;
+        };
+        loop {
+            match replies.try_pop() {
+                Ok(Some(index)) => self.replied(index),
+                Ok(None) => break,
+                Err(_) => {
+                    drop(replies);
+                    self.break_channel();
+                    return;
+                }
+            }
+        }
+    }
+
+    fn replied(&self, index: u32) {
+        let Some(w) = self.waiters.get(index as usize) else {
+            self.refused.fetch_add(1, Relaxed);
+            return;
+        };
+        match w.state.compare_exchange(WAITING, REPLIED, AcqRel, Acquire) {
+            Ok(_) => {
+                if let Some(who) = w.who.lock().take() {
+                    who.unpark();
+                }
+            }
+            Err(ABANDONED) => {
+                let ticket = Ticket {
+                    index,
+                    generation: w.generation.load(Relaxed),
+                };
+                let mut slots = self.slots.lock();
+                if slots.arena().read_answer(&ticket).is_ok() {
+                    let _ = slots.release(&ticket);
+                    w.state.store(IDLE, Release);
+                    self.pending.fetch_sub(1, Relaxed);
+                } else {
+                    self.refused.fetch_add(1, Relaxed);
+                }
+            }
+            Err(_) => {
+                self.refused.fetch_add(1, Relaxed);
+            }
+        }
+    }
+
+    /// The peer broke the protocol in a way that leaves the channel
+    /// unusable, or died: every call fails with `PeerDied`.
+    fn break_channel(&self) {
+        self.dead.store(true, Release);
+        self.fail_waiters();
+    }
+
+    fn fail_waiters(&self) {
+        for w in self.waiters.iter() {
+            if w.state
+                .compare_exchange(WAITING, DEAD, AcqRel, Acquire)
+                .is_ok()
+            {
+                self.pending.fetch_sub(1, Relaxed);
+                if let Some(who) = w.who.lock().take() {
+                    who.unpark();
+                }
+            } else if w
+                .state
+                .compare_exchange(ABANDONED, IDLE, AcqRel, Acquire)
+                .is_ok()
+            {
+                // Its reply will never come; the slot stays out of use.
+                self.pending.fetch_sub(1, Relaxed);
+            }
+        }
+    }
+}
+
+impl Polled for ClientChan {
+    #[inline]
+    fn is_ready(&self) -> bool {
+        self.pending.load(Relaxed) != 0
+            && (!self.replies_seen.is_empty() || self.dead.load(Relaxed))
+    }
+
+    fn deliver(&self) {
+        if self.dead.load(Acquire) {
+            self.fail_waiters();
+        } else {
+            self.take_replies();
+        }
+    }
+
+    fn doorbell(&self) -> Option<&AtomicU32> {
+        Some(self.mem.view().doorbell(Side::Client))
+    }
+}
+
+impl Watched for ClientChan {
+    fn peer_gone(&self) {
+        self.break_channel();
+    }
+}
+
+/// A connection to a server's interface: one channel, in shared memory,
+/// polled by the runtime of the thread that connected. Clones share the
+/// channel; calls from many threads at once are in flight together (up to
+/// the channel's slots; further callers wait for a slot). The channel is
+/// closed when the last clone is dropped.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Connection>,
+}
+
+struct Connection {
+    chan: Arc<ClientChan>,
+    entry: Arc<dyn Polled>,
+    runtime: Handle,
+    watch: watch::Token,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        watch::unwatch(&self.watch);
+        self.chan.mem.close(Side::Client);
+        self.chan.break_channel();
+        let sources = &self.runtime.shared().sources;
+        sources.polled.unregister(&self.entry);
+        // The processors let go of the channel at their next look.
+        self.runtime.shared().notify_work_anywhere();
+    }
+}
+
+impl Client {
+    /// Binds to the server of interface `name` at version hash `version`
+    /// in the user's runtime directory ([`RuntimeDir::user`]).
+    ///
+    /// # Errors
+    /// Every binding error of [`bind::connect_raw`]; [`Error::BadLayout`]
+    /// if the server's channel does not check out; [`Error::NoRuntime`]
+    /// off a ferry thread.
+    pub fn connect(name: &str, version: u64) -> Result<Client> {
+        Client::connect_in(&RuntimeDir::user()?, name, version)
+    }
+
+    /// [`Client::connect`] in `dir`.
+    ///
+    /// # Errors
+    /// As [`Client::connect`].
+    pub fn connect_in(dir: &RuntimeDir, name: &str, version: u64) -> Result<Client> {
+        let runtime = Handle::try_current().ok_or(Error::NoRuntime)?;
+        let binding = bind::connect_raw_in(dir, name, version)?;
+        let mem = Memory::client(binding)?;
+        let chan = Arc::new(ClientChan::new(mem)?);
+        let watch = watch::watch(chan.clone(), chan.mem.peer().pid, chan.mem.socket())?;
+        let entry: Arc<dyn Polled> = chan.clone();
+        runtime.shared().sources.polled.register(entry.clone());
+        Ok(Client {
+            inner: Arc::new(Connection {
+                chan,
+                entry,
+                runtime,
+                watch,
+            }),
+        })
+    }
+
+    /// Calls operation `op` with `args` and returns the result's bytes. The
+    /// calling ferry thread parks meanwhile (its processor runs others).
+    ///
+    /// # Errors
+    /// [`Error::PeerDied`] if the server died or broke the channel;
+    /// [`Error::TooLarge`] for arguments over the channel's maximum;
+    /// [`Error::UnknownOp`], [`Error::BadArgs`], [`Error::ServerPanicked`]
+    /// as the server answered; [`Error::BadReply`] for a reply that does
+    /// not follow the protocol.
+    pub fn call(&self, op: u32, args: &[u8]) -> Result<Vec<u8>> {
+        self.inner.chan.call(op, args, &CallOptions::default())
+    }
+
+    /// [`Client::call`] with `opts`: a deadline ([`Error::TimedOut`] after
+    /// it; the slot is reclaimed safely), an urgent wake.
+    ///
+    /// # Errors
+    /// As [`Client::call`], and [`Error::TimedOut`].
+    pub fn call_with(&self, op: u32, args: &[u8], opts: &CallOptions) -> Result<Vec<u8>> {
+        self.inner.chan.call(op, args, opts)
+    }
+
+    /// The server's credentials, as the kernel reported them at binding.
+    pub fn peer(&self) -> Credentials {
+        self.inner.chan.mem.peer()
+    }
+
+    /// The interface name this client is bound to.
+    pub fn name(&self) -> &str {
+        self.inner.chan.mem.name()
+    }
+
+    /// The largest arguments or result one call may carry.
+    pub fn max_call_len(&self) -> usize {
+        self.inner.chan.max_len
+    }
+
+    /// Whether the server is known to be gone (calls fail with
+    /// [`Error::PeerDied`]).
+    pub fn is_dead(&self) -> bool {
+        self.inner.chan.dead.load(Acquire)
+    }
+
+    /// Replies refused so far (forged, repeated or out of range indices).
+    pub fn refused_replies(&self) -> u64 {
+        self.inner.chan.refused.load(Relaxed)
+    }
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("name", &self.name())
+            .field("peer", &self.peer())
+            .field("dead", &self.is_dead())
+            .finish()
+    }
+}
+
+fn slot_error(e: SlotError) -> Error {
+    match e {
+        SlotError::TooLarge { .. } => Error::TooLarge,
+        _ => Error::BadReply,
+    }
+}
