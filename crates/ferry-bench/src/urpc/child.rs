@@ -8,13 +8,14 @@
 //! child asks for `SIGKILL` when the thread that started it ends
 //! (`PR_SET_PDEATHSIG`, so a parent that dies or panics takes its server
 //! with it), [`ServerProcess`] kills and reaps it on drop, and a normal
-//! end waits for it to exit by itself, with a time limit.
+//! end closes its stdin and waits for it to exit by itself, with a time
+//! limit.
 
 use std::io::Read;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::sys;
@@ -29,6 +30,9 @@ pub const SUBCOMMAND: &str = "urpc-serve";
 pub struct ServerProcess {
     child: Option<Child>,
     stdout: ChildStdout,
+    /// The server's stdin: closing it tells a server that waits on it to
+    /// exit.
+    stdin: Option<ChildStdin>,
 }
 
 impl ServerProcess {
@@ -52,7 +56,7 @@ impl ServerProcess {
         let keep = keep.to_vec();
         let mut cmd = Command::new(program);
         cmd.args(args)
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         // SAFETY: the hook runs in the child between fork and exec and
@@ -71,9 +75,11 @@ impl ServerProcess {
             .spawn()
             .map_err(|e| Error(format!("starting {}: {e}", program.display())))?;
         let stdout = child.stdout.take().expect("stdout was piped");
+        let stdin = child.stdin.take();
         Ok(ServerProcess {
             child: Some(child),
             stdout,
+            stdin,
         })
     }
 
@@ -116,11 +122,13 @@ impl ServerProcess {
         }
     }
 
-    /// Waits up to `limit` for the server to exit by itself.
+    /// Closes the server's stdin and waits up to `limit` for it to exit
+    /// by itself.
     ///
     /// # Errors
     /// It did not (it is killed), or it exited with a failure.
     pub fn finish(mut self, limit: Duration) -> Result<(), Error> {
+        drop(self.stdin.take());
         let child = self.child.as_mut().expect("not yet reaped");
         let deadline = Instant::now() + limit;
         loop {
@@ -200,6 +208,9 @@ mod tests {
         let mut p = sh("sleep 30", &[]);
         assert!(p.wait_ready(Duration::from_millis(50)).is_err());
         assert!(p.finish(Duration::from_millis(50)).is_err());
+        // A server that waits for its stdin to close is let go by finish.
+        let p = sh("printf R; cat >/dev/null", &[]);
+        p.finish(Duration::from_secs(10)).unwrap();
         let p = sh("printf R; exit 4", &[]);
         assert!(
             p.finish(Duration::from_secs(10))

@@ -32,14 +32,15 @@
 //! | `pipe` | a pipe each way, framed alike | both block in the kernel |
 //! | `futex shm` | a call word and a reply word in a shared mapping, payload through it | both sleep in `FUTEX_WAIT` (process-shared) |
 //! | `iceoryx2` | iceoryx2 request-response, `[u8]` slices, call number in a user header | both poll |
-//! | `ferry` | `ferry::rpc` calls; absent until the crate has them ([`ferry::ABSENT`]) | |
+//! | `ferry` | `ferry::rpc::Client::call` to a `Server` in the other process ([`ferry`]), each side a one-processor `ferry::run` | the client's thread parks; the processors spin a while, then sleep on the doorbell |
 //!
 //! Every number is the median over the runs of the mean ns per round
 //! trip of a run, with min and max; runs are interleaved (run *k* of every
 //! pair before run *k+1* of any, systems rotated from round to round).
 //!
-//! Goals (only once the `ferry` row exists): null call at most 2x the spin
-//! floor, at least 100x faster than the Unix socket, faster than iceoryx2.
+//! Goals (computed when the `ferry` rows exist): null call at most 2x the
+//! spin floor, at least 100x faster than the Unix socket, faster than
+//! iceoryx2.
 //! Missed goals are printed as such; nothing fails the program.
 
 use std::fmt::Write as _;
@@ -120,9 +121,32 @@ impl Plan {
     }
 }
 
+/// Who is measured: ferry or one of the peers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Contender {
+    Ferry,
+    Peer(System),
+}
+
+impl Contender {
+    /// Every contender, in table order: ferry, then the peers.
+    fn all() -> Vec<Contender> {
+        let mut all = vec![Contender::Ferry];
+        all.extend(System::ALL.map(Contender::Peer));
+        all
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Contender::Ferry => ferry::SYSTEM,
+            Contender::Peer(s) => s.name(),
+        }
+    }
+}
+
 /// One run: a pinned client thread, a server process, the timed calls.
 fn one_run(
-    system: System,
+    who: Contender,
     size: usize,
     budget: &Budget,
     cpus: (Option<usize>, Option<usize>),
@@ -130,14 +154,17 @@ fn one_run(
     std::thread::scope(|s| {
         // The server process dies with this thread (PR_SET_PDEATHSIG), so
         // it is started from here, and ended before the thread ends.
-        s.spawn(|| {
-            affinity::pin_or_warn(cpus.0, "urpc client");
-            let mut conn = Connection::open(system, size, cpus.1)?;
-            let sample = calls::time_calls(budget, size, |args, result| {
-                conn.call(args, result.as_mut_slice())
-            })?;
-            conn.close()?;
-            Ok(sample)
+        s.spawn(|| match who {
+            Contender::Ferry => ferry::run_once(size, budget, cpus),
+            Contender::Peer(system) => {
+                affinity::pin_or_warn(cpus.0, "urpc client");
+                let mut conn = Connection::open(system, size, cpus.1)?;
+                let sample = calls::time_calls(budget, size, |args, result| {
+                    conn.call(args, result.as_mut_slice())
+                })?;
+                conn.close()?;
+                Ok(sample)
+            }
         })
         .join()
         .unwrap_or_else(|_| Err(Error("the client thread panicked".into())))
@@ -162,9 +189,10 @@ pub fn run(common: &Common, _args: &Args) -> Result<Report, Error> {
     let plan = Plan::new(common)?;
     let cpus = affinity::two_cores();
     let started = Instant::now();
-    let mut pairs = vec![vec![Pair::default(); System::ALL.len()]; CASES.len()];
-    interleaved(plan.runs, CASES.len(), System::ALL.len(), |t| {
-        if t.case == 0 && t.system == t.round as usize % System::ALL.len() {
+    let who = Contender::all();
+    let mut pairs = vec![vec![Pair::default(); who.len()]; CASES.len()];
+    interleaved(plan.runs, CASES.len(), who.len(), |t| {
+        if t.case == 0 && t.system == t.round as usize % who.len() {
             eprintln!(
                 "ferry-bench urpc: round {}/{} ({:.1} s so far)",
                 t.round,
@@ -172,14 +200,11 @@ pub fn run(common: &Common, _args: &Args) -> Result<Report, Error> {
                 started.elapsed().as_secs_f64()
             );
         }
-        let system = System::ALL[t.system];
         let (case, size) = CASES[t.case];
-        hang::watch(
-            &format!("urpc {case} / {}", system.name()),
-            Duration::from_secs(60),
-        );
+        let name = who[t.system].name();
+        hang::watch(&format!("urpc {case} / {name}"), Duration::from_secs(60));
         let pair = &mut pairs[t.case][t.system];
-        match one_run(system, size, &plan.budget, cpus) {
+        match one_run(who[t.system], size, &plan.budget, cpus) {
             Ok(s) if !t.warmup() => {
                 pair.samples.push(s.ns_per_call);
                 pair.calls = s.calls;
@@ -216,14 +241,14 @@ pub fn run(common: &Common, _args: &Args) -> Result<Report, Error> {
     })
 }
 
-/// The rows (per case: the peers, then `ferry`) and a note per pair that
+/// The rows (per case: `ferry`, then the peers) and a note per pair that
 /// failed in some runs.
 fn rows(pairs: Vec<Vec<Pair>>) -> (Vec<Row>, String) {
     let mut rows = Vec::new();
     let mut failed = String::new();
     for ((case, _), pairs) in CASES.iter().zip(pairs) {
-        for (system, p) in System::ALL.iter().zip(pairs) {
-            let reason = p.first_error.unwrap_or_default();
+        for (system, p) in Contender::all().into_iter().zip(pairs) {
+            let reason = p.first_error.unwrap_or_else(|| "no samples".to_owned());
             if p.failures > 0 {
                 let _ = writeln!(
                     failed,
@@ -245,13 +270,6 @@ fn rows(pairs: Vec<Vec<Pair>>) -> (Vec<Row>, String) {
                 )
             });
         }
-        rows.push(Row::absent(
-            EXPERIMENT,
-            *case,
-            ferry::SYSTEM,
-            Unit::Ns,
-            ferry::ABSENT,
-        ));
     }
     (rows, failed)
 }
@@ -358,24 +376,33 @@ mod tests {
 
     #[test]
     fn rows_name_every_pair_and_say_why_one_is_absent() {
-        let mut pairs = vec![vec![Pair::default(); System::ALL.len()]; CASES.len()];
+        let mut pairs = vec![vec![Pair::default(); System::ALL.len() + 1]; CASES.len()];
         pairs[0][0].samples = vec![1.0, 2.0, 3.0];
         pairs[0][0].calls = 7;
-        pairs[0][1].failures = 2;
-        pairs[0][1].first_error = Some("refused".into());
+        pairs[0][2].failures = 2;
+        pairs[0][2].first_error = Some("refused".into());
+        pairs[1][1].samples = vec![4.0];
+        pairs[1][1].failures = 1;
+        pairs[1][1].first_error = Some("lost".into());
         let (rows, failed) = rows(pairs);
         assert_eq!(rows.len(), CASES.len() * (System::ALL.len() + 1));
-        assert_eq!(
-            (rows[0].case.as_str(), rows[0].system.as_str()),
-            ("null call", "spin floor")
-        );
+        let name = |r: &Row| (r.case.clone(), r.system.clone());
+        assert_eq!(name(&rows[0]), ("null call".into(), "ferry".into()));
+        assert_eq!(name(&rows[1]), ("null call".into(), "spin floor".into()));
+        assert_eq!(name(&rows[7]), ("call 32B".into(), "spin floor".into()));
         assert_eq!(rows[0].median(), Some(2.0));
-        assert_eq!(rows[1].absent_reason(), Some("refused"));
-        assert_eq!(rows[5].system, "ferry");
-        assert_eq!(rows[5].absent_reason(), Some(ferry::ABSENT));
+        assert_eq!(rows[0].items, 7);
+        assert_eq!(rows[2].absent_reason(), Some("refused"));
+        assert_eq!(rows[3].absent_reason(), Some("no samples"));
+        assert_eq!(
+            rows[7].median(),
+            Some(4.0),
+            "a row keeps the runs that worked"
+        );
         assert_eq!(
             failed,
-            "failed: null call / unix socket: 2 run(s): refused\n"
+            "failed: null call / unix socket: 2 run(s): refused\n\
+             failed: call 32B / spin floor: 1 run(s): lost\n"
         );
         assert!(rows.iter().all(|r| r.experiment == "urpc"));
     }

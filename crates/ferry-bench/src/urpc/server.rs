@@ -4,7 +4,7 @@
 //! writes one ready byte to stdout and serves until told to stop.
 //!
 //! This module owns that entry point; the loops are [`super::shm`]'s,
-//! [`super::stream`]'s and [`super::iceoryx`]'s.
+//! [`super::stream`]'s, [`super::iceoryx`]'s and [`super::ferry`]'s.
 
 use std::fs::File;
 use std::io::Write;
@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 use super::sys;
 use super::systems::System;
-use super::{iceoryx, shm, stream};
+use super::{ferry, iceoryx, shm, stream};
 use crate::affinity;
 use crate::common::Common;
 use crate::error::Error;
@@ -25,7 +25,7 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub common: Common,
     /// Which system to serve (`spin-floor`, `unix-socket`, `pipe`,
-    /// `futex-shm`, `iceoryx2`).
+    /// `futex-shm`, `iceoryx2`, `ferry`).
     #[arg(long)]
     pub system: String,
     /// Bytes of arguments and of results of every call.
@@ -38,9 +38,12 @@ pub struct ServeArgs {
     /// system needs them.
     #[arg(long = "fd")]
     pub fds: Vec<i32>,
-    /// The iceoryx2 service name.
+    /// The iceoryx2 service name, or the ferry interface name.
     #[arg(long)]
     pub name: Option<String>,
+    /// The ferry runtime directory.
+    #[arg(long)]
+    pub dir: Option<std::path::PathBuf>,
 }
 
 /// Runs the server; failure is printed on stderr (which the parent
@@ -65,6 +68,12 @@ fn ready() -> Result<(), Error> {
 
 fn serve(a: &ServeArgs) -> Result<(), Error> {
     affinity::pin_or_warn(a.cpu, "urpc server");
+    if a.system == ferry::SYSTEM {
+        let (Some(dir), Some(name)) = (&a.dir, &a.name) else {
+            return Err(Error("--dir and --name are needed".into()));
+        };
+        return ferry::serve(dir, name);
+    }
     let system = System::from_arg(&a.system)?;
     let want = match system {
         System::SpinFloor | System::FutexShm | System::UnixSocket => 1,
