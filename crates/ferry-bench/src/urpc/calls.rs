@@ -1,7 +1,7 @@
 //! The timed loop every system of `urpc` runs, given its round trip as a
-//! closure: an untimed warm-up, then a count of calls sized from the
-//! warm-up's pace so that the timed part lasts about the budget, timed as
-//! one stretch. Each call's arguments carry its number in their first
+//! closure: an untimed warm-up, then calls in growing batches, the clock
+//! read between batches only, until the timed part has lasted the budget
+//! (and made its fewest calls); the sample is its time over its calls. Each call's arguments carry its number in their first
 //! bytes and the result must echo them, so a system that drops, mixes up
 //! or truncates a call fails the run rather than looking fast.
 //!
@@ -16,11 +16,11 @@ use crate::error::Error;
 pub struct Budget {
     /// Untimed calls first, for about this long (at least one call).
     pub warmup: Duration,
-    /// The timed calls take about this long...
+    /// The timed calls last at least this long (up to a quarter more)...
     pub timed: Duration,
-    /// ...but are at least this many...
+    /// ...and are at least this many...
     pub min_calls: u64,
-    /// ...and at most this many.
+    /// ...but stop at this many.
     pub max_calls: u64,
 }
 
@@ -56,16 +56,17 @@ pub fn check(result: &[u8], size: usize, n: u64) -> Result<(), Error> {
     Ok(())
 }
 
-/// How many calls to time: `timed` at the pace of `warm_calls` calls in
-/// `warm_time`, within the budget's bounds.
-pub fn timed_count(budget: &Budget, warm_calls: u64, warm_time: Duration) -> u64 {
-    let per_call = warm_time.as_nanos() as f64 / warm_calls.max(1) as f64;
-    let want = if per_call > 0.0 {
-        budget.timed.as_nanos() as f64 / per_call
-    } else {
-        budget.max_calls as f64
-    };
-    (want as u64).clamp(budget.min_calls, budget.max_calls.max(budget.min_calls))
+/// The size of the next batch of timed calls after `done` calls: a
+/// quarter of those done (at least 1), so that the clock is read a few
+/// dozen times per run and the run overshoots its time by at most a
+/// quarter; never past `max` calls in all.
+pub fn next_batch(done: u64, max: u64) -> u64 {
+    (done / 4).max(1).min(max.saturating_sub(done))
+}
+
+/// Whether a run of `done` calls in `elapsed` is long enough.
+pub fn enough(budget: &Budget, done: u64, elapsed: Duration) -> bool {
+    done >= budget.max_calls || (done >= budget.min_calls && elapsed >= budget.timed)
 }
 
 /// Runs calls of `size` bytes each way through `call(args, result)` (which
@@ -92,14 +93,19 @@ pub fn time_calls(
         n += 1;
         one(n)?;
     }
-    let count = timed_count(budget, n, warm.elapsed());
     let start = Instant::now();
-    for _ in 0..count {
-        n += 1;
-        one(n)?;
+    let mut count = 0u64;
+    while !enough(budget, count, start.elapsed()) {
+        let batch = next_batch(count, budget.max_calls);
+        for _ in 0..batch {
+            n += 1;
+            one(n)?;
+        }
+        count += batch;
     }
+    let elapsed = start.elapsed();
     Ok(Sample {
-        ns_per_call: start.elapsed().as_nanos() as f64 / count as f64,
+        ns_per_call: elapsed.as_nanos() as f64 / count as f64,
         calls: count,
     })
 }
@@ -116,11 +122,16 @@ mod tests {
     };
 
     #[test]
-    fn the_count_follows_the_pace_within_bounds() {
-        assert_eq!(timed_count(&B, 100, Duration::from_millis(1)), 1000);
-        assert_eq!(timed_count(&B, 10, Duration::from_millis(1)), 100);
-        assert_eq!(timed_count(&B, 1, Duration::from_secs(1)), 5);
-        assert_eq!(timed_count(&B, 0, Duration::ZERO), 1000);
+    fn batches_grow_and_stop_at_the_budget() {
+        assert_eq!(next_batch(0, 1000), 1);
+        assert_eq!(next_batch(3, 1000), 1);
+        assert_eq!(next_batch(400, 1000), 100);
+        assert_eq!(next_batch(990, 1000), 10);
+        let ms = Duration::from_millis;
+        assert!(!enough(&B, 4, ms(50)), "too few calls");
+        assert!(!enough(&B, 500, ms(9)), "too short");
+        assert!(enough(&B, 5, ms(10)));
+        assert!(enough(&B, 1000, ms(0)), "the most calls");
     }
 
     #[test]

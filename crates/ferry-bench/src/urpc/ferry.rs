@@ -134,10 +134,10 @@ pub fn run_once(
 /// closes.
 ///
 /// The first ferry thread waits for that in `ferry::sleep` steps of
-/// [`STOP_POLL`], while a plain kernel thread reads stdin: a ferry thread
-/// asleep in a kernel call (`ferry::blocking(read)`) on a runtime pinned
-/// to one CPU left the calls unserved (the processor's doorbells went
-/// unwatched while it was lent), which would measure that, not a call.
+/// [`STOP_POLL`], while a plain kernel thread reads stdin: with the first
+/// thread asleep in a kernel call (`ferry::blocking(read)`) instead, a
+/// one-processor server runtime at times left every call unserved (its
+/// processor, lent to the blocked thread, did not answer the doorbell).
 pub fn serve(dir: &Path, name: &str) -> Result<(), Error> {
     let dir = open_dir(dir)?;
     let name = name.to_owned();

@@ -13,8 +13,8 @@
 //! One run of one (case, system) pair: a client thread pinned to the first
 //! allowed CPU starts a server process (this binary again, `urpc-serve`,
 //! pinned to the second CPU), waits for it to be ready, makes calls
-//! untimed for [`Plan::budget`]'s warm-up, then times a count of calls
-//! sized to last about its timed part, and stops the server. A call sends
+//! untimed for [`Plan::budget`]'s warm-up, then times calls for at least
+//! its timed part (and at least 20 of them), and stops the server. A call sends
 //! `size` bytes of arguments and gets `size` bytes of result back: the
 //! server copies the arguments out into its own memory and answers with
 //! them; the client copies the result into its own memory and checks it
@@ -114,7 +114,7 @@ impl Plan {
             budget: Budget {
                 warmup: Duration::from_millis(warmup),
                 timed: Duration::from_millis(timed),
-                min_calls: 5,
+                min_calls: 20,
                 max_calls: 10_000_000,
             },
         })
