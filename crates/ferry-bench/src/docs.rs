@@ -14,12 +14,13 @@ use std::path::{Path, PathBuf};
 use crate::report::{Error, Report};
 
 /// The template of each page, by `doc` name.
-const TEMPLATES: [(&str, &str); 5] = [
+const TEMPLATES: [(&str, &str); 6] = [
     ("queues", include_str!("../templates/queues.md")),
     ("switch", include_str!("../templates/switch.md")),
     ("threads", include_str!("../templates/threads.md")),
     ("capi", include_str!("../templates/capi.md")),
     ("upcalls", include_str!("../templates/upcalls.md")),
+    ("urpc", include_str!("../templates/urpc.md")),
 ];
 
 /// The workspace root (where `docs/` lives).

@@ -34,6 +34,7 @@ mod thread_ops;
 mod threads;
 mod transport;
 mod upcalls;
+mod urpc;
 mod watchdog;
 
 use std::process::ExitCode;
@@ -69,6 +70,13 @@ enum Command {
     /// under processor disruptions (004 Figure 2, plotted), partial against
     /// full context switch (Synthesis Table 4) [runs: 5, 3 with --quick]
     Upcalls(upcalls::Args),
+    /// ns per cross-process round trip (URPC Table I): null call and
+    /// calls of 32 B to 1 MB, against a spinning floor, a Unix socket,
+    /// pipes, futexes in shared memory and iceoryx2 [runs: 7, at least 5]
+    Urpc(urpc::Args),
+    /// The server process of `urpc` (started by it, not by hand)
+    #[command(name = "urpc-serve", hide = true)]
+    UrpcServe(urpc::ServeArgs),
 }
 
 impl Command {
@@ -78,6 +86,8 @@ impl Command {
             Command::Switch(_) => "switch",
             Command::Threads(_) => "threads",
             Command::Upcalls(_) => "upcalls",
+            Command::Urpc(_) => "urpc",
+            Command::UrpcServe(_) => "urpc-serve",
         }
     }
 
@@ -87,12 +97,17 @@ impl Command {
             Command::Switch(a) => &a.common,
             Command::Threads(a) => &a.common,
             Command::Upcalls(a) => &a.common,
+            Command::Urpc(a) => &a.common,
+            Command::UrpcServe(a) => &a.common,
         }
     }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::UrpcServe(args) = &cli.command {
+        return urpc::serve_main(args);
+    }
     let (name, common) = (cli.command.name(), cli.command.common());
     let started = Instant::now();
     let before = CpuSnapshot::now();
@@ -101,6 +116,8 @@ fn main() -> ExitCode {
         Command::Switch(args) => switch::run(common, args),
         Command::Threads(args) => threads::run(common, args),
         Command::Upcalls(args) => upcalls::run(common, args),
+        Command::Urpc(args) => urpc::run(common, args),
+        Command::UrpcServe(args) => return urpc::serve_main(args),
     };
     let during = machine::interference_since(before);
     let report = match result {
