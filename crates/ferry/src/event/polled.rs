@@ -239,10 +239,14 @@ impl Local {
                 timeout = Some(timeout.map_or(POLL_PERIOD, |t| t.min(POLL_PERIOD)));
             }
             let waited = sys::futex_waitv_own_and_shared(own, own_expected, &bells, timeout);
-            if waited.is_err() && own.load(Acquire) == own_expected {
-                // A doorbell did not hold ASLEEP: a peer rang between our
-                // store and the wait, or scribbles on it. Sleep on our own
-                // word, briefly, and look again.
+            if waited.is_err()
+                && own.load(Acquire) == own_expected
+                && !self.list.iter().any(|e| e.is_ready())
+            {
+                // A doorbell did not hold ASLEEP and nothing is ready: a
+                // peer scribbles on it (a peer that rang between our store
+                // and the wait has published, and we looked above). Sleep on
+                // our own word, briefly, and look again.
                 sys::futex_wait(own, own_expected, Some(POLL_PERIOD));
             }
             ended_by_entry = self.list.iter().any(|e| e.is_ready());

@@ -214,6 +214,9 @@ impl Shared {
         let watch = watch::watch(chan.clone(), chan.mem.peer().pid, chan.mem.socket())?;
         let entry: Arc<dyn Polled> = Arc::new(Entry(chan.clone()));
         self.runtime.shared().sources.polled.register(entry.clone());
+        // A processor asleep on its own word alone (no channel was
+        // registered when it slept) must wake to wait on this doorbell too.
+        self.runtime.shared().notify_work_anywhere();
         self.accepted.fetch_add(1, Relaxed);
         self.bound
             .lock()
