@@ -1,7 +1,8 @@
 //! `ferry`: the command of the ferry runtime.
 //!
 //! Each subcommand is a module with a `clap::Args` struct and a `run`
-//! function, and a variant of [`Command`]. Today there is `tour`; `allocd`,
+//! function, and a variant of [`Command`]. Today there is `tour`, and the
+//! hidden `serve` that the tour starts as its second process; `allocd`,
 //! `top`, `bench` and `sim` come with later issues. What subcommands share
 //! lives in [`measure`] (repeated runs, medians, CPU pinning) and [`report`]
 //! (tables, JSON lines).
@@ -10,6 +11,7 @@
 
 mod measure;
 mod report;
+mod serve;
 mod tour;
 
 use std::process::ExitCode;
@@ -29,12 +31,16 @@ struct Cli {
 enum Command {
     /// A short guided tour of what ferry can do, measured beside std threads
     Tour(tour::Args),
+    /// Serves the tour's echo interface until killed (the tour's second process)
+    #[command(hide = true)]
+    Serve(serve::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Tour(args) => tour::run(args),
+        Command::Serve(args) => serve::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

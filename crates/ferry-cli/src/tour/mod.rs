@@ -8,6 +8,7 @@
 //! `STOP` to [`STOPS`]. Measurements are real runs of the real paths,
 //! reduced to medians (see [`crate::measure`]); nothing is hard-coded.
 
+mod rpc;
 mod sleeping;
 mod switching;
 mod sync;
@@ -111,6 +112,7 @@ pub const STOPS: &[Stop] = &[
     yielding::STOP,
     sleeping::STOP,
     sync::STOP,
+    rpc::STOP,
 ];
 
 /// Runs `ferry tour`.
