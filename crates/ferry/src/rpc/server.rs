@@ -214,6 +214,10 @@ impl Shared {
         let watch = watch::watch(chan.clone(), chan.mem.peer().pid, chan.mem.socket())?;
         let entry: Arc<dyn Polled> = Arc::new(Entry(chan.clone()));
         self.runtime.shared().sources.polled.register(entry.clone());
+        // A processor asleep already waits on the doorbells it knew: wake
+        // it to take this channel's into its next sleep, or a call on it
+        // would ring a doorbell nobody waits on.
+        self.runtime.shared().notify_work_anywhere();
         self.accepted.fetch_add(1, Relaxed);
         self.bound
             .lock()
