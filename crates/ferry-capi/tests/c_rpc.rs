@@ -5,7 +5,8 @@
 //!   process: this test binary itself, run again as [`rust_server_process`]
 //!   with a runtime directory of its own;
 //! - `tests/c/rpc_c_server.c` is a C server in a forked process answering
-//!   a C client.
+//!   a C client;
+//! - `examples/c/urpc.c`, built with `pkg-config`, does the same.
 
 mod support;
 
@@ -159,4 +160,54 @@ fn a_c_server_answers_a_c_client_in_another_process() {
         );
         std::fs::remove_dir_all(&dir).unwrap();
     }
+}
+
+/// `examples/c/urpc.c`, built the documented way (`pkg-config --cflags
+/// --libs ferry`), run with a runtime directory of its own.
+#[test]
+fn the_urpc_example_builds_with_pkg_config_and_runs() {
+    let libs = lib_dir();
+    let flags = Command::new("pkg-config")
+        .args(["--cflags", "--libs", "ferry"])
+        .env("PKG_CONFIG_PATH", libs.join("pkgconfig"))
+        .output()
+        .expect("pkg-config runs");
+    assert!(flags.status.success(), "{flags:?}");
+    let flags = String::from_utf8(flags.stdout).unwrap();
+    let exe = libs.join("ferry-capi-ctests").join("urpc");
+    std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
+    let out = Command::new("cc")
+        .args(["-O2", "-Wall", "-Wextra", "-Werror"])
+        .arg(crate_dir().join("../../examples/c/urpc.c"))
+        .args(flags.split_whitespace())
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dir = fresh_dir();
+    let mut cmd = Command::new(&exe);
+    cmd.arg(&dir);
+    let out = run_command(cmd).expect("urpc hung");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for i in 0..4 {
+        let line = format!("hello from cthread {i} -> HELLO FROM CTHREAD {i}");
+        assert!(stdout.lines().any(|l| l == line), "{stdout}");
+    }
+    assert!(stdout.contains("20000 null calls: "), "{stdout}");
+    assert!(
+        stdout.contains("op 7: the server has no such operation"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("server exited with 0"), "{stdout}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

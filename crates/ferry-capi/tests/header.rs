@@ -119,7 +119,7 @@ fn ferry_h() -> String {
 }
 
 fn rpc_h() -> String {
-    generate(&["rpc.rs"], config("FERRY_RPC_H", &[], ""))
+    generate(&["rpc/mod.rs"], config("FERRY_RPC_H", &[], ""))
 }
 
 fn check(path: &Path, fresh: &str) {

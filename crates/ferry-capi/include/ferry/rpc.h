@@ -59,82 +59,36 @@ extern "C" {
 #endif // __cplusplus
 
 /*
- Serves interface `name` at version hash `version` in the user's
- runtime directory (`$XDG_RUNTIME_DIR/ferry`, else a per-user directory
- under the temporary directory): clients of the same user may connect
- (`ferry_rpc_connect`), and each of their calls runs `handler(user, op,
- input, in_len, reply)` on a ferry thread of a pool (see
- `ferry_rpc_handler_t`). `*server_out` gets the server. On a ferry
- thread only.
+ A message for an errno value as the `ferry_rpc_` functions return it
+ (what it means for a call or a binding): never `NULL`, static. For
+ another value, `strerror`'s meaning is not given: "unknown".
 
- Returns 0, or `ENOTSUP` (not a ferry thread), `EFAULT` (`name`,
- `handler` or `server_out` `NULL`), `EINVAL` (a bad name: empty, too
- long, not UTF-8, or with a `/`), `EADDRINUSE` (a live server serves
- this name), `EPERM` (an unsafe runtime directory), or a system call's
- errno.
+ Every `int` function of `ferry/rpc.h` returns 0 or one of these (and
+ does not set `errno`):
 
- # Safety
- `name` is a NUL-terminated string; `handler` is a valid function that
- may be called with `user` on any thread, many times at once, until
- `ferry_rpc_server_close` has returned; `server_out` is writable.
+ | code | meaning |
+ |------|---------|
+ | `ENOTSUP` | not called on a ferry thread (`rpc::Error::NoRuntime`) |
+ | `EFAULT` | a pointer argument is `NULL` where one is needed |
+ | `EINVAL` | connect/serve: a bad interface name; call: the server could not decode the arguments (`BadArgs`) |
+ | `ENOENT` | nobody serves this name (`UnknownName`) |
+ | `EPROTONOSUPPORT` | the interface version hashes differ (`VersionMismatch`) |
+ | `EACCES` | the server's policy refused this client (`Refused`) |
+ | `EPERM` | the runtime directory cannot be trusted (`UnsafeDir`) |
+ | `EADDRINUSE` | a live server already serves this name (`NameInUse`) |
+ | `ECONNRESET` | the peer died or hung up (`PeerDied`) |
+ | `ETIMEDOUT` | the deadline passed (`TimedOut`) |
+ | `EMSGSIZE` | arguments or result above the channel's maximum (`TooLarge`) |
+ | `ERANGE` | the result does not fit the caller's buffer |
+ | `ENOSYS` | the server has no such operation (`UnknownOp`) |
+ | `EREMOTEIO` | the server's handler failed on this call (`ServerPanicked`) |
+ | `EPROTO` | the peer broke the protocol (`BadReply`, `BadHandshake`) |
+ | `EBADMSG` | the peer's channel memory does not check out (`BadLayout`) |
+ | `EBADF` | the channel was closed (`Closed`) |
+ | `ENOMEM` | out of memory |
+ | other | a system call failed with that errno (`Io`) |
  */
-int ferry_rpc_serve(const char *name,
-                    uint64_t version,
-                    ferry_rpc_handler_t handler,
-                    void *user,
-                    struct ferry_rpc_server **server_out);
-
-/*
- [`ferry_rpc_serve`] in runtime directory `dir` instead of the user's
- (`NULL`: the user's). `dir` is created with mode 0700 if missing (its
- parent must exist) and refused with `EPERM` if it is a symbolic link,
- not a directory, owned by another user, or open to the group or others.
- Clients find the server by the same `dir` ([`ferry_rpc_connect_in`]).
-
- # Safety
- As [`ferry_rpc_serve`]; `dir` is `NULL` or a NUL-terminated string.
- */
-int ferry_rpc_serve_in(const char *dir,
-                       const char *name,
-                       uint64_t version,
-                       ferry_rpc_handler_t handler,
-                       void *user,
-                       struct ferry_rpc_server **server_out);
-
-/*
- Stops serving: no more clients are accepted, every channel is closed
- (their clients' calls return `ECONNRESET`), calls being handled are
- waited for, and the socket file is removed. `NULL` is ignored. Not from
- inside the server's own handler.
-
- # Safety
- `server` is `NULL` or came from `ferry_rpc_serve` and is closed once.
- */
-void ferry_rpc_server_close(struct ferry_rpc_server *server);
-
-/*
- Writes `len` bytes from `bytes` as the result (a copy: `bytes` stays
- the caller's), replacing what the reply held. Returns 0, or `EFAULT`
- (`reply` `NULL`, or `bytes` `NULL` with `len` above 0), `EMSGSIZE`
- (`len` above `FERRY_RPC_MAX_CALL`), `ENOMEM`.
-
- # Safety
- `reply` is the handler's reply, during the handler's call; `bytes` is
- readable for `len` bytes.
- */
-int ferry_rpc_reply_set(struct ferry_rpc_reply *reply, const uint8_t *bytes, size_t len);
-
-/*
- Makes the result `len` bytes long (zero-filled) and returns where to
- write them, to build a result in place: valid until the handler
- returns or the reply is set again. `NULL` if `reply` is `NULL`, `len`
- is above `FERRY_RPC_MAX_CALL`, or memory is short. With `len` 0 the
- pointer is not `NULL` but must not be written through.
-
- # Safety
- `reply` is the handler's reply, during the handler's call.
- */
-uint8_t *ferry_rpc_reply_buffer(struct ferry_rpc_reply *reply, size_t len);
+const char *ferry_rpc_strerror(int code);
 
 /*
  Connects to the server of interface `name` at version hash `version`
@@ -256,36 +210,82 @@ int ferry_rpc_call_alloc(const struct ferry_rpc_channel *channel,
                          size_t *out_len);
 
 /*
- A message for an errno value as the `ferry_rpc_` functions return it
- (what it means for a call or a binding): never `NULL`, static. For
- another value, `strerror`'s meaning is not given: "unknown".
+ Serves interface `name` at version hash `version` in the user's
+ runtime directory (`$XDG_RUNTIME_DIR/ferry`, else a per-user directory
+ under the temporary directory): clients of the same user may connect
+ (`ferry_rpc_connect`), and each of their calls runs `handler(user, op,
+ input, in_len, reply)` on a ferry thread of a pool (see
+ `ferry_rpc_handler_t`). `*server_out` gets the server. On a ferry
+ thread only.
 
- Every `int` function of `ferry/rpc.h` returns 0 or one of these (and
- does not set `errno`):
+ Returns 0, or `ENOTSUP` (not a ferry thread), `EFAULT` (`name`,
+ `handler` or `server_out` `NULL`), `EINVAL` (a bad name: empty, too
+ long, not UTF-8, or with a `/`), `EADDRINUSE` (a live server serves
+ this name), `EPERM` (an unsafe runtime directory), or a system call's
+ errno.
 
- | code | meaning |
- |------|---------|
- | `ENOTSUP` | not called on a ferry thread (`rpc::Error::NoRuntime`) |
- | `EFAULT` | a pointer argument is `NULL` where one is needed |
- | `EINVAL` | connect/serve: a bad interface name; call: the server could not decode the arguments (`BadArgs`) |
- | `ENOENT` | nobody serves this name (`UnknownName`) |
- | `EPROTONOSUPPORT` | the interface version hashes differ (`VersionMismatch`) |
- | `EACCES` | the server's policy refused this client (`Refused`) |
- | `EPERM` | the runtime directory cannot be trusted (`UnsafeDir`) |
- | `EADDRINUSE` | a live server already serves this name (`NameInUse`) |
- | `ECONNRESET` | the peer died or hung up (`PeerDied`) |
- | `ETIMEDOUT` | the deadline passed (`TimedOut`) |
- | `EMSGSIZE` | arguments or result above the channel's maximum (`TooLarge`) |
- | `ERANGE` | the result does not fit the caller's buffer |
- | `ENOSYS` | the server has no such operation (`UnknownOp`) |
- | `EREMOTEIO` | the server's handler failed on this call (`ServerPanicked`) |
- | `EPROTO` | the peer broke the protocol (`BadReply`, `BadHandshake`) |
- | `EBADMSG` | the peer's channel memory does not check out (`BadLayout`) |
- | `EBADF` | the channel was closed (`Closed`) |
- | `ENOMEM` | out of memory |
- | other | a system call failed with that errno (`Io`) |
+ # Safety
+ `name` is a NUL-terminated string; `handler` is a valid function that
+ may be called with `user` on any thread, many times at once, until
+ `ferry_rpc_server_close` has returned; `server_out` is writable.
  */
-const char *ferry_rpc_strerror(int code);
+int ferry_rpc_serve(const char *name,
+                    uint64_t version,
+                    ferry_rpc_handler_t handler,
+                    void *user,
+                    struct ferry_rpc_server **server_out);
+
+/*
+ [`ferry_rpc_serve`] in runtime directory `dir` instead of the user's
+ (`NULL`: the user's). `dir` is created with mode 0700 if missing (its
+ parent must exist) and refused with `EPERM` if it is a symbolic link,
+ not a directory, owned by another user, or open to the group or others.
+ Clients find the server by the same `dir` ([`ferry_rpc_connect_in`]).
+
+ # Safety
+ As [`ferry_rpc_serve`]; `dir` is `NULL` or a NUL-terminated string.
+ */
+int ferry_rpc_serve_in(const char *dir,
+                       const char *name,
+                       uint64_t version,
+                       ferry_rpc_handler_t handler,
+                       void *user,
+                       struct ferry_rpc_server **server_out);
+
+/*
+ Stops serving: no more clients are accepted, every channel is closed
+ (their clients' calls return `ECONNRESET`), calls being handled are
+ waited for, and the socket file is removed. `NULL` is ignored. Not from
+ inside the server's own handler.
+
+ # Safety
+ `server` is `NULL` or came from `ferry_rpc_serve` and is closed once.
+ */
+void ferry_rpc_server_close(struct ferry_rpc_server *server);
+
+/*
+ Writes `len` bytes from `bytes` as the result (a copy: `bytes` stays
+ the caller's), replacing what the reply held. Returns 0, or `EFAULT`
+ (`reply` `NULL`, or `bytes` `NULL` with `len` above 0), `EMSGSIZE`
+ (`len` above `FERRY_RPC_MAX_CALL`), `ENOMEM`.
+
+ # Safety
+ `reply` is the handler's reply, during the handler's call; `bytes` is
+ readable for `len` bytes.
+ */
+int ferry_rpc_reply_set(struct ferry_rpc_reply *reply, const uint8_t *bytes, size_t len);
+
+/*
+ Makes the result `len` bytes long (zero-filled) and returns where to
+ write them, to build a result in place: valid until the handler
+ returns or the reply is set again. `NULL` if `reply` is `NULL`, `len`
+ is above `FERRY_RPC_MAX_CALL`, or memory is short. With `len` 0 the
+ pointer is not `NULL` but must not be written through.
+
+ # Safety
+ `reply` is the handler's reply, during the handler's call.
+ */
+uint8_t *ferry_rpc_reply_buffer(struct ferry_rpc_reply *reply, size_t len);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -20,6 +20,7 @@ pub const STATIC_DEPS: &[&str] = &[
     "-lc",
 ];
 
+/// This crate's directory.
 pub fn crate_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -31,6 +32,7 @@ pub fn lib_dir() -> PathBuf {
     BUILT.get_or_init(build_libraries).clone()
 }
 
+/// Builds `libferry.so` and `libferry.a` (see [`lib_dir`]).
 pub fn build_libraries() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
@@ -59,17 +61,23 @@ pub fn build_libraries() -> PathBuf {
     dir
 }
 
+/// Which library a C test links.
 #[derive(Clone, Copy, Debug)]
 pub enum Link {
+    /// `libferry.so`, found through an rpath.
     Shared,
+    /// `libferry.a` and the system libraries it needs.
     Static,
 }
 
 /// How to compile one C test: the compiler, its flags beyond the common
 /// ones, and a tag that keeps the executables of different builds apart.
 pub struct Cc<'a> {
+    /// The compiler (`""`: `cc`, or `c++` for `.cpp`).
     pub compiler: &'a str,
+    /// Flags beyond the common ones.
     pub flags: &'a [&'a str],
+    /// Added to the executable's name.
     pub tag: &'a str,
 }
 
@@ -92,10 +100,13 @@ pub fn compilers() -> Vec<&'static str> {
     v
 }
 
+/// Compiles `source` the default way ([`DEFAULT`]).
 pub fn compile(source: &Path, link: Link) -> PathBuf {
     compile_with(source, link, &DEFAULT)
 }
 
+/// Compiles `source` with `cc` against the `link` library; returns the
+/// executable.
 pub fn compile_with(source: &Path, link: Link, cc: &Cc<'_>) -> PathBuf {
     let libs = lib_dir();
     let out_dir = libs.join("ferry-capi-ctests");
@@ -173,12 +184,22 @@ pub const RUN_LIMIT: Duration = Duration::from_secs(120);
 /// Runs `exe` with `env`, killing it if it has not ended within
 /// [`RUN_LIMIT`]: a hang fails the test (`None`) instead of stalling it.
 pub fn run_exe(exe: &Path, env: &[(&str, &str)]) -> Option<Output> {
-    let mut child = Command::new(exe)
-        .envs(env.iter().copied())
+    let mut cmd = Command::new(exe);
+    cmd.envs(env.iter().copied());
+    run_command(cmd)
+}
+
+/// Runs `cmd` as [`run_exe`] runs a program. It runs in a process group
+/// of its own, killed whole at the time limit: a process it forked must
+/// not outlive it holding the output pipes open.
+pub fn run_command(mut cmd: Command) -> Option<Output> {
+    use std::os::unix::process::CommandExt;
+    let mut child = cmd
+        .process_group(0)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("{} does not start: {e}", exe.display()));
+        .unwrap_or_else(|e| panic!("{:?} does not start: {e}", cmd.get_program()));
     // Drain the pipes while waiting, so a chatty program cannot block.
     let mut stdout = child.stdout.take().unwrap();
     let mut stderr = child.stderr.take().unwrap();
@@ -198,7 +219,8 @@ pub fn run_exe(exe: &Path, env: &[(&str, &str)]) -> Option<Output> {
             break Some(status);
         }
         if start.elapsed() > RUN_LIMIT {
-            let _ = child.kill();
+            // SAFETY: a plain system call; the group is the child's own.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
             let _ = child.wait();
             break None;
         }
@@ -227,6 +249,7 @@ pub fn check_run(exe: &Path, env: &[(&str, &str)], what: &str) {
     );
 }
 
+/// Runs C test `name` built the default way, shared and static.
 pub fn run(name: &str, env: &[(&str, &str)]) {
     let source = crate_dir().join("tests/c").join(name);
     for link in [Link::Shared, Link::Static] {
