@@ -1,8 +1,9 @@
 //! ferry's C API: `libferry.so` / `libferry.a`, with the headers
 //! `ferry/cthreads.h` (Mach's C-Threads on ferry threads) and
 //! `ferry/ferry.h` (the runtime, Mach-style thread control, blocking calls,
-//! signals as messages; it includes `cthreads.h`), generated from this
-//! crate by cbindgen.
+//! signals as messages; it includes `cthreads.h` and `rpc.h`) and
+//! `ferry/rpc.h` (calls into another process), generated from this crate
+//! by cbindgen.
 //!
 //! This crate owns the C names and their contracts: handles, error codes,
 //! the translation of C callbacks. It must not hold scheduling logic of its
@@ -31,8 +32,17 @@
 //! `FERRY_FAILURE`, `FERRY_RESOURCE_SHORTAGE`); `FERRY_TERMINATED`;
 //! blocking calls that keep their processor running: `ferry_blocking`,
 //! `ferry_read`, `ferry_write`, `ferry_open`, `ferry_accept`,
-//! `ferry_connect`, `ferry_waitpid`; and `ferry_signal_wait`. There are no
-//! calls across processes yet. `tests/c/every_name.c` uses each name.
+//! `ferry_connect`, `ferry_waitpid`; and `ferry_signal_wait`. It includes
+//! `ferry/rpc.h`.
+//!
+//! `ferry/rpc.h`, calls into another process ([`rpc`]): `ferry_rpc_serve`,
+//! `ferry_rpc_serve_in`, `ferry_rpc_server_close`, `ferry_rpc_reply_set`,
+//! `ferry_rpc_reply_buffer` (with `ferry_rpc_handler_t` and
+//! `struct ferry_rpc_reply`); `ferry_rpc_connect`, `ferry_rpc_connect_in`,
+//! `ferry_rpc_close`, `ferry_rpc_max_call`, `ferry_rpc_call`,
+//! `ferry_rpc_call_timeout`, `ferry_rpc_call_alloc`, `ferry_rpc_strerror`;
+//! `FERRY_RPC_MAX_CALL`, `FERRY_RPC_NO_TIMEOUT`. They return errno values.
+//! `tests/c/every_name.c` uses each name.
 //!
 //! # Starting
 //!
@@ -144,6 +154,7 @@ pub mod cthreads;
 pub mod handles;
 pub mod kernel;
 pub mod locks;
+pub mod rpc;
 pub mod start;
 
 pub use handles::any_t;

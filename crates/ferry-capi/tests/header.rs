@@ -111,10 +111,15 @@ fn ferry_h() -> String {
                 "<sys/types.h>",
                 "<sys/socket.h>",
                 "ferry/cthreads.h",
+                "ferry/rpc.h",
             ],
             "",
         ),
     )
+}
+
+fn rpc_h() -> String {
+    generate(&["rpc/mod.rs"], config("FERRY_RPC_H", &[], ""))
 }
 
 fn check(path: &Path, fresh: &str) {
@@ -136,4 +141,5 @@ fn committed_headers_match_the_source() {
     let dir = crate_dir().join("include").join("ferry");
     check(&dir.join("cthreads.h"), &cthreads_h());
     check(&dir.join("ferry.h"), &ferry_h());
+    check(&dir.join("rpc.h"), &rpc_h());
 }

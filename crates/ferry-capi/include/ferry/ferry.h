@@ -10,6 +10,7 @@
 #include <sys/types.h>
 #include <sys/socket.h>
 #include "ferry/cthreads.h"
+#include "ferry/rpc.h"
 
 /*
  What `cthread_join` returns for a thread that was terminated

@@ -22,6 +22,13 @@ static int stage;
 static volatile int stop;
 static volatile int got_signal;
 
+static int answers(void *user, uint32_t op, const uint8_t *in, size_t in_len,
+                   struct ferry_rpc_reply *reply) {
+    (void)user;
+    if (op == 1) return ferry_rpc_reply_buffer(reply, 3) ? 0 : ENOMEM;
+    return op == 0 ? ferry_rpc_reply_set(reply, in, in_len) : ENOSYS;
+}
+
 static any_t twice(any_t arg) { return (any_t)((uintptr_t)arg * 2); }
 
 static any_t exits(any_t arg) {
@@ -197,6 +204,30 @@ int main(void) {
     CHECK(ferry_signal_wait(&set, &signo) == 0 && signo == SIGWINCH);
     got_signal = 1;
     cthread_join(sender);
+
+    /* Calls (in this process here; see rpc_client.c for another). */
+    char rpc_dir[64];
+    snprintf(rpc_dir, sizeof rpc_dir, "/tmp/ferry-every-name-%d", (int)getpid());
+    ferry_rpc_handler_t h = answers;
+    struct ferry_rpc_server *server = NULL;
+    struct ferry_rpc_channel *ch = NULL;
+    CHECK(ferry_rpc_serve(NULL, 1, h, NULL, &server) == EFAULT);
+    CHECK(ferry_rpc_connect(NULL, 1, &ch) == EFAULT);
+    CHECK(ferry_rpc_serve_in(rpc_dir, "every-name", 1, h, NULL, &server) == 0);
+    CHECK(ferry_rpc_connect_in(rpc_dir, "every-name", 1, &ch) == 0);
+    CHECK(ferry_rpc_max_call(ch) >= FERRY_RPC_MAX_CALL);
+    uint8_t res[8];
+    size_t res_len = 0;
+    CHECK(ferry_rpc_call(ch, 0, (const uint8_t *)"hi", 2, res, sizeof res, &res_len) == 0);
+    CHECK(res_len == 2 && memcmp(res, "hi", 2) == 0);
+    CHECK(ferry_rpc_call_timeout(ch, 1, NULL, 0, res, sizeof res, &res_len,
+                                 FERRY_RPC_NO_TIMEOUT) == 0 && res_len == 3);
+    uint8_t *got = NULL;
+    CHECK(ferry_rpc_call_alloc(ch, 2, NULL, 0, FERRY_RPC_NO_TIMEOUT, &got, &res_len) == ENOSYS);
+    CHECK(got == NULL && strlen(ferry_rpc_strerror(ENOSYS)) > 0);
+    ferry_rpc_close(ch);
+    ferry_rpc_server_close(server);
+    CHECK(rmdir(rpc_dir) == 0);
 
     puts("ok");
     /* The first thread's cthread_exit waits for the others, then ends the
