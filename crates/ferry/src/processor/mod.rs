@@ -484,6 +484,13 @@ impl Processor {
     }
 
     /// Whether a user-level thread is running (rather than the scheduler loop).
+    /// Whether another thread is ready to run here (this processor's
+    /// queues, or the runtime's injector): a thread that would rather spin
+    /// than park asks it.
+    pub(crate) fn others_ready(&self, mut tok: OwnerToken<'_>) -> bool {
+        self.with_policy(tok.rb(), |policy, cx| policy.has_ready(cx))
+    }
+
     pub(crate) fn in_thread(&self, tok: &OwnerToken<'_>) -> bool {
         self.owner_ref(tok).current.is_some()
     }

@@ -159,6 +159,7 @@ impl ClientChan {
         if self.dead.load(Acquire) {
             self.fail_waiters();
         }
+        self.spin_for_reply(w);
         let fired = opts.deadline.and_then(|d| {
             Handle::try_current().map(|h| h.shared().sources.timers.add(d, Unparker::current()))
         });
@@ -211,6 +212,35 @@ impl ClientChan {
             Ok(bytes)
         } else {
             Err(status_error(status, op))
+        }
+    }
+
+    /// Before parking: with nothing else ready on its processor, the
+    /// caller polls the reply queue itself for the runtime's spin budget
+    /// (no park, no switch, no wake when the answer comes quickly).
+    #[inline]
+    fn spin_for_reply(&self, w: &Waiter) {
+        if !crate::thread::may_spin() {
+            return;
+        }
+        let Some(budget) = Handle::try_current().map(|h| h.shared().sources.polled.spin_budget())
+        else {
+            return;
+        };
+        let start = Instant::now();
+        let mut i = 0u32;
+        loop {
+            if !self.replies_seen.is_empty() {
+                self.take_replies();
+            }
+            if w.state.load(Acquire) != WAITING {
+                return;
+            }
+            i = i.wrapping_add(1);
+            if i.is_multiple_of(64) && (start.elapsed() >= budget || !crate::thread::may_spin()) {
+                return;
+            }
+            std::hint::spin_loop();
         }
     }
 

@@ -25,7 +25,7 @@
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use ferry_queue::mpsc::{ShmConsumer, ShmProducer};
 use ferry_queue::shm::Observer;
@@ -46,7 +46,14 @@ pub(crate) struct Served {
 
 impl Job for Served {
     fn run(self, handler: &dyn Handler) {
-        self.chan.serve(self.index, handler);
+        let mut index = self.index;
+        loop {
+            self.chan.serve(index, handler);
+            match self.chan.next_call() {
+                Some(next) => index = next,
+                None => return,
+            }
+        }
     }
 }
 use super::slots::ServerSlots;
@@ -65,11 +72,13 @@ pub(crate) struct ServerChan {
     slots: ServerSlots<'static>,
     pool: Arc<Pool<Served>>,
     closed: AtomicBool,
+    /// The server, to drop this channel as soon as its client is gone.
+    server: Weak<Shared>,
     mem: Memory,
 }
 
 impl ServerChan {
-    fn new(mem: Memory, pool: Arc<Pool<Served>>) -> Result<ServerChan> {
+    fn new(mem: Memory, pool: Arc<Pool<Served>>, server: Weak<Shared>) -> Result<ServerChan> {
         // SAFETY: everything built from this view is stored in the fields
         // above `mem` of the `ServerChan` being built, dropped before it,
         // and never handed out with the `'static` lifetime.
@@ -82,6 +91,7 @@ impl ServerChan {
             slots: ServerSlots::new(&view),
             pool,
             closed: AtomicBool::new(false),
+            server,
             mem,
         })
     }
@@ -122,6 +132,47 @@ impl ServerChan {
             return;
         }
         polled::ring(self.mem.view().doorbell(Side::Client), false);
+    }
+
+    /// After serving a call, with nothing else ready on its processor: the
+    /// pool thread polls this channel for the runtime's spin budget and
+    /// takes the next call itself (no poller, no pool hand-off, no wake),
+    /// handing any further ones to the pool.
+    fn next_call(self: &Arc<Self>) -> Option<u32> {
+        if !crate::thread::may_spin() {
+            return None;
+        }
+        let budget = Handle::try_current()?.shared().sources.polled.spin_budget();
+        let start = std::time::Instant::now();
+        let mut i = 0u32;
+        loop {
+            if self.closed.load(Relaxed) {
+                return None;
+            }
+            if !self.calls_seen.is_empty()
+                && let Some(calls) = self.calls.try_lock()
+            {
+                let first = match calls.try_pop() {
+                    Ok(Some(index)) => index,
+                    Ok(None) => return None,
+                    Err(_) => {
+                        drop(calls);
+                        self.close();
+                        return None;
+                    }
+                };
+                drop(calls);
+                if !self.calls_seen.is_empty() {
+                    self.take_calls();
+                }
+                return Some(first);
+            }
+            i = i.wrapping_add(1);
+            if i.is_multiple_of(64) && (start.elapsed() >= budget || !crate::thread::may_spin()) {
+                return None;
+            }
+            std::hint::spin_loop();
+        }
     }
 
     fn take_calls(self: &Arc<Self>) {
@@ -171,6 +222,9 @@ impl Polled for Entry {
 impl Watched for ServerChan {
     fn peer_gone(&self) {
         self.close();
+        if let Some(server) = self.server.upgrade() {
+            server.reap();
+        }
     }
 }
 
@@ -216,14 +270,18 @@ impl Shared {
         self.runtime.shared().wake_all();
     }
 
-    fn bind_one(&self, policy: &Policy<'_>) -> Result<()> {
+    fn bind_one(self: &Arc<Self>, policy: &Policy<'_>) -> Result<()> {
         let accepted = self.listener.accept(policy)?;
         if self.stopping.load(Acquire) {
             return Err(Error::Closed);
         }
         let layout = self.listener_layout();
         let mem = Memory::server(accepted.binding, &layout)?;
-        let chan = Arc::new(ServerChan::new(mem, self.pool.clone())?);
+        let chan = Arc::new(ServerChan::new(
+            mem,
+            self.pool.clone(),
+            Arc::downgrade(self),
+        )?);
         let watch = watch::watch(chan.clone(), chan.mem.peer().pid, chan.mem.socket())?;
         let entry: Arc<dyn Polled> = Arc::new(Entry(chan.clone()));
         self.runtime.shared().sources.polled.register(entry.clone());

@@ -119,6 +119,15 @@ pub fn yield_now() {
     e.p.yield_current(e.tok.rb());
 }
 
+/// Whether the calling ferry thread may spin a while instead of parking:
+/// it runs on a processor that has no other thread ready. `false` off a
+/// ferry thread.
+pub(crate) fn may_spin() -> bool {
+    crate::upcall::enter()
+        .filter(|e| e.p.in_thread(&e.tok))
+        .is_some_and(|mut e| !e.p.others_ready(e.tok.rb()))
+}
+
 /// Blocks the calling thread until it gets a wakeup token (see
 /// [`Thread::unpark`]); may also return spuriously. On a plain kernel thread
 /// this is `std::thread::park`.
