@@ -191,3 +191,31 @@ fn off_a_ferry_thread_connecting_is_a_clear_error() {
     ));
     std::fs::remove_dir_all(path).unwrap();
 }
+
+#[test]
+fn a_server_policy_that_refuses_the_client_gives_refused() {
+    let (path, dir) = temp_dir("refused");
+    runtime(1)
+        .run(move || {
+            let me = rustix::process::getuid().as_raw();
+            // Simulates a client of another user: the policy sees this
+            // client's real credentials and refuses everyone but uid 0 of
+            // another machine's idea; here, everyone whose uid is ours.
+            let _server = Server::builder()
+                .allow(move |c| c.uid != me)
+                .serve_in(&dir, "picky", 1, handler)
+                .unwrap();
+            assert!(matches!(
+                Client::connect_in(&dir, "picky", 1),
+                Err(Error::Refused)
+            ));
+            let _open = Server::builder()
+                .allow(move |c| c.uid == me && c.pid == std::process::id() as i32)
+                .serve_in(&dir, "open", 1, handler)
+                .unwrap();
+            let c = Client::connect_in(&dir, "open", 1).unwrap();
+            assert_eq!(c.call(0, b"in").unwrap(), b"in");
+        })
+        .unwrap();
+    std::fs::remove_dir_all(path).unwrap();
+}
