@@ -74,7 +74,7 @@ fn scribbling_over_a_live_channel_gives_errors_never_crashes_and_spares_other_cl
                     while !stop.load(Ordering::Relaxed) {
                         for &(start, end) in &victim_maps {
                             let len = end - start;
-                            let span = if next(&mut x) % 4 == 0 {
+                            let span = if next(&mut x).is_multiple_of(4) {
                                 len
                             } else {
                                 len.min(1 << 16)
