@@ -3,8 +3,9 @@
 //! place when it looks for work ([`Sources`]), and a parked processor
 //! sleeps in one kernel wait that covers all of them.
 //!
-//! This room owns the sources (today [`timer::Timers`] and the runtime's
-//! upcall queue, [`upcalls::Upcalls`]) and the contract below; it must not
+//! This room owns the sources (today [`timer::Timers`], the runtime's
+//! upcall queue, [`upcalls::Upcalls`], and memory other processes write,
+//! [`polled::Polling`]: `rpc` channels) and the contract below; it must not
 //! switch contexts, choose which thread runs (a source hands threads and
 //! events to the processor's policy through [`Deliver`]) or park a
 //! processor (the processor does, in `Processor::idle`).
@@ -22,17 +23,22 @@
 //!
 //! | a source that becomes ready | does | so the parked processor |
 //! |-----------------------------|------|-------------------------|
-//! | from another kernel thread (an upcall posted; later: a channel's call, a completion) | publishes, then calls the runtime's `notify_work` (`notify_work_anywhere` off a processor) | is woken through its sleep word (`FUTEX_WAKE`), unless a spinning processor will find the work |
+//! | from another kernel thread (an upcall posted; later: a completion) | publishes, then calls the runtime's `notify_work` (`notify_work_anywhere` off a processor) | is woken through its sleep word (`FUTEX_WAKE`), unless a spinning processor will find the work |
+//! | from another process (a channel's call or reply, [`polled`]) | publishes in shared memory, then rings this side's doorbell if it says a processor sleeps on it | sleeps on its sleep word and every doorbell at once (`futex_waitv`), after a spin of adaptive length |
 //! | at a moment (a timer) | reports the moment through `until_next` | bounds its `FUTEX_WAIT` by the earliest moment of all sources |
 //!
 //! A parked processor's one kernel wait is thus `FUTEX_WAIT` on its sleep
-//! word with a timeout. A source whose readiness arrives on a file
+//! word with a timeout, or, when polled entries exist, one `futex_waitv`
+//! on its sleep word and their doorbells. A source whose readiness arrives on a file
 //! descriptor (socket readiness, an io_uring ring) needs that wait to be an
 //! `epoll_wait` or a ring wait with the sleep word's wake replaced by an
 //! eventfd: that change stays inside `Processor::idle` and this seam.
 //!
 //! Adding a source: implement [`Source`], add it to [`Sources`] (a field
-//! and a line in `for_each_source!`); no run loop changes.
+//! and a line in `for_each_source!`); no run loop changes. The polled
+//! entries are the one source asked through each processor's own list
+//! ([`Local`]), since there are many of them and they come and go: see
+//! [`polled`].
 
 pub(crate) mod polled;
 pub(crate) mod stats;

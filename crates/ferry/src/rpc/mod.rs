@@ -1,51 +1,82 @@
 //! Calls into other processes over pair-wise shared memory (URPC, seed
 //! 001): this room owns everything between two processes that call each
-//! other, from finding the peer to the memory they share. Nothing below it
-//! imports it.
+//! other, from finding the peer to the memory they share and the calls
+//! over it. Nothing below it imports it.
 //!
-//! What exists is binding: a server serves a named interface at a version
-//! hash in the per-user runtime directory ([`RuntimeDir`], [`Listener`]);
-//! a client binds to it by name ([`connect_raw`]); the server checks the
-//! client's credentials ([`Policy`]), the name and the version hash, and
-//! both come away with a [`Binding`]: one sealed memfd mapped by both
-//! ([`Mapping`]), the peer's credentials, and the socket, which carries
-//! nothing after binding. Every failure is an [`Error`].
+//! A server serves a named interface at a version hash ([`Server`]); a
+//! client binds to it by name ([`Client`]) and calls: an operation number
+//! and argument bytes in, result bytes out ([`Client::call`]), or typed
+//! methods through `#[ferry::interface]`. Each client/server pair shares
+//! one channel in a sealed memfd; after binding, no system call is on the
+//! call path unless a side sleeps.
 //!
-//! The channel that binding's memory will carry is laid out too: its header,
-//! call and reply queues, doorbell and liveness words and slot arena
-//! (`layout`, `region`), checked once at attach, and the slot arena's
-//! call/reply protocol with generations (`slots`), both hostile-peer safe
-//! (`tests/rpc_channel.rs`, `tests/rpc_hostile.rs`). Calls over it, the
-//! event source that polls it and the doorbells are not built yet.
+//! ```
+//! use ferry::rpc::{Client, Fault, RuntimeDir, Server};
+//!
+//! let path = std::env::temp_dir().join(format!("ferry-rpc-doc-{}", std::process::id()));
+//! let dir = RuntimeDir::open(&path, rustix::process::getuid().as_raw()).unwrap();
+//! ferry::run(move || {
+//!     let double = |op: u32, args: &[u8]| -> Result<Vec<u8>, Fault> {
+//!         match op {
+//!             0 => Ok(args.iter().map(|b| b.wrapping_mul(2)).collect()),
+//!             _ => Err(Fault::UnknownOp),
+//!         }
+//!     };
+//!     let _server = Server::serve_in(&dir, "double", 1, double).unwrap();
+//!     let client = Client::connect_in(&dir, "double", 1).unwrap();
+//!     assert_eq!(client.call(0, &[1, 2, 3]).unwrap(), [2, 4, 6]);
+//! })
+//! .unwrap();
+//! std::fs::remove_dir_all(&path).unwrap();
+//! ```
+//!
+//! # The rooms, bottom to top
+//!
+//! | file | owns |
+//! |------|------|
+//! | `error.rs` | [`Error`]: every way binding or calling fails |
+//! | `dir.rs` | the per-user runtime directory ([`RuntimeDir`]), checked 0700 and ours |
+//! | `layout.rs`, `region.rs` | the channel's memory: header (checked once at attach), MP-SC call and reply queues, doorbells, liveness words, slots, extents |
+//! | `slots.rs` | a slot's protocol with generations: a late or forged reply never completes the wrong call |
+//! | `call.rs` | what both ends share: [`CallOptions`], [`Fault`], [`Handler`], [`ChannelConfig`] |
+//! | `bind.rs` | binding: the Unix socket, `SO_PEERCRED` and [`Policy`], the sealed memfd sent with `SCM_RIGHTS` ([`Listener`], [`connect_raw`], [`Binding`]) |
+//! | `memory.rs` | one side's hold on a channel: the binding and the checked view |
+//! | `watch.rs` | liveness: one kernel thread waits on every peer's pidfd and binding socket |
+//! | `pool.rs` | a server's pool of ferry threads |
+//! | `client.rs`, `server.rs` | the two ends: calls, waiters, answering, and each channel as an event source of its runtime (`event::polled`) |
 //!
 //! `layout` and `region` name each other, one concern split for size:
 //! `layout` computes and checks the channel's areas and its `init`/`attach`
 //! take a `region`; a `region`'s view hands out those areas.
 //!
-//! ```
-//! use ferry::rpc::{self, Listener, Policy, RuntimeDir};
-//! use std::sync::atomic::{AtomicU64, Ordering};
+//! # How a call travels
 //!
-//! let path = std::env::temp_dir().join(format!("ferry-rpc-doc-{}", std::process::id()));
-//! let dir = RuntimeDir::open(&path, rustix::process::getuid().as_raw()).unwrap();
-//! let listener = Listener::bind_in(&dir, "calc", 0x1234).unwrap();
-//! std::thread::scope(|s| {
-//!     let server = s.spawn(|| listener.accept(&Policy::SameUser).unwrap());
-//!     let client = rpc::connect_raw_in(&dir, "calc", 0x1234).unwrap();
-//!     let server = server.join().unwrap().binding;
-//!     // SAFETY: both mappings are at least 8 bytes long and 8-aligned.
-//!     let (a, b) = unsafe {
-//!         (
-//!             &*(server.mapping().as_ptr() as *const AtomicU64),
-//!             &*(client.mapping().as_ptr() as *const AtomicU64),
-//!         )
-//!     };
-//!     a.store(42, Ordering::Release);
-//!     assert_eq!(b.load(Ordering::Acquire), 42);
-//! });
-//! drop(listener);
-//! std::fs::remove_dir(&path).unwrap();
-//! ```
+//! The caller writes its arguments into a free slot (inline up to the
+//! slot's size, else in the slot's extent), pushes the slot's index on the
+//! call queue, rings the server's doorbell only if the server's processors
+//! all sleep, and parks; its processor runs other threads. With nothing else
+//! to run it first polls for the reply itself for the runtime's adaptive
+//! spin budget. The server's processors find the call as they find any
+//! event (at a switch, spinning idle, or woken by the doorbell) and hand it
+//! to a pool thread, which copies the arguments out, runs the [`Handler`],
+//! writes the answer into the slot and pushes the index back; a pool thread
+//! with nothing else to run polls its channel for the next call before it
+//! parks. The client's processors find the reply the same way and wake the
+//! caller.
+//!
+//! # Failure
+//!
+//! Nothing in shared memory is trusted: indices are checked and masked,
+//! lengths checked, bytes copied out before they are looked at, and every
+//! reply checked against the caller's own record of its call. A peer can
+//! deny service; it cannot make this side crash, hang (with a deadline) or
+//! touch memory out of bounds (`tests/rpc_hostile.rs`, `rpc_scribble.rs`).
+//! A peer that dies or hangs up is seen at once through its pidfd or its
+//! binding socket: every pending call returns [`Error::PeerDied`], the
+//! server drops the channel, and the memfd, mapping and fds go
+//! (`tests/rpc_process.rs`). A call with a deadline returns
+//! [`Error::TimedOut`] after it and its slot is reclaimed safely. A call
+//! without one waits as long as the peer lives.
 
 mod bind;
 mod call;
