@@ -40,6 +40,12 @@
 //! ([`Local`]), since there are many of them and they come and go: see
 //! [`polled`].
 
+/// The atomics `doorbell` uses (loom's in its model).
+mod atomic {
+    pub(crate) use std::sync::atomic::{AtomicU32, Ordering, fence};
+}
+
+pub(crate) mod doorbell;
 pub(crate) mod polled;
 pub(crate) mod stats;
 pub(crate) mod timer;

@@ -28,17 +28,17 @@
 //! # Doorbells
 //!
 //! Each entry may name a doorbell word of this side in shared memory
-//! ([`Polled::doorbell`]): [`AWAKE`] or [`ASLEEP`]. The last processor of
+//! ([`Polled::doorbell`]): [`AWAKE`](super::doorbell::AWAKE) or [`ASLEEP`]. The last processor of
 //! the runtime to go to sleep ([`Local::sleep`]) stores [`ASLEEP`] in every
 //! doorbell (SeqCst), looks at the entries once more, and only then sleeps
 //! in one `futex_waitv` on its own sleep word and every doorbell (at most
 //! [`MAX_DOORBELLS`]; with more entries it wakes every [`POLL_PERIOD`] to look
 //! at the rest). A peer that has published something issues a SeqCst fence,
-//! reads the doorbell and, if it says [`ASLEEP`], swaps in [`AWAKE`] and
+//! reads the doorbell and, if it says [`ASLEEP`], swaps in [`AWAKE`](super::doorbell::AWAKE) and
 //! wakes it (`FUTEX_WAKE`, a shared futex: the word lives in the peer's
 //! mapping too). The fences pair as in Dekker's protocol: either the
 //! sleeper's last look sees the publication, or the peer sees [`ASLEEP`].
-//! A woken sleeper puts back [`AWAKE`] wherever it left [`ASLEEP`].
+//! A woken sleeper puts back [`AWAKE`](super::doorbell::AWAKE) wherever it left [`ASLEEP`].
 //!
 //! Nothing in a doorbell is trusted: a peer that keeps changing ours makes
 //! `futex_waitv` return at once (the value differs); the sleeper then falls
@@ -57,18 +57,17 @@
 //! while we spin: then only the doorbell helps, and spinning wastes the
 //! peer's time).
 
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, fence};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use super::doorbell;
 use crate::sys;
 
-/// A doorbell's value while its side has a processor awake (or no
-/// sleeper that wants ringing).
-pub(crate) const AWAKE: u32 = 0;
-/// A doorbell's value while the last processor of its side sleeps on it.
-pub(crate) const ASLEEP: u32 = 1;
+pub(crate) use super::doorbell::ASLEEP;
+#[cfg(test)]
+use super::doorbell::AWAKE;
 /// The most doorbells one sleep waits on (`futex_waitv` takes 128 words,
 /// one is the processor's own).
 pub(crate) const MAX_DOORBELLS: usize = 127;
@@ -228,10 +227,7 @@ impl Local {
             .filter_map(|e| e.doorbell())
             .take(MAX_DOORBELLS)
             .collect();
-        for b in &bells {
-            b.store(ASLEEP, SeqCst);
-        }
-        fence(SeqCst);
+        doorbell::arm(bells.iter().copied());
         let slept = !self.list.iter().any(|e| e.is_ready());
         if slept {
             let mut timeout = timeout;
@@ -251,9 +247,7 @@ impl Local {
                 sys::futex_wait(own, own_expected, Some(POLL_PERIOD));
             }
         }
-        for b in &bells {
-            let _ = b.compare_exchange(ASLEEP, AWAKE, Relaxed, Relaxed);
-        }
+        doorbell::disarm(bells.iter().copied());
         if !slept { Slept::Ready } else { Slept::Woke }
     }
 }
@@ -261,27 +255,17 @@ impl Local {
 /// Rings the peer's doorbell `bell` after publishing something for it:
 /// wakes its sleeping processor if it sleeps; with `always`, makes the
 /// wake call even if the doorbell says nobody sleeps (an urgent call).
-/// Returns whether it made the wake call.
+/// Returns whether it made the wake call. See `doorbell` for the handshake.
 #[inline]
 pub(crate) fn ring(bell: &AtomicU32, always: bool) -> bool {
-    fence(SeqCst);
-    if bell.load(Relaxed) == AWAKE && !always {
-        return false;
-    }
-    ring_slow(bell)
-}
-
-#[cold]
-fn ring_slow(bell: &AtomicU32) -> bool {
-    bell.swap(AWAKE, SeqCst);
-    sys::futex_wake_shared(bell, 1);
-    true
+    doorbell::ring(bell, always, |b| sys::futex_wake_shared(b, 1))
 }
 
 #[cfg(all(test, not(ferry_loom)))]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicBool;
+    use std::sync::atomic::Ordering::SeqCst;
 
     struct Flag {
         ready: AtomicBool,
@@ -365,7 +349,10 @@ mod tests {
         }
         f.ready.store(true, Release);
         assert!(ring(&f.bell, false), "the sleeper is rung");
-        assert_eq!(sleeper.join().unwrap(), Slept::Woke);
+        // It ends either way: woken by the ring, or seeing the entry ready
+        // at its look between arming and waiting. A lost ring would hang
+        // here (the sleep is bounded by 30 s only).
+        sleeper.join().unwrap();
         assert_eq!(f.bell.load(SeqCst), AWAKE);
     }
 
