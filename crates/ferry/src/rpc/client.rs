@@ -19,22 +19,15 @@
 //!    waiter to `REPLIED`, waking the caller; the caller copies the answer
 //!    out, frees the slot and returns the permit.
 //!
-//! # The waiter word of a slot
+//! # The waiter of a slot
 //!
-//! | from | to | by | when |
-//! |------|----|----|------|
-//! | IDLE | WAITING | the caller | before its index is pushed |
-//! | WAITING | REPLIED | a poller | the index came back on the reply queue |
-//! | WAITING | ABANDONED | the caller | its deadline passed; it then withdraws the call if the server has not answered (slot freed at once, back to IDLE) or leaves the slot to the poller |
-//! | ABANDONED | IDLE | a poller | the late reply came back: the slot is freed then |
-//! | WAITING | DEAD | a poller | the peer died or the channel broke: the caller gets `PeerDied` |
-//! | REPLIED | IDLE | the caller | after copying the answer out |
-//!
-//! An index the reply queue hands back for a waiter that is not `WAITING`
-//! or `ABANDONED` (forged, repeated, out of range) is ignored and counted.
+//! Each slot has a waiter: the caller's unparker and a waiter word whose
+//! states and owners are tabulated in `waiter.rs`. An index the reply queue
+//! hands back for a waiter that expects nothing (forged, repeated, out of
+//! range) is ignored and counted ([`Client::refused_replies`]).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 use std::time::Instant;
 
@@ -48,21 +41,17 @@ use super::error::{Error, Result};
 use super::layout::Side;
 use super::memory::Memory;
 use super::slots::{ClientSlots, SlotError, Ticket};
+use super::waiter::{self, Outcome, Reply};
 use super::watch::{self, Watched};
 use crate::event::polled::{self, Polled};
 use crate::header::Unparker;
 use crate::runtime::Handle;
 use crate::sync::{Semaphore, SpinLock};
 
-const IDLE: u32 = 0;
-const WAITING: u32 = 1;
-const REPLIED: u32 = 2;
-const ABANDONED: u32 = 3;
-const DEAD: u32 = 4;
-
-/// One slot's waiter (see the module's table).
+/// One slot's waiter.
 struct Waiter {
-    state: AtomicU32,
+    /// Its state (see `waiter.rs`).
+    word: waiter::Waiter,
     /// The generation of the call the waiter waits for.
     generation: AtomicU32,
     who: SpinLock<Option<Unparker>>,
@@ -106,7 +95,7 @@ impl ClientChan {
             replies: SpinLock::new(replies),
             waiters: (0..n)
                 .map(|_| Waiter {
-                    state: AtomicU32::new(IDLE),
+                    word: waiter::Waiter::new(),
                     generation: AtomicU32::new(0),
                     who: SpinLock::new(None),
                 })
@@ -146,8 +135,7 @@ impl ClientChan {
         let w = &self.waiters[ticket.index as usize];
         *w.who.lock() = Some(Unparker::current());
         w.generation.store(ticket.generation, Relaxed);
-        w.state.store(WAITING, Release);
-        self.pending.fetch_add(1, Relaxed);
+        w.word.arm(&self.pending);
         if self.calls.lock().try_push(ticket.index).is_err() {
             // Full (impossible with honest peers: a slot is in one queue at
             // a time) or corrupt: the channel is unusable.
@@ -164,13 +152,13 @@ impl ClientChan {
             Handle::try_current().map(|h| h.shared().sources.timers.add(d, Unparker::current()))
         });
         loop {
-            match w.state.load(Acquire) {
-                REPLIED => break,
-                DEAD => {
-                    w.state.store(IDLE, Relaxed);
+            match w.word.outcome() {
+                Outcome::Replied => break,
+                Outcome::Dead => {
+                    w.word.finish(&self.pending);
                     return Err(Error::PeerDied);
                 }
-                _ => {}
+                Outcome::Waiting => {}
             }
             let due = match (&fired, opts.deadline) {
                 (Some(f), _) => f.load(Acquire),
@@ -178,14 +166,11 @@ impl ClientChan {
                 (None, None) => false,
             };
             if due {
-                match w
-                    .state
-                    .compare_exchange(WAITING, ABANDONED, AcqRel, Acquire)
-                {
-                    Ok(_) => return self.abandon(w, ticket),
-                    // The answer (or the death) came meanwhile: take it.
-                    Err(_) => continue,
+                if w.word.abandon() {
+                    return self.abandon(w, ticket);
                 }
+                // The answer (or the death) came meanwhile: take it.
+                continue;
             }
             match (&fired, opts.deadline) {
                 (None, Some(d)) => {
@@ -196,8 +181,7 @@ impl ClientChan {
             }
         }
         let answer = arena.read_answer(&ticket);
-        w.state.store(IDLE, Relaxed);
-        self.pending.fetch_sub(1, Relaxed);
+        w.word.finish(&self.pending);
         let (status, bytes) = match answer {
             Ok(a) => a,
             Err(_) => {
@@ -233,7 +217,7 @@ impl ClientChan {
             if !self.replies_seen.is_empty() {
                 self.take_replies();
             }
-            if w.state.load(Acquire) != WAITING {
+            if w.word.outcome() != Outcome::Waiting {
                 return;
             }
             i = i.wrapping_add(1);
@@ -249,12 +233,10 @@ impl ClientChan {
     #[cold]
     fn abandon(&self, w: &Waiter, ticket: Ticket) -> Result<Vec<u8>> {
         let mut slots = self.slots.lock();
-        if !slots.arena().holds_reply(&ticket) {
+        if !slots.arena().holds_reply(&ticket) && w.word.claim_abandoned(&self.pending) {
             // Withdrawn before the server answered: a late answer fails its
             // compare-exchange and is never pushed. Free the slot now.
             let _ = slots.abandon(&ticket);
-            w.state.store(IDLE, Release);
-            self.pending.fetch_sub(1, Relaxed);
         }
         // Else the reply is in the slot and its index on its way: the
         // poller frees the slot when it pops it (ABANDONED -> IDLE).
@@ -284,27 +266,28 @@ impl ClientChan {
             self.refused.fetch_add(1, Relaxed);
             return;
         };
-        match w.state.compare_exchange(WAITING, REPLIED, AcqRel, Acquire) {
-            Ok(_) => {
+        match w.word.reply() {
+            Reply::Wake => {
                 if let Some(who) = w.who.lock().take() {
                     who.unpark();
                 }
             }
-            Err(ABANDONED) => {
+            Reply::Abandoned => {
                 let ticket = Ticket {
                     index,
                     generation: w.generation.load(Relaxed),
                 };
                 let mut slots = self.slots.lock();
                 if slots.arena().read_answer(&ticket).is_ok() {
-                    let _ = slots.release(&ticket);
-                    w.state.store(IDLE, Release);
-                    self.pending.fetch_sub(1, Relaxed);
+                    // The late reply: whoever claims the call frees it.
+                    if w.word.claim_abandoned(&self.pending) {
+                        let _ = slots.release(&ticket);
+                    }
                 } else {
                     self.refused.fetch_add(1, Relaxed);
                 }
             }
-            Err(_) => {
+            Reply::Refused => {
                 self.refused.fetch_add(1, Relaxed);
             }
         }
@@ -319,21 +302,12 @@ impl ClientChan {
 
     fn fail_waiters(&self) {
         for w in self.waiters.iter() {
-            if w.state
-                .compare_exchange(WAITING, DEAD, AcqRel, Acquire)
-                .is_ok()
+            // An abandoned call is counted off too; its slot stays out of
+            // use (the channel is dead).
+            if w.word.fail(&self.pending)
+                && let Some(who) = w.who.lock().take()
             {
-                self.pending.fetch_sub(1, Relaxed);
-                if let Some(who) = w.who.lock().take() {
-                    who.unpark();
-                }
-            } else if w
-                .state
-                .compare_exchange(ABANDONED, IDLE, AcqRel, Acquire)
-                .is_ok()
-            {
-                // Its reply will never come; the slot stays out of use.
-                self.pending.fetch_sub(1, Relaxed);
+                who.unpark();
             }
         }
     }

@@ -43,6 +43,7 @@
 //! | `memory.rs` | one side's hold on a channel: the binding and the checked view |
 //! | `watch.rs` | liveness: one kernel thread waits on every peer's pidfd and binding socket |
 //! | `pool.rs` | a server's pool of ferry threads |
+//! | `waiter.rs` | a client slot's waiter word: who moves a call from state to state |
 //! | `client.rs`, `server.rs` | the two ends: calls, waiters, answering, and each channel as an event source of its runtime (`event::polled`) |
 //!
 //! `layout` and `region` name each other, one concern split for size:
@@ -98,7 +99,13 @@ pub(crate) mod region;
 mod server;
 #[allow(dead_code)]
 pub(crate) mod slots;
+mod waiter;
 mod watch;
+
+/// The atomics `waiter` uses (loom's in its model).
+mod atomic {
+    pub(crate) use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+}
 
 pub use bind::{
     Accepted, Binding, Credentials, DEFAULT_CHANNEL_LEN, DEFAULT_HANDSHAKE_TIMEOUT, Listener,
