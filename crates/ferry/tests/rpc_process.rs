@@ -207,7 +207,12 @@ fn settle(before: &mut Option<(usize, usize)>, round: usize) {
             }
             Some(b) if b == now => return,
             Some(b) if start.elapsed() > Duration::from_secs(5) => {
-                panic!("round {round}: fds and mappings leak: {now:?}, not {b:?}")
+                let fds: Vec<String> = std::fs::read_dir("/proc/self/fd")
+                    .unwrap()
+                    .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
+                    .map(|t| t.to_string_lossy().into_owned())
+                    .collect();
+                panic!("round {round}: fds and mappings leak: {now:?}, not {b:?}; fds {fds:?}")
             }
             Some(_) => ferry::sleep(Duration::from_millis(2)),
         }
@@ -312,6 +317,11 @@ fn a_killed_client_leaves_the_server_serving_others_and_nothing_leaks() {
             let dir = dir_at(&path);
             let server = Server::serve_in(&dir, "survivor", 1, handler).unwrap();
             let steady = Client::connect_in(&dir, "survivor", 1).unwrap();
+            // The server's side of the binding is done once it counts the
+            // client (it may still be registering it when connect returns).
+            while server.clients() < 1 {
+                ferry::sleep(Duration::from_millis(1));
+            }
             let mut before = Some(fds_and_maps());
             for round in 0..rounds {
                 let mut caller = spawn_role(&format!("caller {path} survivor"));
