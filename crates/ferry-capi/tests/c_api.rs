@@ -206,29 +206,20 @@ fn a_cpp_exception_out_of_a_cthread_aborts_with_a_message() {
 fn a_two_mutex_deadlock_is_reported_naming_both_cthreads() {
     use std::os::unix::process::ExitStatusExt;
     let source = crate_dir().join("tests/c/deadlock.c");
-    for compiler in compilers() {
-        let tag = format!("-{compiler}");
-        let cc = Cc {
-            compiler,
-            flags: &["-O2"],
-            tag: &tag,
-        };
-        for link in [Link::Shared, Link::Static] {
-            let exe = compile_with(&source, link, &cc);
-            for processors in ["1", "2"] {
-                let what = format!("deadlock.c ({link:?}, {compiler}, {processors} processors)");
-                let out = run_exe(&exe, &[("FERRY_PROCESSORS", processors)])
-                    .unwrap_or_else(|| panic!("{what} hung instead of reporting the deadlock"));
-                let stderr = String::from_utf8_lossy(&out.stderr);
-                assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{what}: {stderr}");
-                assert!(stderr.contains("deadlock"), "{what}: {stderr}");
-                for name in ["\"alpha\": Mutex at", "\"beta\": Mutex at"] {
-                    assert!(stderr.contains(name), "{what}: no {name} in\n{stderr}");
-                }
-                assert!(!String::from_utf8_lossy(&out.stdout).contains("not reached"));
+    for_each_build(&source, |exe, build| {
+        for processors in ["1", "2"] {
+            let what = format!("deadlock.c ({build}, {processors} processors)");
+            let out = run_exe(exe, &[("FERRY_PROCESSORS", processors)])
+                .unwrap_or_else(|| panic!("{what} hung instead of reporting the deadlock"));
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{what}: {stderr}");
+            assert!(stderr.contains("deadlock"), "{what}: {stderr}");
+            for name in ["\"alpha\": Mutex at", "\"beta\": Mutex at"] {
+                assert!(stderr.contains(name), "{what}: no {name} in\n{stderr}");
             }
+            assert!(!String::from_utf8_lossy(&out.stdout).contains("not reached"));
         }
-    }
+    });
 }
 
 /// The README's example, built the documented way: `pkg-config --cflags

@@ -124,27 +124,18 @@ fn wait_for_end(mut child: Child) {
 #[test]
 fn a_c_client_calls_a_rust_server_in_another_process() {
     let source = crate_dir().join("tests/c/rpc_client.c");
-    for compiler in compilers() {
-        let tag = format!("-{compiler}");
-        let cc = Cc {
-            compiler,
-            flags: &["-O2"],
-            tag: &tag,
-        };
-        for link in [Link::Shared, Link::Static] {
-            let exe = compile_with(&source, link, &cc);
-            let dir = fresh_dir();
-            let server = start_server(&dir);
-            let dir_str = dir.to_str().unwrap();
-            check_run(
-                &exe,
-                &[("FERRY_RPC_DIR", dir_str), ("FERRY_PROCESSORS", "2")],
-                &format!("rpc_client.c ({link:?}, {compiler})"),
-            );
-            wait_for_end(server);
-            std::fs::remove_dir_all(&dir).unwrap();
-        }
-    }
+    for_each_build(&source, |exe, build| {
+        let dir = fresh_dir();
+        let server = start_server(&dir);
+        let dir_str = dir.to_str().unwrap();
+        check_run(
+            exe,
+            &[("FERRY_RPC_DIR", dir_str), ("FERRY_PROCESSORS", "2")],
+            &format!("rpc_client.c ({build})"),
+        );
+        wait_for_end(server);
+        std::fs::remove_dir_all(&dir).unwrap();
+    });
 }
 
 #[test]

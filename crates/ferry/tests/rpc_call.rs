@@ -71,10 +71,17 @@ fn calls_round_trip_with_results_and_faults() {
                 Err(Error::UnknownName)
             ));
             drop(client);
+            let socket = server_socket(&dir, "calc");
+            assert!(socket.exists());
             drop(server);
+            assert!(!socket.exists(), "a closed server's name is gone at once");
         })
         .unwrap();
     std::fs::remove_dir_all(path).unwrap();
+}
+
+fn server_socket(dir: &RuntimeDir, name: &str) -> std::path::PathBuf {
+    dir.path().join(format!("{name}.sock"))
 }
 
 #[test]

@@ -258,9 +258,9 @@ pub fn run(name: &str, env: &[(&str, &str)]) {
     }
 }
 
-/// Runs C test `name` built at -O2 with every compiler at hand.
-pub fn run_with_each_compiler(name: &str, env: &[(&str, &str)]) {
-    let source = crate_dir().join("tests/c").join(name);
+/// Builds `source` at -O2 with every compiler at hand, shared and static,
+/// and hands each executable to `f` with a label naming the build.
+pub fn for_each_build(source: &Path, mut f: impl FnMut(&Path, &str)) {
     for compiler in compilers() {
         let tag = format!("-{compiler}");
         let cc = Cc {
@@ -269,10 +269,18 @@ pub fn run_with_each_compiler(name: &str, env: &[(&str, &str)]) {
             tag: &tag,
         };
         for link in [Link::Shared, Link::Static] {
-            let exe = compile_with(&source, link, &cc);
-            check_run(&exe, env, &format!("{name} ({link:?}, {compiler})"));
+            let exe = compile_with(source, link, &cc);
+            f(&exe, &format!("{link:?}, {compiler}"));
         }
     }
+}
+
+/// Runs C test `name` built at -O2 with every compiler at hand.
+pub fn run_with_each_compiler(name: &str, env: &[(&str, &str)]) {
+    let source = crate_dir().join("tests/c").join(name);
+    for_each_build(&source, |exe, build| {
+        check_run(exe, env, &format!("{name} ({build})"));
+    });
 }
 
 /// Runs C test `name` built with every compiler at hand, at -O2 and -O3,

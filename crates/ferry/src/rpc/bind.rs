@@ -401,13 +401,21 @@ impl AsFd for Listener {
     }
 }
 
-impl Drop for Listener {
-    fn drop(&mut self) {
+impl Listener {
+    /// Removes the socket file if it is still this listener's: nobody can
+    /// bind by name any more (dropping does it too).
+    pub(crate) fn unlink(&self) {
         if let Ok(meta) = std::fs::symlink_metadata(&self.path)
             && (meta.dev(), meta.ino()) == self.file
         {
             let _ = std::fs::remove_file(&self.path);
         }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.unlink();
     }
 }
 

@@ -468,8 +468,11 @@ impl Drop for Server {
     fn drop(&mut self) {
         let s = &self.shared;
         s.stopping.store(true, Release);
-        // Wake the accepting thread out of `accept`.
+        // Wake the accepting thread out of `accept`, and take the name
+        // away now (the listener itself may outlive this handle a moment,
+        // held by a channel's watch that is dropping it).
         s.listener.shutdown();
+        s.listener.unlink();
         if let Some(t) = self.acceptor.take() {
             let _ = crate::blocking(|| t.join());
         }

@@ -368,20 +368,7 @@ impl<'r> ClientSlots<'r> {
         {
             return Err(not_in_flight);
         }
-        let h = Arena::header(slot);
-        if h.generation != ticket.generation {
-            return Err(SlotError::BadGeneration {
-                found: h.generation,
-                expected: ticket.generation,
-            });
-        }
-        if h.state != REPLY {
-            return Err(SlotError::BadState {
-                found: h.state,
-                expected: REPLY,
-            });
-        }
-        let result = self.arena.read_payload(index, slot, h.len)?;
+        let (_, result) = self.arena().read_answer(ticket)?;
         slot[0].store(control(FREE, ticket.generation), Relaxed);
         self.local[index as usize] = Local::Free(ticket.generation);
         self.free.push_front(index);
