@@ -48,7 +48,10 @@ use crate::header::Unparker;
 use crate::runtime::Handle;
 use crate::sync::{Semaphore, SpinLock};
 
-/// One slot's waiter.
+/// One slot's waiter. Its word changes out of `WAITING` and its unparker
+/// is taken under the `who` lock, and a caller arms both under it: a
+/// poller that won one call's reply can never take the unparker of the
+/// slot's next call (which would leave that call's reply unwoken).
 struct Waiter {
     /// Its state (see `waiter.rs`).
     word: waiter::Waiter,
@@ -133,9 +136,13 @@ impl ClientChan {
         let arena = self.slots.lock().arena();
         arena.write_call(&ticket, op, args).map_err(slot_error)?;
         let w = &self.waiters[ticket.index as usize];
-        *w.who.lock() = Some(Unparker::current());
-        w.generation.store(ticket.generation, Relaxed);
-        w.word.arm(&self.pending);
+        {
+            // The unparker and the word change together (see `Waiter`).
+            let mut who = w.who.lock();
+            *who = Some(Unparker::current());
+            w.generation.store(ticket.generation, Relaxed);
+            w.word.arm(&self.pending);
+        }
         if self.calls.lock().try_push(ticket.index).is_err() {
             // Full (impossible with honest peers: a slot is in one queue at
             // a time) or corrupt: the channel is unusable.
@@ -266,13 +273,17 @@ impl ClientChan {
             self.refused.fetch_add(1, Relaxed);
             return;
         };
+        let mut who = w.who.lock();
         match w.word.reply() {
             Reply::Wake => {
-                if let Some(who) = w.who.lock().take() {
-                    who.unpark();
+                let taken = who.take();
+                drop(who);
+                if let Some(t) = taken {
+                    t.unpark();
                 }
             }
             Reply::Abandoned => {
+                drop(who);
                 let ticket = Ticket {
                     index,
                     generation: w.generation.load(Relaxed),
@@ -288,6 +299,7 @@ impl ClientChan {
                 }
             }
             Reply::Refused => {
+                drop(who);
                 self.refused.fetch_add(1, Relaxed);
             }
         }
@@ -304,10 +316,15 @@ impl ClientChan {
         for w in self.waiters.iter() {
             // An abandoned call is counted off too; its slot stays out of
             // use (the channel is dead).
-            if w.word.fail(&self.pending)
-                && let Some(who) = w.who.lock().take()
-            {
-                who.unpark();
+            let mut who = w.who.lock();
+            let taken = if w.word.fail(&self.pending) {
+                who.take()
+            } else {
+                None
+            };
+            drop(who);
+            if let Some(t) = taken {
+                t.unpark();
             }
         }
     }
