@@ -287,12 +287,16 @@ fn draw(path: &Path, title: &str, y: &str, rows: &[Row], fmt: &dyn Fn(&f64) -> S
         y,
         y_format: fmt,
     };
+    // Where the page lives, said relative to the workspace.
+    let shown = path
+        .strip_prefix(crate::docs::workspace_root())
+        .unwrap_or(path)
+        .display();
     match plot::log_y_lines(path, &labels, &series) {
-        Ok(true) => format!("plot: {} (x = T, y log scale)\n", path.display()),
+        Ok(true) => format!("plot: {shown} (x = T, y log scale)\n"),
         Ok(false) => format!(
-            "plot: {} drawn WITHOUT text (no font found): x = T from 0 to 16, y on a log scale, \
-             a grey line at each power of ten, blue = {SETUP}\n",
-            path.display()
+            "plot: {shown} drawn WITHOUT text (no font found): x = T from 0 to 16, y on a log \
+             scale, a grey line at each power of ten, blue = {SETUP}\n"
         ),
         Err(e) => format!("plot: not written: {e}\n"),
     }
