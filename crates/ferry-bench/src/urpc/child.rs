@@ -83,8 +83,7 @@ impl ServerProcess {
         })
     }
 
-    /// The server's process id.
-    #[cfg(test)]
+    /// The server's process id (`None` once reaped).
     pub fn id(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }

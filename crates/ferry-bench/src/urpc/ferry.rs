@@ -21,6 +21,7 @@ use ferry::rpc::{Client, Fault, RuntimeDir, Server};
 
 use super::calls::{self, Budget, Sample};
 use super::child::ServerProcess;
+use super::sys;
 use crate::affinity;
 use crate::error::Error;
 
@@ -30,8 +31,12 @@ pub const SYSTEM: &str = "ferry";
 /// The interface's version hash (`"urpc"`).
 pub const VERSION: u64 = 0x7572_7063;
 
-/// The one operation: answer with the arguments.
+/// Answer with the arguments.
 pub const OP_ECHO: u32 = 1;
+
+/// Answer with two CLOCK_MONOTONIC readings in ns, little-endian `u64`s:
+/// the handler's first and last act (the breakdown of a call).
+pub const OP_STAMP: u32 = 2;
 
 /// How long the server process may take to be ready, and to exit.
 const START_LIMIT: Duration = Duration::from_secs(10);
@@ -62,13 +67,28 @@ pub fn measure(
 }
 
 /// The handler of the server: [`OP_ECHO`] answers with a copy of its
-/// arguments, any other operation is unknown.
+/// arguments, [`OP_STAMP`] with the clock at its entry and at its exit
+/// (16 bytes), any other operation is unknown.
 pub fn echo(op: u32, args: &[u8]) -> Result<Vec<u8>, Fault> {
-    if op == OP_ECHO {
-        Ok(args.to_vec())
-    } else {
-        Err(Fault::UnknownOp)
+    match op {
+        OP_ECHO => Ok(args.to_vec()),
+        OP_STAMP => {
+            let entry = sys::mono_ns();
+            let mut out = Vec::with_capacity(16);
+            out.extend_from_slice(&entry.to_le_bytes());
+            out.extend_from_slice(&sys::mono_ns().to_le_bytes());
+            Ok(out)
+        }
+        _ => Err(Fault::UnknownOp),
     }
+}
+
+/// The two readings of an [`OP_STAMP`] answer; `None` unless it is
+/// exactly 16 bytes.
+pub fn stamps(result: &[u8]) -> Option<(u64, u64)> {
+    let entry = u64::from_le_bytes(result.get(..8)?.try_into().ok()?);
+    let exit = u64::from_le_bytes(result.get(8..16)?.try_into().ok()?);
+    (result.len() == 16).then_some((entry, exit))
 }
 
 /// A runtime directory of its own for one run, and an interface name.
@@ -92,6 +112,23 @@ pub fn run_once(
     budget: &Budget,
     cpus: (Option<usize>, Option<usize>),
 ) -> Result<Sample, Error> {
+    let budget = *budget;
+    with_server(cpus, 1, move |client, _| {
+        measure(&budget, size, |args| {
+            client.call(OP_ECHO, args).map_err(|e| rpc("call", e))
+        })
+    })
+}
+
+/// Pins the calling thread to `cpus.0`, starts a ferry server process on
+/// `cpus.1` (one processor, [`echo`]), and runs `client` in a client
+/// runtime of `processors` processors (on the calling thread's CPU), given
+/// a bound [`Client`] and the server's process id; then ends the server.
+pub fn with_server<T: Send + 'static>(
+    cpus: (Option<usize>, Option<usize>),
+    processors: usize,
+    client: impl FnOnce(&Client, u32) -> Result<T, Error> + Send + 'static,
+) -> Result<T, Error> {
     affinity::pin_or_warn(cpus.0, "urpc client");
     let (path, name) = fresh_dir();
     let dir = open_dir(&path)?;
@@ -100,7 +137,7 @@ pub fn run_once(
             "--system".to_owned(),
             SYSTEM.to_owned(),
             "--size".to_owned(),
-            size.to_string(),
+            "0".to_owned(),
             "--name".to_owned(),
             name.clone(),
             "--dir".to_owned(),
@@ -111,19 +148,18 @@ pub fn run_once(
         }
         let mut server = ServerProcess::spawn(&args, &[])?;
         server.wait_ready(START_LIMIT)?;
-        let budget = *budget;
-        let sample = ferry::Runtime::builder()
-            .processors(1)
+        let pid = server
+            .id()
+            .ok_or_else(|| Error("the server process is gone".into()))?;
+        let out = ferry::Runtime::builder()
+            .processors(processors)
             .run(move || {
-                let client =
-                    Client::connect_in(&dir, &name, VERSION).map_err(|e| rpc("connect", e))?;
-                measure(&budget, size, |args| {
-                    client.call(OP_ECHO, args).map_err(|e| rpc("call", e))
-                })
+                let c = Client::connect_in(&dir, &name, VERSION).map_err(|e| rpc("connect", e))?;
+                client(&c, pid)
             })
             .map_err(|e| rpc("runtime", e))??;
         server.finish(EXIT_LIMIT)?;
-        Ok(sample)
+        Ok(out)
     })();
     let _ = std::fs::remove_dir_all(&path);
     result
@@ -188,7 +224,12 @@ mod tests {
     #[test]
     fn the_handler_echoes_its_one_operation() {
         assert_eq!(echo(OP_ECHO, b"abc"), Ok(b"abc".to_vec()));
-        assert_eq!(echo(OP_ECHO + 1, b"abc"), Err(Fault::UnknownOp));
+        assert_eq!(echo(OP_ECHO + 7, b"abc"), Err(Fault::UnknownOp));
+        let r = echo(OP_STAMP, b"").unwrap();
+        let (entry, exit) = stamps(&r).unwrap();
+        assert!(entry <= exit && entry > 0);
+        assert_eq!(stamps(&r[..15]), None);
+        assert_eq!(stamps(&[r.clone(), vec![0]].concat()), None);
     }
 
     #[test]
@@ -228,7 +269,9 @@ mod tests {
                 for size in [0, 32, 100_000] {
                     measure(&b, size, |a| c.call(OP_ECHO, a).map_err(|e| rpc("call", e))).unwrap();
                 }
-                c.call(OP_ECHO + 1, b"").unwrap_err()
+                let (entry, exit) = stamps(&c.call(OP_STAMP, b"").unwrap()).unwrap();
+                assert!(entry <= exit);
+                c.call(OP_ECHO + 7, b"").unwrap_err()
             })
             .unwrap();
         assert!(matches!(s, ferry::rpc::Error::UnknownOp { .. }), "{s:?}");

@@ -38,9 +38,16 @@
 //! trip of a run, with min and max; runs are interleaved (run *k* of every
 //! pair before run *k+1* of any, systems rotated from round to round).
 //!
+//! Then, each in runs of its own (a warm-up run, then [`Plan::runs`]):
+//! 001 Table II's breakdown of a null call ([`breakdown`]), Figures 3 and
+//! 4's latency and throughput against client threads with the pipelined
+//! rows ([`figures`]), and the call to a sleeping server beside a futex
+//! round trip ([`sleeping`]).
+//!
 //! Goals (computed when the `ferry` rows exist): null call at most 2x the
 //! spin floor, at least 100x faster than the Unix socket, faster than
-//! iceoryx2.
+//! iceoryx2; pipelined T=2 throughput at least 1.7x T=1; sleeping server
+//! within 1.5x the futex round trip.
 //! Missed goals are printed as such; nothing fails the program.
 
 use std::fmt::Write as _;
@@ -53,12 +60,15 @@ use crate::report::{Error, Ratio, Report, Section};
 use crate::row::{Row, Unit};
 use crate::watchdog::hang;
 
+mod breakdown;
 mod calls;
 mod child;
 pub mod ferry;
+mod figures;
 mod iceoryx;
 mod server;
 mod shm;
+mod sleeping;
 mod stream;
 mod sys;
 mod systems;
@@ -87,7 +97,8 @@ pub const CASES: [(&str, usize); 5] = [
 const SPIN_FLOOR: &str = "spin floor";
 
 /// Command-line arguments of `ferry-bench urpc`. `--quick` means shorter
-/// runs (2 ms warm-up, 5 ms timed) and 5 of them.
+/// runs (2 ms warm-up, 5 ms timed; 1 ms and 4 ms per T of the sweep; 25
+/// sleeping-server calls) and 5 of them.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
     /// What every experiment takes.
@@ -102,6 +113,10 @@ pub struct Plan {
     pub runs: u32,
     /// How long each run lasts.
     pub budget: Budget,
+    /// Untimed, then timed part of each T of the Figures 3-4 sweep.
+    pub sweep: (Duration, Duration),
+    /// Timed calls of each sleeping-server run.
+    pub sleeping_calls: u64,
 }
 
 impl Plan {
@@ -109,6 +124,12 @@ impl Plan {
     pub fn new(common: &Common) -> Result<Plan, Error> {
         let runs = common.runs(DEFAULTS)?;
         let (warmup, timed) = if common.quick { (2, 5) } else { (5, 20) };
+        let ms = Duration::from_millis;
+        let (sweep, sleeping_calls) = if common.quick {
+            ((ms(1), ms(4)), 25)
+        } else {
+            ((ms(3), ms(15)), 100)
+        };
         Ok(Plan {
             runs,
             budget: Budget {
@@ -117,6 +138,8 @@ impl Plan {
                 min_calls: 20,
                 max_calls: 10_000_000,
             },
+            sweep,
+            sleeping_calls,
         })
     }
 }
@@ -151,23 +174,28 @@ fn one_run(
     budget: &Budget,
     cpus: (Option<usize>, Option<usize>),
 ) -> Result<Sample, Error> {
+    on_thread(|| match who {
+        Contender::Ferry => ferry::run_once(size, budget, cpus),
+        Contender::Peer(system) => {
+            affinity::pin_or_warn(cpus.0, "urpc client");
+            let mut conn = Connection::open(system, size, cpus.1)?;
+            let sample = calls::time_calls(budget, size, |args, result| {
+                conn.call(args, result.as_mut_slice())
+            })?;
+            conn.close()?;
+            Ok(sample)
+        }
+    })
+}
+
+/// Runs `f` on a client thread of its own: a server process dies with
+/// the thread that started it (PR_SET_PDEATHSIG), so it is started from
+/// there, and ended before the thread ends; the pinning goes with it.
+fn on_thread<T: Send>(f: impl FnOnce() -> Result<T, Error> + Send) -> Result<T, Error> {
     std::thread::scope(|s| {
-        // The server process dies with this thread (PR_SET_PDEATHSIG), so
-        // it is started from here, and ended before the thread ends.
-        s.spawn(|| match who {
-            Contender::Ferry => ferry::run_once(size, budget, cpus),
-            Contender::Peer(system) => {
-                affinity::pin_or_warn(cpus.0, "urpc client");
-                let mut conn = Connection::open(system, size, cpus.1)?;
-                let sample = calls::time_calls(budget, size, |args, result| {
-                    conn.call(args, result.as_mut_slice())
-                })?;
-                conn.close()?;
-                Ok(sample)
-            }
-        })
-        .join()
-        .unwrap_or_else(|_| Err(Error("the client thread panicked".into())))
+        s.spawn(f)
+            .join()
+            .unwrap_or_else(|_| Err(Error("the client thread panicked".into())))
     })
 }
 
@@ -217,9 +245,29 @@ pub fn run(common: &Common, _args: &Args) -> Result<Report, Error> {
         }
         Ok(())
     })?;
-    hang::unwatch();
     let (rows, failed) = rows(pairs);
-    let notes = format!("{failed}{}", goals(&rows));
+    let mut sections = vec![Section {
+        title: "Cross-process round trip (001 Table I's cross-address-space call), ns per \
+                call, arguments and result of the case's size"
+            .to_owned(),
+        headers: ("case", "system"),
+        rows,
+        ratios: vec![Ratio::to_system("vs spin floor", SPIN_FLOOR)],
+        notes: failed,
+    }];
+    sections.push(table2(&plan, cpus)?);
+    let plots = if common.write_docs {
+        crate::docs::results_dir()
+    } else {
+        std::env::temp_dir()
+    };
+    sections.extend(figures::sections(&sweep(&plan, cpus)?, &plots));
+    sections.push(sleeping_server(&plan, cpus)?);
+    hang::unwatch();
+    let all: Vec<Row> = sections.iter().flat_map(|s| s.rows.clone()).collect();
+    if let Some(last) = sections.last_mut() {
+        last.notes.push_str(&goals(&all));
+    }
     Ok(Report {
         doc: EXPERIMENT,
         title: format!(
@@ -229,16 +277,61 @@ pub fn run(common: &Common, _args: &Args) -> Result<Report, Error> {
             affinity::name(cpus.0),
             affinity::name(cpus.1)
         ),
-        sections: vec![Section {
-            title: "Cross-process round trip (001 Table I's cross-address-space call), ns per \
-                    call, arguments and result of the case's size"
-                .to_owned(),
-            headers: ("case", "system"),
-            rows,
-            ratios: vec![Ratio::to_system("vs spin floor", SPIN_FLOOR)],
-            notes,
-        }],
+        sections,
     })
+}
+
+/// 001 Table II: a warm-up run, then `plan.runs` of [`breakdown`].
+fn table2(plan: &Plan, cpus: (Option<usize>, Option<usize>)) -> Result<Section, Error> {
+    let (mut runs, mut failures) = (Vec::new(), Vec::new());
+    interleaved(plan.runs, 1, 1, |t| {
+        hang::watch("urpc Table II", Duration::from_secs(60));
+        match on_thread(|| breakdown::run_once(&plan.budget, cpus)) {
+            Ok(r) if !t.warmup() => runs.push(r),
+            Ok(_) => {}
+            Err(e) => failures.push(e.0),
+        }
+        Ok(())
+    })?;
+    Ok(breakdown::section(&runs, &failures))
+}
+
+/// 001 Figures 3-4: a warm-up run, then `plan.runs` sweeps of T.
+fn sweep(plan: &Plan, cpus: (Option<usize>, Option<usize>)) -> Result<figures::Sweep, Error> {
+    let mut sweep = figures::Sweep::new();
+    let (warmup, timed) = plan.sweep;
+    interleaved(plan.runs, 1, 1, |t| {
+        hang::watch("urpc Figures 3-4", Duration::from_secs(60));
+        let order = figures::order(t.round);
+        match on_thread(|| figures::run_once(order, warmup, timed, cpus)) {
+            Ok(points) if !t.warmup() => sweep.add(&points),
+            Ok(_) => {}
+            Err(e) => sweep.failures.push(e.0),
+        }
+        Ok(())
+    })?;
+    Ok(sweep)
+}
+
+/// The sleeping server beside futex shm, interleaved run by run.
+fn sleeping_server(plan: &Plan, cpus: (Option<usize>, Option<usize>)) -> Result<Section, Error> {
+    let mut results: [Vec<sleeping::Slept>; 2] = Default::default();
+    let mut failures = Vec::new();
+    interleaved(plan.runs, 1, 2, |t| {
+        hang::watch("urpc sleeping server", Duration::from_secs(60));
+        let n = plan.sleeping_calls;
+        let r = on_thread(|| match t.system {
+            0 => sleeping::ferry_run(n, cpus),
+            _ => sleeping::futex_run(n, cpus),
+        });
+        match r {
+            Ok(s) if !t.warmup() => results[t.system].push(s),
+            Ok(_) => {}
+            Err(e) => failures.push(format!("{}: {}", sleeping::SYSTEMS[t.system], e.0)),
+        }
+        Ok(())
+    })?;
+    Ok(sleeping::section(&results, &failures))
 }
 
 /// The rows (per case: `ferry`, then the peers) and a note per pair that
@@ -283,13 +376,6 @@ fn goals(rows: &[Row]) -> String {
     };
     let null = CASES[0].0;
     let mut out = String::from("goals (medians of this run):\n");
-    let Some(f) = median(null, ferry::SYSTEM) else {
-        out.push_str(
-            "  n/a without a ferry null call row: null call <= 2x spin floor, >= 100x faster \
-             than unix socket, faster than iceoryx2\n",
-        );
-        return out;
-    };
     let verdict = |met: bool| if met { "met" } else { "missed" };
     let mut line = |goal: &str, ratio: Option<(f64, bool)>| {
         let text = match ratio {
@@ -298,20 +384,41 @@ fn goals(rows: &[Row]) -> String {
         };
         let _ = writeln!(out, "  {goal}: {text}");
     };
-    let spin = median(null, SPIN_FLOOR).map(|s| (f / s, f <= 2.0 * s));
-    line("null call: ferry / spin floor <= 2", spin);
-    let unix = median(null, "unix socket").map(|u| (u / f, u >= 100.0 * f));
-    line("null call: unix socket / ferry >= 100", unix);
-    for (case, _) in CASES {
-        let ice = match (median(case, ferry::SYSTEM), median(case, "iceoryx2")) {
-            (Some(f), Some(i)) => Some((i / f, f < i)),
-            _ => None,
-        };
+    if let Some(f) = median(null, ferry::SYSTEM) {
+        let spin = median(null, SPIN_FLOOR).map(|s| (f / s, f <= 2.0 * s));
+        line("null call: ferry / spin floor <= 2", spin);
+        let unix = median(null, "unix socket").map(|u| (u / f, u >= 100.0 * f));
+        line("null call: unix socket / ferry >= 100", unix);
+        for (case, _) in CASES {
+            let ice = match (median(case, ferry::SYSTEM), median(case, "iceoryx2")) {
+                (Some(f), Some(i)) => Some((i / f, f < i)),
+                _ => None,
+            };
+            line(
+                &format!("{case}: ferry faster than iceoryx2 (iceoryx2 / ferry > 1)"),
+                ice,
+            );
+        }
+    } else {
         line(
-            &format!("{case}: ferry faster than iceoryx2 (iceoryx2 / ferry > 1)"),
-            ice,
+            "n/a without a ferry null call row: null call <= 2x spin floor, >= 100x faster \
+             than unix socket, faster than iceoryx2",
+            None,
         );
     }
+    let rate = |t| {
+        rows.iter()
+            .find(|r| r.case == figures::pipelined(t) && r.unit == figures::RATE)
+            .and_then(Row::median)
+    };
+    let pipe = rate(1)
+        .zip(rate(2))
+        .map(|(t1, t2)| figures::pipeline_ratio(t1, t2));
+    line("pipelined: T=2 calls/s / T=1 calls/s >= 1.7", pipe);
+    let sleep = median(sleeping::CASE, ferry::SYSTEM)
+        .zip(median(sleeping::CASE, "futex shm"))
+        .map(|(f, u)| (f / u, f <= 1.5 * u));
+    line("sleeping server: ferry / futex shm <= 1.5", sleep);
     out
 }
 
@@ -331,6 +438,7 @@ mod tests {
             "{}",
             goals(&rows)
         );
+        assert!(goals(&rows).contains("T=1 calls/s >= 1.7: n/a"));
     }
 
     #[test]
@@ -363,6 +471,39 @@ mod tests {
             g.contains("call 1MB: ferry faster than iceoryx2 (iceoryx2 / ferry > 1): n/a"),
             "{g}"
         );
+        let mut more = rows.clone();
+        more.extend([
+            Row::new(
+                EXPERIMENT,
+                "pipelined T=1",
+                figures::SETUP,
+                figures::RATE,
+                vec![1e6; 5],
+                1,
+            ),
+            Row::new(
+                EXPERIMENT,
+                "pipelined T=2",
+                figures::SETUP,
+                figures::RATE,
+                vec![1.6e6; 5],
+                1,
+            ),
+            Row::new(
+                EXPERIMENT,
+                "pipelined T=2",
+                figures::SETUP,
+                Unit::Ns,
+                vec![9.0; 5],
+                1,
+            ),
+            row("sleeping server", "ferry", 30_000.0),
+            row("sleeping server", "futex shm", 25_000.0),
+        ]);
+        let g = goals(&more);
+        assert!(g.contains("T=1 calls/s >= 1.7: missed (1.60x)"), "{g}");
+        assert!(g.contains("futex shm <= 1.5: met (1.20x)"), "{g}");
+        assert!(goals(&rows).contains("futex shm <= 1.5: n/a"));
         let slow = vec![
             row("null call", "spin floor", 100.0),
             row("null call", "ferry", 201.0),
@@ -417,5 +558,7 @@ mod tests {
         let full = Plan::new(&Common::default()).unwrap();
         assert_eq!((quick.runs, full.runs), (5, 7));
         assert!(quick.budget.timed < full.budget.timed);
+        assert!(quick.sweep.1 < full.sweep.1);
+        assert!(quick.sleeping_calls < full.sleeping_calls);
     }
 }

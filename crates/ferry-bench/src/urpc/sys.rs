@@ -176,6 +176,18 @@ pub fn die_with_parent(parent: libc::pid_t) -> io::Result<()> {
     Ok(())
 }
 
+/// CLOCK_MONOTONIC in ns: one clock for every process of the machine, so
+/// a reading in the server can be set against one in the client.
+pub fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the call.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// This process's id.
 pub fn pid() -> libc::pid_t {
     // SAFETY: getpid has no preconditions.
@@ -195,6 +207,14 @@ mod tests {
         // SAFETY: offset 100 is inside b's 4096-byte mapping.
         assert_eq!(unsafe { b.base().add(100).read() }, 7);
         assert!(Shared::open(a.fd().try_clone_to_owned().unwrap(), 8192).is_err());
+    }
+
+    #[test]
+    fn the_clock_moves_on_in_ns() {
+        let a = mono_ns();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let b = mono_ns();
+        assert!(b - a >= 2_000_000 && b - a < 10_000_000_000, "{a} {b}");
     }
 
     #[test]
