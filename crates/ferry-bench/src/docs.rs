@@ -14,13 +14,14 @@ use std::path::{Path, PathBuf};
 use crate::report::{Error, Report};
 
 /// The template of each page, by `doc` name.
-const TEMPLATES: [(&str, &str); 6] = [
+const TEMPLATES: [(&str, &str); 7] = [
     ("queues", include_str!("../templates/queues.md")),
     ("switch", include_str!("../templates/switch.md")),
     ("threads", include_str!("../templates/threads.md")),
     ("capi", include_str!("../templates/capi.md")),
     ("upcalls", include_str!("../templates/upcalls.md")),
     ("urpc", include_str!("../templates/urpc.md")),
+    ("scale", include_str!("../templates/scale.md")),
 ];
 
 /// The workspace root (where `docs/` lives).

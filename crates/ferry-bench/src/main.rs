@@ -29,6 +29,7 @@ mod plot;
 mod queues;
 mod report;
 mod row;
+mod scale;
 mod switch;
 mod thread_ops;
 mod threads;
@@ -70,6 +71,10 @@ enum Command {
     /// under processor disruptions (004 Figure 2, plotted), partial against
     /// full context switch (Synthesis Table 4) [runs: 5, 3 with --quick]
     Upcalls(upcalls::Args),
+    /// ns per thread to spawn N threads that block on one gate, and to wake
+    /// and join them; resident bytes per blocked thread; ferry against Go
+    /// and Tokio at N = 10k and 100k [runs: 7, at least 5]
+    Scale(scale::Args),
     /// ns per cross-process round trip (URPC Table I): null call and
     /// calls of 32 B to 1 MB, against a spinning floor, a Unix socket,
     /// pipes, futexes in shared memory and iceoryx2 [runs: 7, at least 5]
@@ -85,6 +90,7 @@ impl Command {
             Command::Queues(_) => "queues",
             Command::Switch(_) => "switch",
             Command::Threads(_) => "threads",
+            Command::Scale(_) => "scale",
             Command::Upcalls(_) => "upcalls",
             Command::Urpc(_) => "urpc",
             Command::UrpcServe(_) => "urpc-serve",
@@ -96,6 +102,7 @@ impl Command {
             Command::Queues(a) => &a.common,
             Command::Switch(a) => &a.common,
             Command::Threads(a) => &a.common,
+            Command::Scale(a) => &a.common,
             Command::Upcalls(a) => &a.common,
             Command::Urpc(a) => &a.common,
             Command::UrpcServe(a) => &a.common,
@@ -115,6 +122,7 @@ fn main() -> ExitCode {
         Command::Queues(args) => queues::run(common, args),
         Command::Switch(args) => switch::run(common, args),
         Command::Threads(args) => threads::run(common, args),
+        Command::Scale(args) => scale::run(common, args),
         Command::Upcalls(args) => upcalls::run(common, args),
         Command::Urpc(args) => urpc::run(common, args),
         Command::UrpcServe(args) => return urpc::serve_main(args),

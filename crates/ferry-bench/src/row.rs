@@ -21,6 +21,8 @@ pub enum Unit {
     Ns,
     /// A count (events, calls), or a ratio of counts.
     Count,
+    /// Bytes (of memory).
+    Bytes,
     /// Something per second; the name says what (e.g. `"round trips/s"`).
     Rate(&'static str),
 }
@@ -31,19 +33,21 @@ impl Unit {
         match self {
             Unit::Ns => "ns",
             Unit::Count => "count",
+            Unit::Bytes => "bytes",
             Unit::Rate(name) => name,
         }
     }
 
     /// A number in this unit for a table: ns with 2 decimals below 1000,
-    /// else whole; counts whole (2 decimals if fractional); rates whole.
+    /// else whole; counts whole (2 decimals if fractional); rates and
+    /// bytes whole.
     pub fn format(self, x: f64) -> String {
         match self {
             Unit::Ns if x >= 1000.0 => format!("{x:.0}"),
             Unit::Ns => format!("{x:.2}"),
             Unit::Count if x.fract() == 0.0 => format!("{x:.0}"),
             Unit::Count => format!("{x:.2}"),
-            Unit::Rate(_) => format!("{x:.0}"),
+            Unit::Rate(_) | Unit::Bytes => format!("{x:.0}"),
         }
     }
 }

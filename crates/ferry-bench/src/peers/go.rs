@@ -35,9 +35,15 @@ impl Drop for Program {
 /// Builds the program with the installed `go` (offline: `GOPROXY=off`,
 /// `GOTOOLCHAIN=local`). `Err` says why there is none.
 pub fn build() -> Result<Program, String> {
-    let dir = std::env::temp_dir().join(format!("ferry-bench-threads-{}", std::process::id()));
+    build_in(&source_dir(), "threads")
+}
+
+/// Builds the Go program whose source is in `src` (offline, as
+/// [`build`]) into a temporary directory named after `name`.
+pub fn build_in(src: &Path, name: &str) -> Result<Program, String> {
+    let dir = std::env::temp_dir().join(format!("ferry-bench-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
-    let bin = dir.join("threads-go");
+    let bin = dir.join(format!("{name}-go"));
     let program = Program {
         dir,
         bin: bin.clone(),
@@ -47,7 +53,7 @@ pub fn build() -> Result<Program, String> {
         .arg("-o")
         .arg(&bin)
         .arg(".")
-        .current_dir(source_dir())
+        .current_dir(src)
         .env("GOTOOLCHAIN", "local")
         .env("GOPROXY", "off")
         .output()
@@ -62,6 +68,11 @@ pub fn build() -> Result<Program, String> {
 }
 
 impl Program {
+    /// The built executable.
+    pub fn path(&self) -> &Path {
+        &self.bin
+    }
+
     /// One timed run of `kind` with `n` operations and `GOMAXPROCS=procs`:
     /// `(row, ns per op)` for each row the kind has.
     pub fn run(&self, kind: Kind, n: u64, procs: usize) -> Result<Vec<(Op, f64)>, String> {

@@ -1,0 +1,3 @@
+module ferry-bench/scale
+
+go 1.22

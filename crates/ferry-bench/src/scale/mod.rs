@@ -1,0 +1,294 @@
+//! The `scale` experiment: what a blocked thread costs when there are many
+//! of them. `N` threads (goroutines, tasks) are spawned and each blocks on
+//! one gate; the time from the first spawn until all are blocked is
+//! `spawn+block`, the time from opening the gate until all are joined is
+//! `wake+join`, both per thread; and the resident memory plus page tables
+//! (`VmRSS` + `VmPTE` of `/proc/self/status`) gained while they are blocked,
+//! per thread.
+//!
+//! | system | the threads | the gate |
+//! |--------|-------------|----------|
+//! | `ferry P=1`, `ferry P=2` | `ferry::thread::Builder::spawn` on a runtime of 1 or 2 processors | `ferry::sync::Mutex` + `Condvar` (`notify_all`), joined by handle ([`ferry`]) |
+//! | `go P=1`, `go P=2` | goroutines, `GOMAXPROCS` 1 or 2 | a channel that is closed; `sync.WaitGroup`s count them in and out ([`peers`]) |
+//! | `tokio` | tasks on a multi-thread runtime of 2 workers | `tokio::sync::Notify::notify_waiters`, joined by handle ([`peers`]) |
+//!
+//! `N` = 1,000,000 is left out (see [`LEFT_OUT`]). This module owns the
+//! schedule, the rows and the goal lines; the systems' runs are in
+//! [`ferry`] and [`peers`].
+
+mod ferry;
+mod peers;
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use crate::common::{Common, MEDIAN_OF_FIVE};
+use crate::measure::interleaved;
+use crate::report::{Error, Ratio, Report, Section};
+use crate::row::{Row, Unit};
+
+/// The experiment's name.
+const EXPERIMENT: &str = "scale";
+
+/// The thread counts measured.
+pub const COUNTS: [usize; 2] = [10_000, 100_000];
+
+/// Why `N` = 1,000,000 is not measured.
+pub const LEFT_OUT: &str = "N=1M left out: at the N=100k rates one ferry run of 1M threads \
+     takes about 13 s (spawn+block plus wake+join) and 5 GB resident, and Go's about 3 s and \
+     2.8 GB; 8 rounds of 5 systems would not keep the default run under a minute";
+
+/// `scale` arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// What every experiment takes.
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// One run of one system at one `N`: per-thread times and, where measured,
+/// resident bytes per blocked thread.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    /// Threads in the run.
+    pub n: usize,
+    /// ns per thread from the first spawn to all blocked.
+    pub spawn_ns: f64,
+    /// ns per thread from opening the gate to all joined.
+    pub join_ns: f64,
+    /// Resident bytes plus page tables gained per blocked thread.
+    pub bytes: Option<f64>,
+}
+
+impl Sample {
+    /// A sample of `n` threads from the two durations and the
+    /// `(before, after)` resident bytes.
+    pub fn new(n: usize, spawn: Duration, join: Duration, rss: Option<(u64, u64)>) -> Sample {
+        let per = |d: Duration| d.as_nanos() as f64 / n as f64;
+        Sample {
+            n,
+            spawn_ns: per(spawn),
+            join_ns: per(join),
+            bytes: rss.map(|(before, after)| (after as f64 - before as f64) / n as f64),
+        }
+    }
+}
+
+/// A system of the experiment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum System {
+    /// ferry on this many processors.
+    Ferry(usize),
+    /// Go with this `GOMAXPROCS`.
+    Go(usize),
+    /// Tokio, [`peers::TOKIO_WORKERS`] workers.
+    Tokio,
+}
+
+/// The systems, in print order.
+pub const SYSTEMS: [System; 5] = [
+    System::Ferry(1),
+    System::Ferry(2),
+    System::Go(1),
+    System::Go(2),
+    System::Tokio,
+];
+
+impl System {
+    /// The row label.
+    pub fn label(self) -> String {
+        match self {
+            System::Ferry(p) => format!("ferry P={p}"),
+            System::Go(p) => format!("go P={p}"),
+            System::Tokio => "tokio".to_owned(),
+        }
+    }
+}
+
+/// `10k`, `100k`, `1M`.
+pub fn count_label(n: usize) -> String {
+    match n {
+        n if n >= 1_000_000 && n % 1_000_000 == 0 => format!("{}M", n / 1_000_000),
+        n if n >= 1_000 && n % 1_000 == 0 => format!("{}k", n / 1_000),
+        n => n.to_string(),
+    }
+}
+
+/// What the runs found: the samples of each (N, system), and why a pair
+/// has none (its first error).
+pub type Found = HashMap<(usize, System), Result<Vec<Sample>, String>>;
+
+/// Runs the experiment.
+pub fn run(common: &Common, _args: &Args) -> Result<Report, Error> {
+    let runs = common.runs(MEDIAN_OF_FIVE)?;
+    let go = peers::build_go();
+    let mut found: Found = HashMap::new();
+    interleaved(runs, COUNTS.len(), SYSTEMS.len(), |turn| {
+        let (n, system) = (COUNTS[turn.case], SYSTEMS[turn.system]);
+        let slot = found.entry((n, system)).or_insert_with(|| Ok(Vec::new()));
+        let Ok(samples) = slot else {
+            return Ok(());
+        };
+        let sample = match (system, &go) {
+            (System::Ferry(p), _) => ferry::run(n, p),
+            (System::Go(p), Ok(program)) => peers::run_go(program, n, p),
+            (System::Go(_), Err(why)) => Err(why.clone()),
+            (System::Tokio, _) => peers::run_tokio(n),
+        };
+        match sample {
+            Ok(s) if !turn.warmup() => samples.push(s),
+            Ok(_) => {}
+            Err(why) => *slot = Err(why),
+        }
+        Ok(())
+    })?;
+    Ok(report(&found))
+}
+
+/// The report of what the runs found: a time section (two cases per N,
+/// ratios to Go) and a memory section (ferry and Go), with goal lines.
+pub fn report(found: &Found) -> Report {
+    let mut time = Vec::new();
+    let mut memory = Vec::new();
+    for &n in &COUNTS {
+        let label = count_label(n);
+        for (case, pick) in [
+            (
+                "spawn+block",
+                (|s: &Sample| Some(s.spawn_ns)) as fn(&Sample) -> Option<f64>,
+            ),
+            ("wake+join", |s: &Sample| Some(s.join_ns)),
+        ] {
+            for system in SYSTEMS {
+                time.push(row(
+                    found,
+                    n,
+                    system,
+                    format!("{case} N={label}"),
+                    Unit::Ns,
+                    pick,
+                ));
+            }
+        }
+        for system in SYSTEMS.into_iter().filter(|s| *s != System::Tokio) {
+            memory.push(row(
+                found,
+                n,
+                system,
+                format!("blocked N={label}"),
+                Unit::Bytes,
+                |s| s.bytes,
+            ));
+        }
+    }
+    let time_notes = goals(&time, "time per thread");
+    let mut memory_notes = goals(&memory, "resident + page tables per blocked thread");
+    let _ = writeln!(memory_notes, "{LEFT_OUT}");
+    Report {
+        doc: EXPERIMENT,
+        title: String::new(),
+        sections: vec![
+            Section {
+                title: "ns per thread: spawn N threads that each block on one gate; open it and join all"
+                    .into(),
+                rows: time,
+                ratios: vec![
+                    Ratio::to_system("vs go P=1", "go P=1"),
+                    Ratio::to_system("vs go P=2", "go P=2"),
+                ],
+                notes: time_notes,
+                ..Section::default()
+            },
+            Section {
+                title: "resident bytes + page tables per blocked thread (VmRSS + VmPTE growth)"
+                    .into(),
+                rows: memory,
+                ratios: vec![
+                    Ratio::to_system("vs go P=1", "go P=1"),
+                    Ratio::to_system("vs go P=2", "go P=2"),
+                ],
+                notes: memory_notes,
+                ..Section::default()
+            },
+        ],
+    }
+}
+
+/// The row of `system` at `n`: `pick` of each sample, or absent.
+fn row(
+    found: &Found,
+    n: usize,
+    system: System,
+    case: String,
+    unit: Unit,
+    pick: fn(&Sample) -> Option<f64>,
+) -> Row {
+    let label = system.label();
+    match found.get(&(n, system)) {
+        Some(Ok(samples)) => {
+            let values: Option<Vec<f64>> = samples.iter().map(pick).collect();
+            match values {
+                Some(v) if !v.is_empty() => Row::new(EXPERIMENT, case, label, unit, v, n as u64),
+                _ => Row::absent(EXPERIMENT, case, label, unit, "not measured"),
+            }
+        }
+        Some(Err(why)) => Row::absent(EXPERIMENT, case, label, unit, why.clone()),
+        None => Row::absent(EXPERIMENT, case, label, unit, "not run"),
+    }
+}
+
+/// One goal line per (case, P): ferry's median over Go's, at most 1 met.
+fn goals(rows: &[Row], what: &str) -> String {
+    let mut out = String::new();
+    let median = |case: &str, system: &str| {
+        rows.iter()
+            .find(|r| r.case == case && r.system == system)
+            .and_then(Row::median)
+    };
+    let mut cases: Vec<&str> = rows.iter().map(|r| r.case.as_str()).collect();
+    cases.dedup();
+    for case in cases {
+        for p in [1, 2] {
+            let (ferry, go) = (System::Ferry(p).label(), System::Go(p).label());
+            let verdict = match (median(case, &ferry), median(case, &go)) {
+                (Some(f), Some(g)) if g > 0.0 => {
+                    let r = f / g;
+                    format!("{r:.2}x ({})", if r <= 1.0 { "met" } else { "not met" })
+                }
+                _ => "not measured (not met)".to_owned(),
+            };
+            let _ = writeln!(out, "goal: {what}, {case}: {ferry} <= {go}: {verdict}");
+        }
+    }
+    out
+}
+
+/// Resident bytes plus page tables of this process.
+pub fn resident_bytes() -> Result<u64, String> {
+    let status = std::fs::read_to_string("/proc/self/status")
+        .map_err(|e| format!("cannot read /proc/self/status: {e}"))?;
+    parse_status(&status)
+}
+
+/// `VmRSS` + `VmPTE` (kB) of a `/proc/<pid>/status` text, in bytes.
+pub fn parse_status(status: &str) -> Result<u64, String> {
+    let field = |key: &str| -> Result<u64, String> {
+        let line = status
+            .lines()
+            .find(|l| l.starts_with(key))
+            .ok_or_else(|| format!("no {key} in /proc/self/status"))?;
+        match line[key.len()..].split_whitespace().collect::<Vec<_>>()[..] {
+            [kb, "kB"] => kb
+                .parse::<u64>()
+                .ok()
+                .and_then(|kb| kb.checked_mul(1024))
+                .ok_or_else(|| format!("bad {key} line: {line:?}")),
+            _ => Err(format!("bad {key} line: {line:?}")),
+        }
+    };
+    Ok(field("VmRSS:")? + field("VmPTE:")?)
+}
+
+#[cfg(test)]
+mod tests;

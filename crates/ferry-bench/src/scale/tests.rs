@@ -1,0 +1,142 @@
+//! Tests of `scale`'s non-timing logic.
+
+use super::*;
+
+#[test]
+fn status_gives_resident_plus_page_tables() {
+    let status = "Name:\tx\nVmRSS:\t    2048 kB\nVmPTE:\t      12 kB\nThreads:\t1\n";
+    assert_eq!(parse_status(status), Ok((2048 + 12) * 1024));
+    assert!(parse_status("VmRSS:\t1 kB\n").is_err());
+    assert!(parse_status("VmRSS:\tx kB\nVmPTE:\t1 kB\n").is_err());
+    assert!(parse_status("VmRSS:\t1 MB\nVmPTE:\t1 kB\n").is_err());
+}
+
+#[test]
+fn go_output_is_parsed_and_checked() {
+    let s = peers::parse_go("spawn_ns 300.5\njoin_ns 120.25\nbytes 2774.71\n", 10).unwrap();
+    assert_eq!(
+        s,
+        Sample {
+            n: 10,
+            spawn_ns: 300.5,
+            join_ns: 120.25,
+            bytes: Some(2774.71)
+        }
+    );
+    assert!(peers::parse_go("spawn_ns 1\njoin_ns 2\n", 10).is_err());
+    assert!(peers::parse_go("spawn_ns 1\njoin_ns 2\nbytes 3\nbytes 4\n", 10).is_err());
+    assert!(peers::parse_go("spawn_ns 1\njoin_ns x\nbytes 3\n", 10).is_err());
+    assert!(peers::parse_go("spawn_ns 1\njoin_ns NaN\nbytes 3\n", 10).is_err());
+    assert!(peers::parse_go("spawn_ns 1 2\n", 10).is_err());
+    assert!(peers::parse_go("other 1\n", 10).is_err());
+}
+
+#[test]
+fn a_sample_is_per_thread() {
+    let s = Sample::new(
+        4,
+        Duration::from_nanos(400),
+        Duration::from_nanos(80),
+        Some((1000, 5000)),
+    );
+    assert_eq!(
+        (s.spawn_ns, s.join_ns, s.bytes),
+        (100.0, 20.0, Some(1000.0))
+    );
+    assert_eq!(count_label(10_000), "10k");
+    assert_eq!(count_label(1_000_000), "1M");
+    assert_eq!(count_label(1_500), "1500");
+}
+
+fn sample(spawn_ns: f64, join_ns: f64, bytes: Option<f64>) -> Sample {
+    Sample {
+        n: 10,
+        spawn_ns,
+        join_ns,
+        bytes,
+    }
+}
+
+#[test]
+fn report_has_rows_ratios_absent_reasons_and_goals() {
+    let mut found: Found = HashMap::new();
+    let n = COUNTS[0];
+    found.insert(
+        (n, System::Ferry(1)),
+        Ok(vec![sample(100.0, 50.0, Some(9000.0)); 3]),
+    );
+    found.insert(
+        (n, System::Go(1)),
+        Ok(vec![sample(200.0, 40.0, Some(3000.0)); 3]),
+    );
+    found.insert((n, System::Ferry(2)), Err("spawn failed".into()));
+    found.insert((n, System::Tokio), Ok(vec![sample(80.0, 30.0, None); 3]));
+    let r = report(&found);
+    assert_eq!(r.sections.len(), 2);
+    let time = &r.sections[0];
+    assert_eq!(time.rows.len(), COUNTS.len() * 2 * SYSTEMS.len());
+    let find = |rows: &[Row], case: &str, system: &str| {
+        rows.iter()
+            .find(|r| r.case == case && r.system == system)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(
+        find(&time.rows, "spawn+block N=10k", "ferry P=1").median(),
+        Some(100.0)
+    );
+    assert_eq!(
+        find(&time.rows, "wake+join N=10k", "go P=1").median(),
+        Some(40.0)
+    );
+    assert_eq!(
+        find(&time.rows, "wake+join N=10k", "ferry P=2").absent_reason(),
+        Some("spawn failed")
+    );
+    assert_eq!(
+        find(&time.rows, "spawn+block N=100k", "go P=1").absent_reason(),
+        Some("not run")
+    );
+    assert!(
+        time.notes
+            .contains("spawn+block N=10k: ferry P=1 <= go P=1: 0.50x (met)"),
+        "{}",
+        time.notes
+    );
+    assert!(
+        time.notes
+            .contains("wake+join N=10k: ferry P=1 <= go P=1: 1.25x (not met)"),
+        "{}",
+        time.notes
+    );
+    assert!(
+        time.notes
+            .contains("ferry P=2 <= go P=2: not measured (not met)"),
+        "{}",
+        time.notes
+    );
+    let memory = &r.sections[1];
+    assert!(
+        memory
+            .rows
+            .iter()
+            .all(|r| r.system != "tokio" && r.unit == Unit::Bytes)
+    );
+    assert_eq!(
+        find(&memory.rows, "blocked N=10k", "ferry P=1").median(),
+        Some(9000.0)
+    );
+    assert!(
+        memory
+            .notes
+            .contains("blocked N=10k: ferry P=1 <= go P=1: 3.00x (not met)"),
+        "{}",
+        memory.notes
+    );
+    assert!(memory.notes.contains("N=1M left out"));
+    let text = r.text();
+    assert!(
+        text.contains("vs go P=1") && text.contains("0.50x"),
+        "{text}"
+    );
+}
