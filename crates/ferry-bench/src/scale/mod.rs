@@ -36,8 +36,9 @@ pub const COUNTS: [usize; 2] = [10_000, 100_000];
 
 /// Why `N` = 1,000,000 is not measured.
 pub const LEFT_OUT: &str = "N=1M left out: at the N=100k rates one ferry run of 1M threads \
-     takes about 13 s (spawn+block plus wake+join) and 5 GB resident, and Go's about 3 s and \
-     2.8 GB; 8 rounds of 5 systems would not keep the default run under a minute";
+     takes about 12 s on one processor and 30 s on two (spawn+block plus wake+join) and 5 GB \
+     resident, Go's about 3 s and 2.8 GB; 8 rounds of 5 systems would not keep the default run \
+     under a minute";
 
 /// `scale` arguments.
 #[derive(Debug, Clone, clap::Args)]
