@@ -147,8 +147,8 @@ impl Sources {
     /// processor's every [`Sources::TICKS`]-th switch, a yield, a pass of
     /// the scheduler loop). Loads only, inline; [`Sources::deliver`] is
     /// called only when this says so, so that the switch path keeps no
-    /// delivery state.
-    /// The polled entries are asked at every switch, through `local`.
+    /// delivery state. The polled entries are asked at every switch,
+    /// through this processor's list, `local`.
     #[inline(always)]
     pub(crate) fn ready(&self, all: bool, local: &mut Local) -> bool {
         let mut ready = false;

@@ -22,8 +22,9 @@
 //! A processor's [`Local`] holds `Arc`s of the entries it saw at its last
 //! refresh; an entry dropped from the registry is freed when the last
 //! processor that saw it refreshes. [`Polling::unregister`] returns after
-//! bumping the version; its caller wakes the sleeping processors so that
-//! they refresh and let go promptly.
+//! bumping the version; the runtime (`Set::add_polled`,
+//! `Set::remove_polled`) wakes every processor after a change, so that
+//! each refreshes promptly: to let go, or to wait on a new doorbell.
 //!
 //! # Doorbells
 //!

@@ -18,12 +18,14 @@
 use std::any::Any;
 use std::cell::UnsafeCell;
 use std::ops::Range;
+use std::sync::Arc;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use super::Processor;
 use super::idle_set::IdleSet;
 use crate::event::Sources;
+use crate::event::polled::Polled;
 use crate::event::stats::Counters;
 use crate::sched::Injector;
 
@@ -160,9 +162,24 @@ impl Set {
         }
     }
 
+    /// Adds a polled entry (an `rpc` channel) to the runtime's sources.
+    /// Every processor is woken to look again: one asleep since before the
+    /// entry existed does not wait on its doorbell.
+    pub(crate) fn add_polled(&self, entry: Arc<dyn Polled>) {
+        self.sources.polled.register(entry);
+        self.wake_all();
+    }
+
+    /// Drops a polled entry; every processor is woken to let go of it at
+    /// its next look.
+    pub(crate) fn remove_polled(&self, entry: &Arc<dyn Polled>) {
+        self.sources.polled.unregister(entry);
+        self.wake_all();
+    }
+
     /// Wakes every processor that sleeps in `idle` (each looks at its
-    /// sources again: a polled entry was added or dropped).
-    pub(crate) fn wake_all(&self) {
+    /// sources again).
+    fn wake_all(&self) {
         for p in self.processors.iter() {
             p.wake();
         }

@@ -378,10 +378,7 @@ impl Drop for Connection {
         watch::unwatch(&self.watch);
         self.chan.mem.close(Side::Client);
         self.chan.break_channel();
-        let sources = &self.runtime.shared().sources;
-        sources.polled.unregister(&self.entry);
-        // Every processor lets go of the channel at its next look.
-        self.runtime.shared().wake_all();
+        self.runtime.shared().remove_polled(&self.entry);
     }
 }
 
@@ -408,10 +405,7 @@ impl Client {
         let chan = Arc::new(ClientChan::new(mem)?);
         let watch = watch::watch(chan.clone(), chan.mem.peer().pid, chan.mem.socket())?;
         let entry: Arc<dyn Polled> = chan.clone();
-        runtime.shared().sources.polled.register(entry.clone());
-        // Processors asleep since before this channel must wait on its
-        // doorbell too: they look again.
-        runtime.shared().wake_all();
+        runtime.shared().add_polled(entry.clone());
         Ok(Client {
             inner: Arc::new(Connection {
                 chan,

@@ -265,9 +265,7 @@ impl Shared {
         watch::unwatch(&b.watch);
         b.chan.close();
         b.chan.mem.close(Side::Server);
-        self.runtime.shared().sources.polled.unregister(&b.entry);
-        // Every processor lets go of the channel at its next look.
-        self.runtime.shared().wake_all();
+        self.runtime.shared().remove_polled(&b.entry);
     }
 
     fn bind_one(self: &Arc<Self>, policy: &Policy<'_>) -> Result<()> {
@@ -284,10 +282,7 @@ impl Shared {
         )?);
         let watch = watch::watch(chan.clone(), chan.mem.peer().pid, chan.mem.socket())?;
         let entry: Arc<dyn Polled> = Arc::new(Entry(chan.clone()));
-        self.runtime.shared().sources.polled.register(entry.clone());
-        // Processors asleep since before this channel must wait on its
-        // doorbell too: they look again.
-        self.runtime.shared().wake_all();
+        self.runtime.shared().add_polled(entry.clone());
         self.accepted.fetch_add(1, Relaxed);
         self.bound
             .lock()
