@@ -211,28 +211,12 @@ impl ClientChan {
     /// (no park, no switch, no wake when the answer comes quickly).
     #[inline]
     fn spin_for_reply(&self, w: &Waiter) {
-        if !crate::thread::may_spin() {
-            return;
-        }
-        let Some(budget) = Handle::try_current().map(|h| h.shared().sources.polled.spin_budget())
-        else {
-            return;
-        };
-        let start = Instant::now();
-        let mut i = 0u32;
-        loop {
+        crate::thread::spin_for(|| {
             if !self.replies_seen.is_empty() {
                 self.take_replies();
             }
-            if w.word.outcome() != Outcome::Waiting {
-                return;
-            }
-            i = i.wrapping_add(1);
-            if i.is_multiple_of(64) && (start.elapsed() >= budget || !crate::thread::may_spin()) {
-                return;
-            }
-            std::hint::spin_loop();
-        }
+            (w.word.outcome() != Outcome::Waiting).then_some(())
+        });
     }
 
     /// The caller's deadline passed: its waiter went from `WAITING` to

@@ -139,40 +139,30 @@ impl ServerChan {
     /// takes the next call itself (no poller, no pool hand-off, no wake),
     /// handing any further ones to the pool.
     fn next_call(self: &Arc<Self>) -> Option<u32> {
-        if !crate::thread::may_spin() {
-            return None;
-        }
-        let budget = Handle::try_current()?.shared().sources.polled.spin_budget();
-        let start = std::time::Instant::now();
-        let mut i = 0u32;
-        loop {
+        crate::thread::spin_for(|| {
             if self.closed.load(Relaxed) {
+                return Some(None);
+            }
+            if self.calls_seen.is_empty() {
                 return None;
             }
-            if !self.calls_seen.is_empty()
-                && let Some(calls) = self.calls.try_lock()
-            {
-                let first = match calls.try_pop() {
-                    Ok(Some(index)) => index,
-                    Ok(None) => return None,
-                    Err(_) => {
-                        drop(calls);
-                        self.close();
-                        return None;
-                    }
-                };
-                drop(calls);
-                if !self.calls_seen.is_empty() {
-                    self.take_calls();
+            let calls = self.calls.try_lock()?;
+            let first = match calls.try_pop() {
+                Ok(Some(index)) => index,
+                Ok(None) => return Some(None),
+                Err(_) => {
+                    drop(calls);
+                    self.close();
+                    return Some(None);
                 }
-                return Some(first);
+            };
+            drop(calls);
+            if !self.calls_seen.is_empty() {
+                self.take_calls();
             }
-            i = i.wrapping_add(1);
-            if i.is_multiple_of(64) && (start.elapsed() >= budget || !crate::thread::may_spin()) {
-                return None;
-            }
-            std::hint::spin_loop();
-        }
+            Some(Some(first))
+        })
+        .flatten()
     }
 
     fn take_calls(self: &Arc<Self>) {

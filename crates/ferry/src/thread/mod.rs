@@ -122,10 +122,39 @@ pub fn yield_now() {
 /// Whether the calling ferry thread may spin a while instead of parking:
 /// it runs on a processor that has no other thread ready. `false` off a
 /// ferry thread.
-pub(crate) fn may_spin() -> bool {
+fn may_spin() -> bool {
     crate::upcall::enter()
         .filter(|e| e.p.in_thread(&e.tok))
         .is_some_and(|mut e| !e.p.others_ready(e.tok.rb()))
+}
+
+/// Spins calling `look` until it answers, for at most the runtime's
+/// polled-entry spin budget and only while the calling ferry thread's
+/// processor has no other thread ready (asked again every 64 looks):
+/// what a thread does instead of parking when its answer is likely to
+/// come within the budget. `None` if it gave up (or is not on a ferry
+/// thread).
+pub(crate) fn spin_for<T>(mut look: impl FnMut() -> Option<T>) -> Option<T> {
+    if !may_spin() {
+        return None;
+    }
+    let budget = crate::runtime::Handle::try_current()?
+        .shared()
+        .sources
+        .polled
+        .spin_budget();
+    let start = std::time::Instant::now();
+    let mut i = 0u32;
+    loop {
+        if let Some(answer) = look() {
+            return Some(answer);
+        }
+        i = i.wrapping_add(1);
+        if i.is_multiple_of(64) && (start.elapsed() >= budget || !may_spin()) {
+            return None;
+        }
+        std::hint::spin_loop();
+    }
 }
 
 /// Blocks the calling thread until it gets a wakeup token (see
