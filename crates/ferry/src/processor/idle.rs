@@ -133,6 +133,8 @@ impl Processor {
         {
             shared.sleeper_exit(self.index);
             self.willing_to_yield.store(false, Relaxed);
+            // The monitor may have seen us willing and parked.
+            shared.host().woke();
             return;
         }
         let mut looked = !shared.host().watches_deadlocks();

@@ -19,7 +19,7 @@ use std::any::Any;
 use std::cell::UnsafeCell;
 use std::ops::Range;
 use std::sync::Arc;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use super::Processor;
@@ -234,9 +234,10 @@ impl Set {
     }
 
     /// Marks the runtime shut down (the caller then wakes every kernel
-    /// thread that waits).
+    /// thread that waits). `SeqCst`: the untimed waits of pooled spares and
+    /// the monitor rely on it (`Activation::wait`, `Monitor::park`).
     pub(crate) fn mark_shut_down(&self) {
-        self.shutdown.store(true, Release);
+        self.shutdown.store(true, SeqCst);
     }
 
     pub(crate) fn spin_tries(&self) -> u32 {

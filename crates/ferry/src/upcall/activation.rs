@@ -98,14 +98,14 @@
 use std::cell::{Cell, UnsafeCell};
 use std::fs::File;
 use std::ptr;
-use std::sync::Arc;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize};
+use std::sync::{Arc, PoisonError};
 use std::time::Instant;
 
 use super::Posted;
 use super::Words;
-use super::pool::{decode, encode};
+use super::pool::{RETIRE_AFTER, decode, encode};
 use crate::arch::Context;
 use crate::header::{Header, Thread};
 use crate::processor::{Driver, NO_CORE, OwnerToken, Processor, RunEnd, STOPPED, STOPPING};
@@ -229,8 +229,8 @@ pub(crate) struct Activation {
     /// before `LOCAL` names it: how `raise` tells that the code raising the
     /// count still runs on this kernel thread.
     pub(super) home: AtomicUsize,
-    /// Its `/proc` stat file, for the monitor.
-    stat: std::sync::OnceLock<File>,
+    /// Its `/proc` stat file, for the monitor; closed when it retires.
+    stat: std::sync::Mutex<Option<File>>,
     /// The CPU it is pinned to, `NO_CORE` for every allowed CPU, or
     /// `PIN_UNKNOWN` until it first pins itself (a new kernel thread
     /// inherits its creator's mask): written by its own kernel thread, or
@@ -270,7 +270,7 @@ impl Activation {
             wake: AtomicU32::new(0),
             tid: AtomicU32::new(0),
             home: AtomicUsize::new(0),
-            stat: std::sync::OnceLock::new(),
+            stat: std::sync::Mutex::new(None),
             pinned: AtomicUsize::new(PIN_UNKNOWN),
             class: AtomicU8::new(SchedClass::Normal as u8),
         }
@@ -294,7 +294,7 @@ impl Activation {
 
     /// What the kernel says this activation's kernel thread is doing.
     pub(crate) fn task_state(&self) -> sys::TaskState {
-        match self.stat.get() {
+        match &*self.stat.lock().unwrap_or_else(PoisonError::into_inner) {
             Some(f) => sys::task_state(f),
             None => sys::TaskState::Other,
         }
@@ -317,9 +317,7 @@ impl Activation {
         // Its timed sleeps (the watch's ticks, a stand-in's waits) end
         // within a microsecond of their deadline.
         sys::set_timer_slack(1_000);
-        if let Some(f) = sys::open_own_stat() {
-            let _ = self.stat.set(f);
-        }
+        *self.stat.lock().unwrap_or_else(PoisonError::into_inner) = sys::open_own_stat();
         loop {
             let assignment = match next.take() {
                 Some(a) => a,
@@ -403,10 +401,22 @@ impl Activation {
         LOCAL.with(|l| l.set(ptr::null()));
     }
 
-    /// Waits in the pool for an assignment; `None` at shutdown.
+    /// Waits in the pool for an assignment; `None` at shutdown, or when it
+    /// retired (a spare beyond the pool's reserve idle for
+    /// [`RETIRE_AFTER`]).
+    ///
+    /// The wait has no timeout otherwise: an idle runtime wakes nobody.
+    /// Shutdown is never missed: `Set::mark_shut_down` is a `SeqCst` store
+    /// before `wake_pool` takes the pool's lock, and this side arms `wake`
+    /// (`SeqCst`), fences, then reads the flag. A spare in the pool when
+    /// `wake_pool` looked is woken (or sees the flag, if the wake came
+    /// before it armed); one that entered the pool after took the lock
+    /// after, and so sees the flag.
     fn wait(&self, shared: &Shared) -> Option<Assignment> {
+        let mut idle_since: Option<Instant> = None;
         loop {
             self.prepare_sleep();
+            std::sync::atomic::fence(SeqCst);
             let a = self.assigned.swap(0, SeqCst);
             if a != 0 {
                 return Some(decode(a));
@@ -414,12 +424,33 @@ impl Activation {
             if shared.is_shut_down() {
                 return None;
             }
-            // Bounded, so that a spare made while the runtime shuts down
-            // (which `wake_pool` may miss) still sees the flag. (The `wake`
-            // word was armed at the top of the loop.)
-            self.sleep(std::time::Duration::from_millis(50));
+            if !shared.activations.beyond_reserve(shared) {
+                idle_since = None;
+                self.sleep(None);
+                crate::probe_mark!(crate::probe::SPARE_AWAKE);
+                continue;
+            }
+            let since = *idle_since.get_or_insert_with(Instant::now);
+            match RETIRE_AFTER.checked_sub(since.elapsed()) {
+                Some(left) if !left.is_zero() => self.sleep(Some(left)),
+                _ => {
+                    if shared.activations.retire(shared, self) {
+                        // Closed now: the `Activation` itself stays until
+                        // the runtime goes (a word may still name it).
+                        *self.stat.lock().unwrap_or_else(PoisonError::into_inner) = None;
+                        return None;
+                    }
+                    idle_since = None;
+                }
+            }
             crate::probe_mark!(crate::probe::SPARE_AWAKE);
         }
+    }
+
+    /// Whether an assignment waits for it (read by the pool, under its
+    /// lock, before retiring it).
+    pub(super) fn has_assignment(&self) -> bool {
+        self.assigned.load(SeqCst) != 0
     }
 
     /// Hands this (pooled) activation an assignment and wakes it.
@@ -436,9 +467,9 @@ impl Activation {
     }
 
     /// Sleeps until [`wake_up`](Self::wake_up) (since the last
-    /// [`prepare_sleep`](Self::prepare_sleep)) or for `timeout`.
-    pub(super) fn sleep(&self, timeout: std::time::Duration) {
-        crate::sys::futex_wait(&self.wake, 0, Some(timeout));
+    /// [`prepare_sleep`](Self::prepare_sleep)), or for `timeout` if given.
+    pub(super) fn sleep(&self, timeout: Option<std::time::Duration>) {
+        crate::sys::futex_wait(&self.wake, 0, timeout);
     }
 
     /// Wakes it from the pool wait (for an assignment, or shutdown), or

@@ -1,6 +1,6 @@
 //! The monitor: the watch one spare activation of the runtime keeps, looking
 //! at every processor every [`TICK`] while any of them is busy, and parking
-//! while all sleep.
+//! (with no timeout) while all sleep.
 //!
 //! It owns the decisions that need a clock: a lent processor whose call
 //! outlasts the handoff wait goes to a spare; a processor whose thread has
@@ -145,7 +145,7 @@ const IDLE_LOOKS_BEFORE_PARK: u32 = 25;
 const QUIET_LOOKS_PER_DOUBLING: u32 = 50;
 
 /// The longest sleep between two looks while processors are busy.
-const LONGEST_NAP: Duration = Duration::from_micros(640);
+pub(super) const LONGEST_NAP: Duration = Duration::from_micros(640);
 
 /// Time slices shorter than this keep the monitor at [`TICK`]; longer
 /// ones let it nap (see the module docs).
@@ -221,9 +221,13 @@ impl Monitor {
         self.vacant.load(Relaxed) && self.vacant.swap(false, SeqCst)
     }
 
-    /// Wakes the monitor if it parked.
+    /// Wakes the monitor if it parked. Fenced: a caller's stores before
+    /// (a processor no longer willing to yield, the shutdown flag) are
+    /// seen by a monitor that raised `parked` too late to be found here
+    /// (see [`Monitor::park`]).
     #[inline]
     pub(crate) fn unpark(&self) {
+        std::sync::atomic::fence(SeqCst);
         if self.parked.load(Relaxed) {
             self.unpark_slow();
         }
@@ -240,23 +244,26 @@ impl Monitor {
     /// busy, or the set changed). An `unpark` just before the flag is up is
     /// missed: the look comes one nap late.
     fn nap(&self, d: Duration) {
-        self.sleep_unless_unparked(d, || true);
+        self.sleep_unless_unparked(Some(d), || true);
     }
 
-    /// Parks while every processor sleeps (looking again after 100 ms).
+    /// Parks while every processor sleeps, with no timeout: an idle runtime
+    /// wakes no kernel thread. Nothing is missed: the monitor raises
+    /// `parked` and fences before it reads the processors' words and the
+    /// shutdown flag, and whoever changes those fences before it reads
+    /// `parked` ([`Monitor::unpark`]): one of the two sees the other.
     fn park(&self, shared: &Shared) {
-        self.sleep_unless_unparked(Duration::from_millis(100), || {
-            shared.all_idle() && !shared.is_shut_down()
-        });
+        self.sleep_unless_unparked(None, || shared.all_idle() && !shared.is_shut_down());
     }
 
-    /// Raises `parked`, then sleeps on `wake` for at most `d` if `wanted`
-    /// still holds, until `unpark`.
-    fn sleep_unless_unparked(&self, d: Duration, wanted: impl FnOnce() -> bool) {
+    /// Raises `parked`, then sleeps on `wake` (for at most `d`, if given)
+    /// if `wanted` still holds, until `unpark`.
+    fn sleep_unless_unparked(&self, d: Option<Duration>, wanted: impl FnOnce() -> bool) {
         self.wake.store(0, SeqCst);
         self.parked.store(true, SeqCst);
+        std::sync::atomic::fence(SeqCst);
         if wanted() {
-            sys::futex_wait(&self.wake, 0, Some(d));
+            sys::futex_wait(&self.wake, 0, d);
         }
         self.parked.store(false, SeqCst);
     }

@@ -11,6 +11,7 @@ use std::ptr;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::sync::{Arc, PoisonError};
+use std::time::Duration;
 
 use super::activation::{Activation, Assignment};
 use super::{Shared, Words};
@@ -34,6 +35,17 @@ pub(super) fn encode(a: Assignment) -> usize {
         }
         Assignment::Watch => WATCH,
     }
+}
+
+/// How long a spare beyond the pool's [`reserve`] waits for an assignment
+/// before it retires (its kernel thread ends).
+pub(super) const RETIRE_AFTER: Duration = Duration::from_secs(1);
+
+/// How many spares the pool keeps however long they idle: one per
+/// processor and two more (the watch and a blocking call's handoff need one
+/// at once; making a kernel thread then would cost tens of microseconds).
+pub(super) fn reserve(shared: &Shared) -> usize {
+    shared.processors.len() + 2
 }
 
 /// `Assignment::Watch`, encoded: no processor's address.
@@ -145,8 +157,9 @@ impl Activations {
         }
         {
             let mut retired = self.retired.lock().unwrap_or_else(PoisonError::into_inner);
-            let room = (all.len() + 1).saturating_sub(retired.len());
-            retired.try_reserve(room).map_err(out_of_memory)?;
+            // Those retired while idle are there already; every other
+            // activation (the new one too) may join them at the end.
+            retired.try_reserve(all.len() + 1).map_err(out_of_memory)?;
         }
         let a = Arc::new(Activation::new());
         if let Some(Assignment::Take(p, _) | Assignment::StandIn(p, _)) = first {
@@ -262,6 +275,50 @@ impl Activations {
             }
             None => shared.monitor.leave_vacant(),
         }
+    }
+
+    /// Whether more spares wait in the pool than the reserve kept however
+    /// long they idle ([`reserve`]); those beyond it retire after
+    /// [`RETIRE_AFTER`] in the pool.
+    pub(super) fn beyond_reserve(&self, shared: &Shared) -> bool {
+        self.pool
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+            > reserve(shared)
+    }
+
+    /// Retires pooled spare `a`, idle for [`RETIRE_AFTER`]: out of the pool
+    /// and the list of activations, its kernel thread detached (it ends
+    /// when this returns `true` to it), the `Activation` kept among the
+    /// retired until the runtime goes. `false` if it must stay: the pool
+    /// is within its reserve now, or a waker took `a` out of the pool to
+    /// give it an assignment (which `hand` does under the pool's lock, held
+    /// here).
+    pub(super) fn retire(&self, shared: &Shared, a: &Activation) -> bool {
+        // The order `spawn` takes them in: the list, then the pool.
+        let mut all = self.all.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
+        if pool.len() <= reserve(shared) || a.has_assignment() {
+            return false;
+        }
+        let Some(i) = pool.iter().position(|p| ptr::eq(&**p, a)) else {
+            return false;
+        };
+        pool.swap_remove(i);
+        drop(pool);
+        let Some(j) = all.iter().position(|(p, _)| ptr::eq(&**p, a)) else {
+            return true;
+        };
+        // Dropping the handle detaches the kernel thread.
+        let (me, _detached) = all.swap_remove(j);
+        self.count.store(all.len(), Relaxed);
+        // `spawn` made room for every activation among the retired.
+        self.retired
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(me);
+        true
     }
 
     /// Starts one spare, so that the first handoff need not make a kernel

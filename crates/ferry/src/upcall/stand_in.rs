@@ -45,7 +45,7 @@
 //! | `A\|LENT`, none of the above | sleeps until the handoff wait is over |
 //! | `A`, the processor parked (`is_willing_to_yield`) | sleeps until the monitor or shutdown wakes it (`ASLEEP`) |
 //! | `A`, running a thread, and a `sched_yield` came back at once | asks the kernel whether `A` sleeps; if it does, watches for [`BLOCKED_AFTER`] that `A`'s CPU clock stays still, then lends the processor for `A` (`take_unannounced`) and takes it |
-//! | anything else | yields the core; after [`QUIET_PASSES`] passes in a row on an idle core with nothing to take, sleeps a tick |
+//! | anything else | yields the core; after [`QUIET_PASSES`] passes in a row on an idle core with nothing to take, naps ([`quiet_nap`]: a tick, doubling up to [`LONGEST_NAP`] while the passes stay quiet) |
 //!
 //! # The stand-in word (`Processor::stand_in`)
 //!
@@ -77,7 +77,7 @@ use std::time::{Duration, Instant};
 
 use super::Words;
 use super::activation::{Activation, Assignment, FLAGS, LENT, ON_WAY, UNANNOUNCED};
-use super::monitor::{BLOCKED_AFTER, TICK, take_unannounced};
+use super::monitor::{BLOCKED_AFTER, LONGEST_NAP, TICK, take_unannounced};
 use super::{StandInBy, Takeover};
 use crate::processor::{ACTIVE, Processor};
 use crate::sys::{self, SchedClass, TaskState};
@@ -97,10 +97,6 @@ const QUIET_PASSES: u32 = 64;
 
 /// A `sched_yield` that took longer than this ran someone else meanwhile.
 const YIELD_RAN_OTHERS: Duration = Duration::from_micros(5);
-
-/// How long a stand-in sleeps while its processor is parked before it
-/// looks again by itself (the monitor or shutdown wakes it sooner).
-const PARKED_SLEEP: Duration = Duration::from_millis(50);
 
 /// The class stand-ins wait in: `Idle` if the process may leave it again,
 /// else `Batch` (see the module docs).
@@ -169,6 +165,8 @@ fn wants_one(shared: &Shared, p: &Processor) -> bool {
 fn stand_by(a: &Activation, shared: &Shared, p: &'static Processor) {
     let class = class();
     let mut quiet = 0u32;
+    // Quiet naps in a row (see `quiet_nap`).
+    let mut naps = 0u32;
     loop {
         if !wants_one(shared, p) {
             return;
@@ -203,6 +201,7 @@ fn stand_by(a: &Activation, shared: &Shared, p: &'static Processor) {
             crate::probe_mark!(crate::probe::STAND_IN_PARKED_SLEEP);
             sleep_while_parked(a, p);
             quiet = 0;
+            naps = 0;
             continue;
         }
         let yielded = Instant::now();
@@ -211,6 +210,7 @@ fn stand_by(a: &Activation, shared: &Shared, p: &'static Processor) {
         if yielded.elapsed() >= YIELD_RAN_OTHERS {
             // The driver (or another thread) had the core meanwhile.
             quiet = 0;
+            naps = 0;
             continue;
         }
         // The core has nothing else to run.
@@ -233,11 +233,22 @@ fn stand_by(a: &Activation, shared: &Shared, p: &'static Processor) {
         quiet += 1;
         if quiet >= QUIET_PASSES {
             crate::probe_mark!(crate::probe::STAND_IN_QUIET_TICK);
-            std::thread::sleep(TICK);
+            std::thread::sleep(quiet_nap(naps));
             crate::probe_mark!(crate::probe::STAND_IN_SLEPT);
+            naps = naps.saturating_add(1);
             quiet = 0;
         }
     }
+}
+
+/// The sleep after the `naps`-th run of [`QUIET_PASSES`] quiet passes in a
+/// row: [`TICK`], doubled each time, at most [`LONGEST_NAP`]. A stand-in
+/// beside a busy processor whose core stays idle (its driver waits inside
+/// the runtime) so wakes a few thousand times a second at most, not every
+/// tick; what it delays is its own takeover of an unannounced block, by up
+/// to a nap, which the monitor's looks bound as well.
+fn quiet_nap(naps: u32) -> Duration {
+    (TICK * (1 << naps.min(16))).min(LONGEST_NAP)
 }
 
 /// Whether `driver` (driver word `d` of `p`, running a thread) sleeps in
@@ -264,13 +275,18 @@ fn asleep_for_good(driver: &Activation, p: &Processor, d: usize) -> bool {
     sys::thread_cpu_ns(tid) == Some(clock) && driver.task_state() == TaskState::Blocked
 }
 
-/// Sleeps while `p` is parked, until the monitor (or shutdown) wakes the
-/// stand-in, or [`PARKED_SLEEP`] passed.
+/// Sleeps while `p` is parked, until the monitor (or shutdown, or `p`
+/// leaving the set) wakes the stand-in: no timeout, so a parked processor's
+/// stand-in costs nothing. The monitor cannot miss it: the stand-in
+/// publishes `ASLEEP` (`SeqCst`) before it reads `willing_to_yield`, and a
+/// processor leaving `idle` clears that word before it unparks the
+/// monitor (`Host::woke`, fenced), whose looks then find the stand-in
+/// asleep beside a busy processor (`provide`).
 fn sleep_while_parked(a: &Activation, p: &Processor) {
     a.prepare_sleep();
     p.upcall().stand_in.store(a.word() | ASLEEP, SeqCst);
     if p.is_willing_to_yield() {
-        a.sleep(PARKED_SLEEP);
+        a.sleep(None);
     }
     // Back to plain `S`, unless the monitor did it already.
     let _ = p

@@ -1,0 +1,183 @@
+//! An idle runtime costs nothing: with every ferry thread blocked, no
+//! kernel thread of the runtime wakes (no timed sleeps of spares, stand-ins
+//! or the monitor), and the spares a burst of blocking calls made retire,
+//! down to the pool's small reserve. Every check is on counts read from
+//! `/proc/self/task`, never on elapsed time.
+//!
+//! One test function: the counts are of the whole process, which other
+//! tests running beside it would disturb.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+mod common;
+
+/// The kernel threads of this process: (tid, voluntary + involuntary
+/// context switches).
+fn tasks() -> Vec<(u32, u64)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc/self/task").unwrap() {
+        let e = e.unwrap();
+        let tid: u32 = e.file_name().to_str().unwrap().parse().unwrap();
+        let Ok(status) = std::fs::read_to_string(e.path().join("status")) else {
+            continue; // it ended meanwhile
+        };
+        let switches = status
+            .lines()
+            .filter(|l| l.contains("ctxt_switches"))
+            .map(|l| l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap())
+            .sum();
+        out.push((tid, switches));
+    }
+    out
+}
+
+/// Context switches of every kernel thread but `except`, between two
+/// samples (threads present in both): the total, and who switched.
+fn switches_between(before: &[(u32, u64)], after: &[(u32, u64)], except: u32) -> (u64, String) {
+    let mut total = 0;
+    let mut who = String::new();
+    for (tid, n) in after.iter().filter(|(tid, _)| *tid != except) {
+        let Some((_, m)) = before.iter().find(|(t, _)| t == tid) else {
+            continue;
+        };
+        if n > m {
+            total += n - m;
+            let comm = std::fs::read_to_string(format!("/proc/self/task/{tid}/comm"));
+            who += &format!(" {}:{}", comm.unwrap_or_default().trim(), n - m);
+        }
+    }
+    (total, who)
+}
+
+/// The counts the plain kernel thread outside the runtime reports.
+struct Report {
+    switches: u64,
+    who: String,
+}
+
+const BLOCKED: usize = 10_000;
+const PROCESSORS: usize = 2;
+/// Kernel threads of an idle runtime beside its caller's (counted in the
+/// baseline, and which may have lost its processor to a takeover): a
+/// driver per processor, the monitor, the pool's reserve (processors + 2)
+/// and a stand-in per processor.
+const BOUND: usize = PROCESSORS + 1 + (PROCESSORS + 2) + PROCESSORS;
+/// Blocking calls in flight at once: each takes a spare.
+const BURST: usize = 40;
+
+#[test]
+fn idle_runtime_wakes_nobody_and_spares_retire() {
+    let baseline = tasks().len();
+    let extra = ferry::Runtime::builder()
+        .processors(PROCESSORS)
+        .run(move || {
+            // 10,000 threads blocked on one gate.
+            let gate = Arc::new((
+                ferry::sync::Mutex::new((0usize, false)),
+                ferry::sync::Condvar::new(),
+            ));
+            let all_in = Arc::new(ferry::sync::Condvar::new());
+            let handles: Vec<_> = (0..BLOCKED)
+                .map(|_| {
+                    let (g, all_in) = (Arc::clone(&gate), Arc::clone(&all_in));
+                    ferry::spawn(move || {
+                        let mut s = g.0.lock();
+                        s.0 += 1;
+                        if s.0 == BLOCKED {
+                            all_in.notify_one();
+                        }
+                        while !s.1 {
+                            s = g.1.wait(s);
+                        }
+                    })
+                })
+                .collect();
+            {
+                let mut s = gate.0.lock();
+                while s.0 < BLOCKED {
+                    s = all_in.wait(s);
+                }
+            }
+            // Let the processors' idle spins end before sampling.
+            ferry::sleep(Duration::from_millis(200));
+
+            // The window is watched by a plain kernel thread; this ferry
+            // thread waits for its report on a ferry condition variable, so
+            // nothing of the runtime has reason to run meanwhile.
+            let done = Arc::new((ferry::sync::Mutex::new(None), ferry::sync::Condvar::new()));
+            let d = Arc::clone(&done);
+            std::thread::spawn(move || {
+                let me = rustix::thread::gettid().as_raw_nonzero().get() as u32;
+                let before = tasks();
+                std::thread::sleep(Duration::from_secs(2));
+                let after = tasks();
+                let (switches, who) = switches_between(&before, &after, me);
+                *d.0.lock() = Some(Report { switches, who });
+                d.1.notify_one();
+            });
+            let report = {
+                let mut r = done.0.lock();
+                while r.is_none() {
+                    r = done.1.wait(r);
+                }
+                r.take().unwrap()
+            };
+            // With timed sleeps (spares and stand-ins every 50 ms, the
+            // monitor every 100 ms then 25 looks) this was over 500.
+            assert!(
+                report.switches < 60,
+                "an idle runtime's kernel threads switched {} times in the window:{}",
+                report.switches,
+                report.who
+            );
+            gate.0.lock().1 = true;
+            gate.1.notify_all();
+            for h in handles {
+                h.join().unwrap();
+            }
+
+            // A burst of blocking calls: each takes a spare, made on demand.
+            let start = Arc::new(std::sync::Barrier::new(BURST));
+            let calls: Vec<_> = (0..BURST)
+                .map(|_| {
+                    let start = Arc::clone(&start);
+                    ferry::spawn(move || ferry::blocking(move || start.wait()))
+                })
+                .collect();
+            for c in calls {
+                c.join().unwrap();
+            }
+            let peak = tasks().len();
+            assert!(
+                peak >= BURST,
+                "the burst made {peak} kernel threads, fewer than its {BURST} calls"
+            );
+            // Spares beyond the reserve retire after a second in the pool.
+            // A plain kernel thread watches the count come down (bounded by
+            // the watchdog) while this one waits, so that the runtime is
+            // idle meanwhile.
+            let done = Arc::new((ferry::sync::Mutex::new(None), ferry::sync::Condvar::new()));
+            let d = Arc::clone(&done);
+            std::thread::spawn(move || {
+                let limit = Instant::now() + common::WATCHDOG;
+                // Less the watcher itself.
+                let count = || tasks().len() - 1;
+                while count() > baseline + BOUND && Instant::now() < limit {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                *d.0.lock() = Some(count() - baseline);
+                d.1.notify_one();
+            });
+            let mut r = done.0.lock();
+            while r.is_none() {
+                r = done.1.wait(r);
+            }
+            r.take().unwrap()
+        })
+        .unwrap();
+    assert!(
+        extra <= BOUND,
+        "{extra} kernel threads stayed after the burst of {BURST} blocking calls ended"
+    );
+}
