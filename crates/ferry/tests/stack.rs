@@ -345,6 +345,7 @@ fn small_cache(max_stacks: usize, max_warm: usize, size: usize) -> StackCache {
         max_stacks,
         max_bytes: usize::MAX,
         max_warm_bytes: max_warm * reserved,
+        max_resident_bytes: 0,
     })
 }
 
@@ -384,6 +385,7 @@ fn cache_respects_its_count_and_byte_bounds() {
         max_stacks: 100,
         max_bytes: 3 * reserved,
         max_warm_bytes: usize::MAX,
+        max_resident_bytes: 0,
     });
     for _ in 0..5 {
         cache.put(Stack::new(size).unwrap());

@@ -152,6 +152,7 @@
 //! kept exited threads; see its documentation for the limits and for why cold
 //! cached stacks are released with `MADV_DONTNEED`.
 
+mod arena;
 mod cache;
 mod overflow;
 mod registry;
@@ -164,6 +165,9 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use rustix::io::Errno;
 use rustix::mm::{self, Advice, MapFlags, MprotectFlags, ProtFlags};
 
+pub(crate) use arena::Local as LocalStacks;
+pub use arena::REGION_BYTES;
+pub(crate) use arena::hold as hold_arena;
 pub use cache::{CacheLimits, CacheStats, StackCache};
 pub use overflow::{TagNamer, ensure_signal_stack, install_overflow_handler, set_tag_namer};
 pub(crate) use registry::hold as hold_registry;
@@ -274,17 +278,48 @@ fn decide(method: u8) {
 /// `PROT_NONE`, see [`GuardMethod`]), the rest read-write. Unmapped on drop.
 /// Used for thread stacks and for the alternate signal stacks.
 pub(crate) struct Mapping {
-    base: NonNull<u8>,
-    len: usize,
-    guard: usize,
+    span: Span,
 }
 
-// SAFETY: a `Mapping` is an address range owned by this value alone; nothing
-// in it is tied to the kernel thread that made it, so it may move between
-// threads, and `&Mapping` only hands out addresses.
-unsafe impl Send for Mapping {}
+/// Where one guarded range lies: `guard` bytes of guard at `base`, then the
+/// usable part up to `base + len`. Owns nothing; a [`Mapping`] or an arena
+/// region owns the memory.
+#[derive(Clone, Copy)]
+pub(crate) struct Span {
+    pub(crate) base: NonNull<u8>,
+    pub(crate) len: usize,
+    pub(crate) guard: usize,
+}
+
+impl Span {
+    /// Lowest usable address (just above the guard).
+    pub(crate) fn bottom(&self) -> *mut u8 {
+        self.base.as_ptr().wrapping_add(self.guard)
+    }
+
+    /// One past the highest usable address.
+    pub(crate) fn top(&self) -> *mut u8 {
+        self.base.as_ptr().wrapping_add(self.len)
+    }
+
+    /// Usable bytes.
+    pub(crate) fn usable(&self) -> usize {
+        self.len - self.guard
+    }
+
+    /// The guard's address range.
+    pub(crate) fn guard_range(&self) -> Range<usize> {
+        let lo = self.base.as_ptr() as usize;
+        lo..lo + self.guard
+    }
+}
+
+// SAFETY: a `Span` is an address range; nothing in it is tied to the kernel
+// thread that made it, so it may move between threads, and `&Span` only hands
+// out addresses. (Who may use the memory is up to its owner.)
+unsafe impl Send for Span {}
 // SAFETY: see `Send`; shared references expose no interior mutability.
-unsafe impl Sync for Mapping {}
+unsafe impl Sync for Span {}
 
 impl Mapping {
     /// Maps `guard + usable` bytes (both already page multiples, `usable > 0`)
@@ -305,7 +340,8 @@ impl Mapping {
             // SAFETY: advice on our own mapping; it changes no contents. The
             // whole range, so a guard-marker stack stays one VMA. Failure (a
             // kernel without THP) is harmless and ignored.
-            let _ = unsafe { mm::madvise(map.base.as_ptr().cast(), len, Advice::LinuxNoHugepage) };
+            let _ =
+                unsafe { mm::madvise(map.span.base.as_ptr().cast(), len, Advice::LinuxNoHugepage) };
         }
         Ok(map)
     }
@@ -325,7 +361,9 @@ impl Mapping {
         }?;
         // mmap never returns null for a non-fixed mapping.
         let base = NonNull::new(base.cast::<u8>()).ok_or(Errno::NOMEM)?;
-        Ok(Mapping { base, len, guard })
+        Ok(Mapping {
+            span: Span { base, len, guard },
+        })
     }
 
     /// The fallback: a `PROT_NONE` mapping whose usable part is then opened
@@ -362,75 +400,76 @@ impl Mapping {
                 // guard: protect this mapping's guard the old way.
                 // SAFETY: `[base, base + guard)` lies inside the mapping just
                 // made, which nothing references yet.
-                unsafe { mm::mprotect(map.base.as_ptr().cast(), guard, MprotectFlags::empty()) }?;
+                unsafe {
+                    mm::mprotect(map.span.base.as_ptr().cast(), guard, MprotectFlags::empty())
+                }?;
                 Ok(map)
             }
             Err(e) => Err(e),
         }
     }
 
-    /// `madvise(MADV_GUARD_INSTALL)` over the guard pages, retried when the
-    /// kernel asks for it.
+    /// `madvise(MADV_GUARD_INSTALL)` over the guard pages.
     fn install_guard_markers(&self) -> Result<(), Errno> {
-        let mut tries = 0;
-        loop {
-            // SAFETY: `[base, base + guard)` is the low end of the mapping
-            // this value owns, whose pages nothing references: fresh
-            // mappings are only handed out after this call. The advice turns
-            // those pages into guard markers (any contents would be
-            // discarded; there are none) and touches nothing else. libc
-            // rather than rustix because rustix's `Advice` has no guard
-            // value; 102 is the kernel's `MADV_GUARD_INSTALL`.
-            let r =
-                unsafe { libc::madvise(self.base.as_ptr().cast(), self.guard, MADV_GUARD_INSTALL) };
-            if r == 0 {
-                return Ok(());
-            }
-            let e = Errno::from_io_error(&io::Error::last_os_error()).unwrap_or(Errno::INVAL);
-            tries += 1;
-            if (e != Errno::INTR && e != Errno::AGAIN) || tries >= 8 {
-                return Err(e);
-            }
-        }
+        // SAFETY: the guard pages are the low end of the mapping this value
+        // owns, fresh and handed to nobody yet.
+        unsafe { install_guard_markers(&self.span) }
     }
 
     /// Lowest usable address (just above the guard).
     pub(crate) fn bottom(&self) -> *mut u8 {
-        self.base.as_ptr().wrapping_add(self.guard)
-    }
-
-    /// One past the highest usable address.
-    pub(crate) fn top(&self) -> *mut u8 {
-        self.base.as_ptr().wrapping_add(self.len)
+        self.span.bottom()
     }
 
     /// Usable bytes.
     pub(crate) fn usable(&self) -> usize {
-        self.len - self.guard
+        self.span.usable()
     }
+}
 
-    /// The guard's address range.
-    pub(crate) fn guard_range(&self) -> Range<usize> {
-        let lo = self.base.as_ptr() as usize;
-        lo..lo + self.guard
+/// `madvise(MADV_GUARD_INSTALL)` over the guard pages of `span`, retried
+/// when the kernel asks for it.
+///
+/// # Safety
+/// `span` lies in a read-write anonymous mapping the caller owns, and
+/// nothing references the guard pages (their contents are discarded).
+pub(crate) unsafe fn install_guard_markers(span: &Span) -> Result<(), Errno> {
+    let mut tries = 0;
+    loop {
+        // SAFETY: the caller's contract: the guard pages belong to a
+        // mapping it owns and nothing references them. The advice turns
+        // them into guard markers and touches nothing else. libc rather
+        // than rustix because rustix's `Advice` has no guard value; 102 is
+        // the kernel's `MADV_GUARD_INSTALL`.
+        let r = unsafe { libc::madvise(span.base.as_ptr().cast(), span.guard, MADV_GUARD_INSTALL) };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = Errno::from_io_error(&io::Error::last_os_error()).unwrap_or(Errno::INVAL);
+        tries += 1;
+        if (e != Errno::INTR && e != Errno::AGAIN) || tries >= 8 {
+            return Err(e);
+        }
     }
+}
 
-    /// Gives the usable part's pages back to the kernel (`MADV_DONTNEED`):
-    /// the next touch of each page gets a fresh zero page. The guard is not
-    /// in the range, and would survive it anyway: `MADV_DONTNEED` keeps guard
-    /// markers (checked on Linux 6.18), as it keeps `PROT_NONE`.
-    fn release_pages(&mut self) -> io::Result<()> {
-        // SAFETY: `&mut self` means no thread runs on this memory and no
-        // reference into it exists; discarding its contents is then only a
-        // change of values (to zero), which the caller asked for.
-        unsafe { mm::madvise(self.bottom().cast(), self.usable(), Advice::LinuxDontNeed) }
-            .map_err(io::Error::from)
-    }
+/// Gives the usable part of `span` back to the kernel (`MADV_DONTNEED`):
+/// the next touch of each page gets a fresh zero page. The guard is not in
+/// the range, and would survive it anyway: `MADV_DONTNEED` keeps guard
+/// markers (checked on Linux 6.18), as it keeps `PROT_NONE`.
+///
+/// # Safety
+/// No thread runs on the usable part and no reference into it exists.
+unsafe fn release_usable(span: &Span) -> io::Result<()> {
+    // SAFETY: the caller's contract; discarding the contents is then only a
+    // change of values (to zero).
+    unsafe { mm::madvise(span.bottom().cast(), span.usable(), Advice::LinuxDontNeed) }
+        .map_err(io::Error::from)
 }
 
 impl Drop for Mapping {
     fn drop(&mut self) {
-        let (base, len) = (self.base.as_ptr().cast(), self.len);
+        let (base, len) = (self.span.base.as_ptr().cast(), self.span.len);
         // SAFETY: the range is exactly the mapping this value owns, and
         // dropping it means nothing uses the memory any more.
         if unsafe { mm::munmap(base, len) }.is_err() {
@@ -481,25 +520,44 @@ fn map_failed(what: &str, usable: usize, guard: usize, e: Errno) -> io::Error {
     )
 }
 
-/// A thread stack: one mapping with a guard (guard markers or `PROT_NONE`,
-/// see [`GuardMethod`]) below a read-write part that the kernel commits page
-/// by page as it is touched.
+/// A thread stack: a guarded range (guard markers or `PROT_NONE`, see
+/// [`GuardMethod`]) below a read-write part that the kernel commits page by
+/// page as it is touched. Either its own mapping ([`Stack::new`]) or a piece
+/// carved from one of the arena's regions (handed out by a [`StackCache`]
+/// for the arena's sizes; see the module documentation).
 ///
-/// Every stack is entered in the guard registry when it is made, so a thread
-/// that overflows it is reported even before [`set_owner`](Stack::set_owner)
-/// names it. Dropping the stack unregisters and unmaps it.
+/// Every stack is entered in the guard registry when it is made (or
+/// carved), so a thread that overflows it is reported even before
+/// [`set_owner`](Stack::set_owner) names it. Dropping a stack with its own
+/// mapping unregisters and unmaps it; dropping a carved stack gives it back
+/// to the arena (the global [`StackCache`]), since its memory belongs to a
+/// region.
 ///
 /// The memory of a fresh stack reads as zero; a stack reused from a
 /// [`StackCache`] keeps whatever its previous thread left, unless the cache
 /// released its pages.
 pub struct Stack {
-    map: Mapping,
+    span: Span,
+    origin: Origin,
     slot: u32,
+}
+
+/// Who owns a [`Stack`]'s memory.
+pub(crate) enum Origin {
+    /// Its own mapping, unmapped with it (kept only for its drop).
+    Own { _mapping: Mapping },
+    /// A piece of the arena's region `region`: it only ever goes back to
+    /// the arena.
+    Carved {
+        /// The region's index in the arena's table.
+        region: u32,
+    },
 }
 
 impl Stack {
     /// Maps a stack with `size` usable bytes (rounded up to whole pages) and
-    /// a guard of [`default_guard_size`]`(size)` bytes.
+    /// a guard of [`default_guard_size`]`(size)` bytes, in a mapping of its
+    /// own (a [`StackCache`] hands out carved stacks instead).
     ///
     /// Installs the overflow handler the first time it is called in the
     /// process. Fails with `InvalidInput` for a zero or absurd size and with
@@ -522,46 +580,90 @@ impl Stack {
         let guard = round_to_pages(guard.max(1)).ok_or_else(|| too_big(usable, guard))?;
         install_overflow_handler()?;
         let map = Mapping::new(usable, guard, "stack")?;
-        let g = map.guard_range();
+        let span = map.span;
+        let g = span.guard_range();
         let slot = registry::register(g.start, g.end, usable)?;
-        Ok(Stack { map, slot })
+        Ok(Stack {
+            span,
+            origin: Origin::Own { _mapping: map },
+            slot,
+        })
+    }
+
+    /// A stack carved from region `region` at `span`, registered in `slot`.
+    ///
+    /// # Safety
+    /// `span` lies in the arena's region `region`, its guard is installed,
+    /// and no other `Stack` covers it.
+    pub(crate) unsafe fn carved(span: Span, region: u32, slot: u32) -> Stack {
+        Stack {
+            span,
+            origin: Origin::Carved { region },
+            slot,
+        }
+    }
+
+    /// The arena region this stack was carved from, if it was.
+    pub(crate) fn region(&self) -> Option<u32> {
+        match self.origin {
+            Origin::Own { .. } => None,
+            Origin::Carved { region } => Some(region),
+        }
+    }
+
+    /// Where the stack lies, guard included.
+    pub(crate) fn span(&self) -> Span {
+        self.span
+    }
+
+    /// Forgets a carved stack without giving it back (its region is being
+    /// unmapped): unregisters it and returns nothing.
+    pub(crate) fn dissolve(self) {
+        let this = std::mem::ManuallyDrop::new(self);
+        registry::unregister(this.slot);
     }
 
     /// One past the highest usable address: the initial stack pointer.
     /// Page-aligned, so 16-byte aligned as every supported ABI requires.
     pub fn top(&self) -> *mut u8 {
-        self.map.top()
+        self.span.top()
     }
 
     /// The lowest usable address, just above the guard.
     pub fn bottom(&self) -> *mut u8 {
-        self.map.bottom()
+        self.span.bottom()
     }
 
     /// Usable bytes: `top() - bottom()`.
     pub fn size(&self) -> usize {
-        self.map.usable()
+        self.span.usable()
     }
 
     /// Bytes of guard below [`bottom`](Stack::bottom).
     pub fn guard_size(&self) -> usize {
-        self.map.guard
+        self.span.guard
     }
 
     /// Whether the guard is the one [`Stack::new`] gives a stack of this
     /// size (only such stacks are cached for reuse).
     pub fn has_default_guard(&self) -> bool {
-        self.map.guard == default_guard_size(self.size())
+        self.span.guard == default_guard_size(self.size())
     }
 
     /// The guard's address range (`guard_range().end == bottom()`).
     pub fn guard_range(&self) -> Range<usize> {
-        self.map.guard_range()
+        self.span.guard_range()
     }
 
     /// Address space the stack occupies, guard included.
     pub fn reserved(&self) -> usize {
-        self.map.len
+        self.span.len
+    }
+
+    /// Whether this stack was carved from one of the arena's regions
+    /// rather than mapped on its own.
+    pub fn is_carved(&self) -> bool {
+        matches!(self.origin, Origin::Carved { .. })
     }
 
     /// Whether `addr` lies in the usable part.
@@ -612,15 +714,27 @@ impl Stack {
     /// afterwards. Must not
     /// be called for a stack a thread is running on, which `&mut` ensures.
     pub fn release_pages(&mut self) -> io::Result<()> {
-        self.map.release_pages()
+        // SAFETY: `&mut self` means no thread runs on this memory and no
+        // reference into it exists.
+        unsafe { release_usable(&self.span) }
     }
 }
 
 impl Drop for Stack {
     fn drop(&mut self) {
-        // Unregister before the mapping goes, so a new mapping at the same
-        // address is never mistaken for this stack's guard.
-        registry::unregister(self.slot);
+        match self.origin {
+            // Unregister before the mapping goes, so a new mapping at the
+            // same address is never mistaken for this stack's guard.
+            Origin::Own { .. } => registry::unregister(self.slot),
+            // The memory belongs to a region: give the stack back to the
+            // arena, still registered.
+            Origin::Carved { region } => {
+                // SAFETY: this value is being dropped, so the new one is the
+                // only `Stack` covering the span.
+                let back = unsafe { Stack::carved(self.span, region, self.slot) };
+                StackCache::global().put(back);
+            }
+        }
     }
 }
 
@@ -631,6 +745,7 @@ impl std::fmt::Debug for Stack {
             .field("top", &self.top())
             .field("size", &self.size())
             .field("guard", &self.guard_size())
+            .field("carved", &self.is_carved())
             .finish()
     }
 }
