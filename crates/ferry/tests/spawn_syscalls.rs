@@ -155,7 +155,10 @@ fn the_marker_parser_counts_only_between_markers() {
     let (own, all) = calls_between_markers(log).unwrap();
     assert_eq!(own, vec!["write".to_owned()]);
     assert_eq!(all, ["futex", "getppid", "write"].map(String::from));
-    assert_eq!(calls_between_markers("1 getppid() = 7\n1 read() = 0\n"), None);
+    assert_eq!(
+        calls_between_markers("1 getppid() = 7\n1 read() = 0\n"),
+        None
+    );
 }
 
 /// Resident pages of `[lo, hi)` by `mincore`.
@@ -173,7 +176,12 @@ fn rss_and_pte() -> (usize, usize) {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
     let field = |name: &str| -> usize {
         let line = status.lines().find(|l| l.starts_with(name)).unwrap();
-        line.split_whitespace().nth(1).unwrap().parse::<usize>().unwrap() * 1024
+        line.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<usize>()
+            .unwrap()
+            * 1024
     };
     (field("VmRSS:"), field("VmPTE:"))
 }
@@ -246,7 +254,16 @@ fn a_blocked_thread_keeps_few_stack_pages_resident() {
         after.0.saturating_sub(before.0) / N,
         after.1.saturating_sub(before.1) / N,
     );
-    assert!(pages.iter().all(|&p| p >= 1), "a parked stack has its top page");
-    assert!(most <= MOST_PAGES, "{most} pages on a parked thread's stack");
-    assert!(total <= 2 * N, "{total} pages on {N} parked threads' stacks");
+    assert!(
+        pages.iter().all(|&p| p >= 1),
+        "a parked stack has its top page"
+    );
+    assert!(
+        most <= MOST_PAGES,
+        "{most} pages on a parked thread's stack"
+    );
+    assert!(
+        total <= 2 * N,
+        "{total} pages on {N} parked threads' stacks"
+    );
 }
