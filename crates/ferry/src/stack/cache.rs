@@ -107,9 +107,12 @@ pub struct CacheStats {
     pub bytes: usize,
     /// Address space held by warm stacks.
     pub warm_bytes: usize,
-    /// [`StackCache::get`] calls served from the cache.
+    /// Stacks handed out from the cache: one per [`StackCache::get`] served
+    /// from it, a magazine's worth per processor refill.
     pub hits: u64,
-    /// [`StackCache::get`] calls that mapped a new stack.
+    /// Stacks mapped or carved because the cache had none: one per
+    /// [`StackCache::get`] that missed, a batch of up to 64 per processor
+    /// refill that missed.
     pub misses: u64,
     /// Stacks [`StackCache::put`] unmapped because the cache was full.
     pub dropped: u64,

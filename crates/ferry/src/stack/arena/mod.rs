@@ -53,9 +53,11 @@ pub(crate) use depot::{Depot, Magazine};
 pub(crate) use local::Local;
 pub(crate) use release::release_runs;
 
+use super::mapping::{
+    METHOD, METHOD_MADVISE, METHOD_MPROTECT, Span, decide, install_guard_markers, map_failed,
+};
 use super::{
-    METHOD, METHOD_MADVISE, METHOD_MPROTECT, Span, Stack, decide, default_guard_size, guard_method,
-    install_guard_markers, install_overflow_handler, page_size, registry,
+    Stack, default_guard_size, guard_method, install_overflow_handler, page_size, registry,
 };
 
 /// Stacks per magazine.
@@ -143,7 +145,7 @@ fn map_region(class: usize) -> io::Result<Region> {
             MapFlags::PRIVATE | MapFlags::NORESERVE | MapFlags::STACK,
         )
     }
-    .map_err(|e| super::map_failed("stack region", usable, guard, e))?;
+    .map_err(|e| map_failed("stack region", usable, guard, e))?;
     // SAFETY: advice on the mapping just made; it changes no contents, and
     // failure (a kernel without THP) is harmless.
     let _ = unsafe { mm::madvise(base, len, Advice::LinuxNoHugepage) };
@@ -208,7 +210,7 @@ fn make_guard(span: &Span) -> io::Result<()> {
         )
     }
     .map_err(|e| {
-        super::map_failed(
+        map_failed(
             "stack guard (PROT_NONE, two mappings per stack)",
             span.usable(),
             span.guard,
