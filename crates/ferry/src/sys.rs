@@ -2,7 +2,7 @@
 //! offer: errno, thread ids and directed signals, a kernel thread's
 //! scheduling state from `/proc`, its CPU clock, the cycle counter, the
 //! preemption signal's installation and the address ranges of the C
-//! library's code.
+//! library's code, `mincore` and `MemTotal` for the stack arena.
 //!
 //! Raw system calls and `libc` structures stay here; nothing here blocks.
 
@@ -488,4 +488,24 @@ pub(crate) fn futex_waitv_own_and_shared(
         deadline.as_ref(),
         rustix::thread::ClockId::Monotonic,
     )
+}
+
+/// How many pages of `[addr, addr + len)` (page-aligned, mapped) are
+/// resident, by `mincore(2)`, which rustix does not offer; `None` if the
+/// call fails.
+pub(crate) fn resident_pages(addr: usize, len: usize) -> Option<usize> {
+    let pages = len.div_ceil(rustix::param::page_size());
+    let mut vec = vec![0u8; pages];
+    // SAFETY: `vec` has one byte per page of the range, as mincore writes;
+    // mincore only reads the page tables of the range.
+    let r = unsafe { libc::mincore(addr as *mut libc::c_void, len, vec.as_mut_ptr()) };
+    (r == 0).then(|| vec.iter().filter(|&&b| b & 1 != 0).count())
+}
+
+/// `MemTotal` of `/proc/meminfo` in bytes, if readable.
+pub(crate) fn mem_total() -> Option<usize> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }

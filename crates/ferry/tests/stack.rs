@@ -345,6 +345,7 @@ fn small_cache(max_stacks: usize, max_warm: usize, size: usize) -> StackCache {
         max_stacks,
         max_bytes: usize::MAX,
         max_warm_bytes: max_warm * reserved,
+        max_resident_bytes: 0,
     })
 }
 
@@ -384,6 +385,7 @@ fn cache_respects_its_count_and_byte_bounds() {
         max_stacks: 100,
         max_bytes: 3 * reserved,
         max_warm_bytes: usize::MAX,
+        max_resident_bytes: 0,
     });
     for _ in 0..5 {
         cache.put(Stack::new(size).unwrap());
@@ -973,5 +975,195 @@ fn the_report_asks_the_tag_namer_and_survives_a_bad_name() {
             )),
             "{role}: stderr:\n{stderr}"
         );
+    }
+}
+
+// ---- carved stacks: regions, the resident bound, overflow in mid-region ----
+
+/// Resident pages of `[lo, hi)` by `mincore`.
+fn resident_pages(lo: usize, hi: usize) -> usize {
+    let mut vec = vec![0u8; (hi - lo).div_ceil(page_size())];
+    // SAFETY: one byte per page of the range; mincore only reads page tables.
+    let r = unsafe { libc::mincore(lo as *mut c_void, hi - lo, vec.as_mut_ptr()) };
+    assert_eq!(r, 0, "mincore: {}", io::Error::last_os_error());
+    vec.iter().filter(|&&b| b & 1 != 0).count()
+}
+
+/// Child: three rounds of 10,000 gets and puts of carved 128 KiB stacks (a
+/// stride of 256 KiB, so 1,024 per region): ten regions, mapped in round
+/// one only, and no more `/proc/self/maps` lines than regions.
+fn child_rounds() -> ! {
+    const N: usize = 10_000;
+    let size = 128 * 1024;
+    let cache = StackCache::new(CacheLimits {
+        max_resident_bytes: 1 << 30,
+        ..CacheLimits::DEFAULT
+    });
+    let regions0 = cache.stats().regions;
+    let maps0 = maps().len();
+    for round in 0..3u64 {
+        let stacks: Vec<Stack> = (0..N).map(|_| cache.get(size).unwrap()).collect();
+        for s in &stacks {
+            assert!(s.is_carved() && s.size() == size && s.has_default_guard());
+            // SAFETY: the top word of the usable part of a stack we hold.
+            unsafe { s.top().cast::<u64>().sub(1).write_volatile(round) };
+        }
+        let st = cache.stats();
+        assert_eq!(
+            st.regions - regions0,
+            N.div_ceil(1024),
+            "round {round}: {st:?}"
+        );
+        assert_eq!(
+            st.misses, N as u64,
+            "round {round}: misses only in round one"
+        );
+        assert_eq!(st.hits, round * N as u64, "round {round}");
+        if method() == GuardMethod::Madvise {
+            let grown = maps().len().saturating_sub(maps0);
+            assert!(grown <= st.regions - regions0 + 2, "{grown} new mappings");
+        }
+        for s in stacks {
+            cache.put(s);
+        }
+        assert_eq!(cache.stats().stacks, N);
+    }
+    std::process::exit(0);
+}
+
+#[test]
+fn carved_stacks_keep_their_regions_over_rounds() {
+    const NAME: &str = "carved_stacks_keep_their_regions_over_rounds";
+    if child_role().as_deref() == Some("rounds") {
+        child_rounds();
+    }
+    let (status, stderr) = run_child(NAME, "rounds");
+    assert!(status.success(), "child failed: {status:?}\n{stderr}");
+}
+
+#[test]
+fn the_resident_bound_is_kept_with_few_release_calls() {
+    const N: usize = 10_000;
+    const TOUCHED: usize = 4;
+    let bound = 8 << 20;
+    let size = 64 * 1024;
+    let page = page_size();
+    let cache = StackCache::new(CacheLimits {
+        max_resident_bytes: bound,
+        ..CacheLimits::DEFAULT
+    });
+    let stacks: Vec<Stack> = (0..N).map(|_| cache.get(size).unwrap()).collect();
+    let ranges: Vec<(usize, usize)> = stacks
+        .iter()
+        .map(|s| (s.bottom() as usize, s.top() as usize))
+        .collect();
+    for s in &stacks {
+        assert!(s.is_carved());
+        // SAFETY: the top pages of the usable part of a stack we hold.
+        unsafe { std::ptr::write_bytes(s.top().sub(TOUCHED * page), 0x5A, TOUCHED * page) };
+    }
+    for s in stacks {
+        cache.put(s);
+    }
+    let st = cache.stats();
+    // The bound is enforced once it is passed by up to a magazine (at most
+    // a quarter of the bound), back down to 3/4 of it.
+    let slack = bound / 4;
+    assert_eq!(st.stacks, N);
+    assert!(st.resident <= bound + slack, "{st:?}");
+    assert!(
+        st.releases > 0 && st.releases <= (N / 64 + 8) as u64,
+        "{st:?}"
+    );
+    let pages: Vec<usize> = ranges
+        .iter()
+        .map(|&(lo, hi)| resident_pages(lo, hi))
+        .collect();
+    let resident = pages.iter().sum::<usize>() * page;
+    assert!(
+        resident <= bound + slack,
+        "{resident} bytes resident, {st:?}"
+    );
+    let gone = pages.iter().filter(|&&p| p == 0).count();
+    assert!(
+        gone >= N - (bound + slack) / (TOUCHED * page),
+        "{gone} of {N} stacks released"
+    );
+    assert!(
+        pages.iter().all(|&p| p == 0 || p == TOUCHED),
+        "no partial release"
+    );
+    // trim() gives back the rest, and every stack reads as zero after.
+    assert!(cache.trim() > 0);
+    assert_eq!(cache.stats().resident, 0);
+    assert!(ranges.iter().all(|&(lo, hi)| resident_pages(lo, hi) == 0));
+}
+
+/// Child: overflow (or stride into the guard of) a carved 128 KiB stack
+/// with carved neighbours on both sides, after its guard went through a
+/// release in a run.
+fn child_carved_overflow(stride: bool) -> ! {
+    no_core_dumps();
+    disable_altstack();
+    ferry::stack::ensure_signal_stack().unwrap();
+    let size = 128 * 1024;
+    let cache = StackCache::new(CacheLimits::DEFAULT);
+    let stacks: Vec<Stack> = (0..9).map(|_| cache.get(size).unwrap()).collect();
+    for s in stacks {
+        cache.put(s);
+    }
+    assert_eq!(cache.trim(), 9);
+    let mut stacks: Vec<Stack> = (0..9).map(|_| cache.get(size).unwrap()).collect();
+    stacks.sort_by_key(|s| s.bottom() as usize);
+    let mut mid = stacks.remove(4);
+    assert!(mid.is_carved());
+    assert_eq!(
+        stacks[3].top() as usize,
+        mid.guard_range().start,
+        "neighbour below"
+    );
+    assert_eq!(
+        mid.top() as usize,
+        stacks[4].guard_range().start,
+        "neighbour above"
+    );
+    mid.set_owner(21, Some("carved-deep"));
+    let (top, bottom, guard) = (mid.top(), mid.bottom(), mid.guard_size());
+    std::mem::forget(mid);
+    std::mem::forget(stacks);
+    if stride {
+        eprintln!("child: striding into the guard");
+        let addr = bottom as usize - (guard - page_size());
+        // SAFETY: the address is in the stack's guard, so the write faults
+        // and the process dies; nothing is written.
+        unsafe { (addr as *mut u8).write_volatile(1) };
+        eprintln!("wrote into the guard");
+        std::process::exit(3);
+    }
+    eprintln!("child: recursing on a ferry stack");
+    // SAFETY: the stack is leaked, so it stays mapped, and nothing else
+    // uses it.
+    unsafe { run_on(top, overflow_entry) }
+}
+
+#[test]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn overflow_of_a_carved_stack_in_mid_region_names_the_thread() {
+    const NAME: &str = "overflow_of_a_carved_stack_in_mid_region_names_the_thread";
+    match child_role().as_deref() {
+        Some("carved") => child_carved_overflow(false),
+        Some("carved-stride") => child_carved_overflow(true),
+        _ => {}
+    }
+    for role in ["carved", "carved-stride"] {
+        let (status, stderr) = run_child(NAME, role);
+        assert_died_by_signal(status, &stderr, &[libc::SIGSEGV, libc::SIGABRT]);
+        assert!(stderr.contains("child: "), "child ran: {stderr}");
+        assert!(
+            stderr.contains(r#"ferry: thread 21 "carved-deep" overflowed its 128 KiB stack"#),
+            "{role}: the report names the thread; stderr:\n{stderr}"
+        );
+        assert!(!stderr.contains("recursion returned"), "{stderr}");
+        assert!(!stderr.contains("wrote into the guard"), "{stderr}");
     }
 }

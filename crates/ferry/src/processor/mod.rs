@@ -105,11 +105,7 @@ use crate::arch::{self, Context};
 use crate::header::{Header, SmallBlock, Thread, ThreadId};
 use crate::sched::Event;
 use crate::sched::{self, Cx, NextSlot, Policy, Ready, RunQueue, WorkStealing};
-use crate::stack::{Stack, StackCache};
-
-/// Stacks of the runtime's default size each processor keeps for its next
-/// spawns, without a lock; beyond that they go to the process-wide cache.
-const LOCAL_STACKS: usize = 64;
+use crate::stack::{LocalStacks, Stack, StackCache};
 
 /// Freed small thread blocks each processor keeps for its next spawns,
 /// without a lock (16 KiB); beyond that they go back to the allocator.
@@ -198,8 +194,9 @@ pub(crate) struct Owner {
     ticks: u32,
     /// This processor's part of the event sources (its polled list).
     sources: crate::event::Local,
-    /// Warm stacks of the default size, for this processor's next spawns.
-    stacks: Vec<Stack>,
+    /// This processor's two magazines of stacks of the runtime's default
+    /// size (when it is an arena size), taken and given without a lock.
+    stacks: LocalStacks,
     /// Thread ids this processor hands out before it takes more.
     ids: Range<u64>,
     /// The errno slot of the kernel thread running this processor.
@@ -281,7 +278,7 @@ impl Processor {
                     pending: Pending::None,
                     ticks: 0,
                     sources: Default::default(),
-                    stacks: Vec::new(),
+                    stacks: LocalStacks::new(),
                     ids: 0..0,
                     errno: ptr::null_mut(),
                     since: 0,
@@ -544,33 +541,21 @@ impl Processor {
         let id = ThreadId(owner.ids.start);
         owner.ids.start += 1;
         let size = stack_size.unwrap_or(shared.stack_size);
-        let cached = if size == shared.stack_size {
-            owner.stacks.pop()
+        let stack = if size == shared.stack_size {
+            owner.stacks.get(size)?
         } else {
-            None
-        };
-        let stack = match cached {
-            Some(s) => s,
-            None => StackCache::global().get(size)?,
+            StackCache::global().get(size)?
         };
         Ok((id, stack))
     }
 
-    /// Takes back an exited thread's stack: into this processor's cache if
-    /// it has the default size and there is room, else the global cache.
+    /// Takes back an exited thread's stack: into this processor's
+    /// magazines if it is a carved stack of their size, else the global
+    /// cache.
     fn release_stack(&self, mut tok: OwnerToken<'_>, stack: Stack) {
         // Its thread is gone: a deadlock report must not list it.
         crate::waits::forget_stack(&stack);
-        let owner = self.owner(tok.rb());
-        let shared = self.shared();
-        if owner.stacks.len() < LOCAL_STACKS
-            && Some(stack.size()) == crate::stack::round_to_pages(shared.stack_size)
-            && stack.has_default_guard()
-        {
-            owner.stacks.push(stack);
-        } else {
-            StackCache::global().put(stack);
-        }
+        self.owner(tok.rb()).stacks.put(stack);
     }
 
     /// The scheduler loop, run by `driver`'s kernel thread: runs threads
@@ -644,9 +629,7 @@ impl Processor {
         }
         owner.current = None;
         owner.pending = Pending::None;
-        for stack in owner.stacks.drain(..) {
-            StackCache::global().put(stack);
-        }
+        owner.stacks.drain();
         // SAFETY: as for `owner` (the contract): nobody drives it.
         unsafe { (*self.blocks.get()).clear() };
     }

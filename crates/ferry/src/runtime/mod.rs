@@ -540,7 +540,7 @@ thread_local! {
 }
 
 /// Registers ferry's `pthread_atfork` handlers, once per process: a fork
-/// child gets the stack cache's and the stack registry's locks free, not
+/// child gets the stack cache's, the stack arena's and the stack registry's locks free, not
 /// held by a kernel thread that does not exist there.
 fn install_fork_handlers() {
     static ONCE: std::sync::Once = std::sync::Once::new();
@@ -557,8 +557,11 @@ extern "C" fn fork_prepare() {
     if let Some((critical, _)) = upcall::critical_enter() {
         critical.hand_over();
     }
+    // In the order the code nests them: the cache, the arena (whose
+    // `clear` unregisters stacks under it), the registry.
     let held = vec![
         crate::stack::StackCache::global().hold(),
+        crate::stack::hold_arena(),
         crate::stack::hold_registry(),
     ];
     FORK_HELD.with(|h| *h.borrow_mut() = held);

@@ -24,16 +24,31 @@
 //! an old thread's data on a cold stack (warm stacks, like `malloc`ed memory,
 //! are not cleared).
 //!
-//! Classes are keyed by usable size; only stacks with the default guard
+//! # Carved stacks
+//!
+//! Stacks of the arena's sizes (powers of two from 64 KiB to 8 MiB, which
+//! include [`DEFAULT_STACK_SIZE`]) are carved from the arena's regions
+//! (`super::arena`) and kept in the cache's depot in magazines of 64,
+//! under [`CacheLimits::max_resident_bytes`] instead of the count and
+//! address-space bounds: they are never unmapped one by one. When a `put`
+//! leaves the depot's estimated resident memory more than one magazine past
+//! the bound, its caller takes the oldest warm magazines down to 3/4 of the
+//! bound and, without the lock, releases them in runs of adjacent stacks:
+//! one `madvise(MADV_DONTNEED)` per run, not per stack. Processors keep
+//! two magazines of their own in front of the global cache, so a spawn or
+//! an exit there takes this cache's lock once per 64.
+//!
+//! Other sizes, and stacks with their own mapping ([`Stack::new`]), are
+//! kept per size as warm or cold stacks under the count and byte bounds,
+//! and unmapped beyond them. Only stacks with the default guard
 //! ([`default_guard_size`](super::default_guard_size)) are cached, so every
-//! stack a class hands out has the guard [`Stack::new`] would give it. The cache is a mutex around a few vectors: an
-//! uncontended lock is two atomic operations, cheap next to a spawn; the
-//! thread layer may add per-processor caches in front of it.
+//! stack a class hands out has the guard [`Stack::new`] would give it.
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
+use super::arena::{self, Depot, Magazine, class_of};
 use super::{DEFAULT_STACK_SIZE, Stack, round_to_pages};
 
 /// Bounds of a [`StackCache`].
@@ -43,20 +58,36 @@ pub struct CacheLimits {
     pub max_stacks: usize,
     /// Most address space (guards included) held by cached stacks.
     pub max_bytes: usize,
-    /// Most address space held by warm stacks, which bounds the memory the
-    /// cache keeps committed.
+    /// Most address space held by warm stacks with their own mapping,
+    /// which bounds the memory those keep committed.
     pub max_warm_bytes: usize,
+    /// Most memory the warm carved stacks in the cache are estimated to
+    /// keep resident (see the module documentation), past which it is
+    /// given back in batches. 0 means the default: the larger of 32 MiB and
+    /// 1/64 of `MemTotal`.
+    pub max_resident_bytes: usize,
 }
 
 impl CacheLimits {
-    /// The global cache's limits: 1024 stacks, 1 GiB of address space,
-    /// 32 MiB warm (64 default-sized stacks with their 256 KiB guards, so
-    /// at most 16 MiB of committed stack).
+    /// The global cache's limits: for carved stacks, the default resident
+    /// bound (max(32 MiB, `MemTotal`/64)); for stacks with their own
+    /// mapping, 1024 stacks, 1 GiB of address space and 32 MiB warm (64
+    /// default-sized stacks with their 256 KiB guards).
     pub const DEFAULT: CacheLimits = CacheLimits {
         max_stacks: 1024,
         max_bytes: 1 << 30,
         max_warm_bytes: 64 * 2 * DEFAULT_STACK_SIZE,
+        max_resident_bytes: 0,
     };
+
+    /// The resident bound in bytes, with 0 resolved to the default.
+    pub fn resident_bound(&self) -> usize {
+        if self.max_resident_bytes != 0 {
+            return self.max_resident_bytes;
+        }
+        static AUTO: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        *AUTO.get_or_init(|| (32 << 20).max(crate::sys::mem_total().unwrap_or(0) / 64))
+    }
 }
 
 impl Default for CacheLimits {
@@ -76,12 +107,22 @@ pub struct CacheStats {
     pub bytes: usize,
     /// Address space held by warm stacks.
     pub warm_bytes: usize,
-    /// [`StackCache::get`] calls served from the cache.
+    /// Stacks handed out from the cache: one per [`StackCache::get`] served
+    /// from it, a magazine's worth per processor refill.
     pub hits: u64,
-    /// [`StackCache::get`] calls that mapped a new stack.
+    /// Stacks mapped or carved because the cache had none: one per
+    /// [`StackCache::get`] that missed, a batch of up to 64 per processor
+    /// refill that missed.
     pub misses: u64,
     /// Stacks [`StackCache::put`] unmapped because the cache was full.
     pub dropped: u64,
+    /// Estimated resident bytes of the warm carved stacks held.
+    pub resident: usize,
+    /// `madvise` calls made to give carved stacks' memory back (one per
+    /// run of adjacent stacks).
+    pub releases: u64,
+    /// Arena regions mapped in the process (all caches together).
+    pub regions: usize,
 }
 
 struct Class {
@@ -96,6 +137,8 @@ struct Inner {
     bytes: usize,
     warm: usize,
     warm_bytes: usize,
+    /// Carved stacks.
+    depot: Depot,
 }
 
 impl Inner {
@@ -127,6 +170,7 @@ pub struct StackCache {
     hits: AtomicU64,
     misses: AtomicU64,
     dropped: AtomicU64,
+    releases: AtomicU64,
 }
 
 static GLOBAL: StackCache = StackCache::new(CacheLimits::DEFAULT);
@@ -142,10 +186,12 @@ impl StackCache {
                 bytes: 0,
                 warm: 0,
                 warm_bytes: 0,
+                depot: Depot::new(),
             }),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
+            releases: AtomicU64::new(0),
         }
     }
 
@@ -171,6 +217,17 @@ impl StackCache {
     /// A stack of `size` usable bytes (rounded up to pages): a cached one,
     /// warm first, or a newly mapped one. A cached stack has no owner.
     pub fn get(&self, size: usize) -> io::Result<Stack> {
+        if let Some(class) = round_to_pages(size).and_then(class_of) {
+            let taken = self.lock().depot.take(class);
+            if let Some((stack, _warm)) = taken {
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(stack);
+            }
+            let mut one = self.carve(class, 1)?;
+            return one
+                .pop()
+                .ok_or_else(|| io::Error::from(io::ErrorKind::OutOfMemory));
+        }
         if let Some(rounded) = round_to_pages(size).filter(|&s| s > 0) {
             let mut inner = self.lock();
             if let Some(i) = inner.classes.iter().position(|c| c.size == rounded) {
@@ -204,6 +261,16 @@ impl StackCache {
     /// Its owner is cleared. Stacks with a non-default guard are unmapped.
     /// Nothing may run on `stack` any more.
     pub fn put(&self, mut stack: Stack) {
+        if let Some(class) = stack.region().and_then(|_| class_of(stack.size())) {
+            stack.clear_owner();
+            let over = {
+                let mut inner = self.lock();
+                inner.depot.give(class, stack);
+                self.over_bound(&mut inner, class)
+            };
+            self.release(over);
+            return;
+        }
         if !stack.has_default_guard() {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return;
@@ -247,10 +314,11 @@ impl StackCache {
         }
     }
 
-    /// Releases the pages of every warm stack (`MADV_DONTNEED`), keeping the
-    /// stacks cold. Returns how many stacks were trimmed.
+    /// Releases the pages of every warm stack (`MADV_DONTNEED`; carved
+    /// ones in runs), keeping the stacks cold. Returns how many stacks were
+    /// trimmed.
     pub fn trim(&self) -> usize {
-        let taken: Vec<Stack> = {
+        let (taken, mags): (Vec<Stack>, _) = {
             let mut inner = self.lock();
             let mut taken = Vec::new();
             for class in &mut inner.classes {
@@ -262,9 +330,10 @@ impl StackCache {
             inner.warm = 0;
             inner.warm_bytes = 0;
             inner.classes.retain(|c| !c.cold.is_empty());
-            taken
+            (taken, inner.depot.take_all_warm())
         };
-        let n = taken.len();
+        let n = taken.len() + mags.iter().map(|(_, m)| m.len()).sum::<usize>();
+        self.release(mags);
         for mut stack in taken {
             if stack.release_pages().is_ok() {
                 self.put_cold(stack);
@@ -273,30 +342,159 @@ impl StackCache {
         n
     }
 
-    /// Unmaps every cached stack.
+    /// Unmaps every cached stack with its own mapping, and every arena
+    /// region whose carved stacks are all in this cache; the other carved
+    /// stacks stay, released.
     pub fn clear(&self) {
-        let classes = {
+        let (classes, carved) = {
             let mut inner = self.lock();
             inner.stacks = 0;
             inner.bytes = 0;
             inner.warm = 0;
             inner.warm_bytes = 0;
-            std::mem::take(&mut inner.classes)
+            (
+                std::mem::take(&mut inner.classes),
+                inner.depot.take_everything(),
+            )
         };
         drop(classes);
+        let mut by_region: std::collections::BTreeMap<u32, Vec<Stack>> = Default::default();
+        for s in carved {
+            by_region
+                .entry(s.region().unwrap_or(u32::MAX))
+                .or_default()
+                .push(s);
+        }
+        let mut kept = Vec::new();
+        for (region, stacks) in by_region {
+            if stacks.len() == arena::carved_in(region) {
+                if let Err(back) = arena::unmap_region(region, stacks) {
+                    kept.extend(back);
+                }
+            } else {
+                kept.extend(stacks);
+            }
+        }
+        let mut mags: Vec<(usize, Magazine)> = Vec::new();
+        for s in kept {
+            let class = class_of(s.size()).unwrap_or(0);
+            match mags.iter_mut().find(|(c, m)| *c == class && !m.is_full()) {
+                Some((_, m)) => m.push(s),
+                None => {
+                    let mut m = Magazine::new();
+                    m.push(s);
+                    mags.push((class, m));
+                }
+            }
+        }
+        let released = arena::release_runs(&mags);
+        self.releases.fetch_add(released.calls, Ordering::Relaxed);
+        let mut inner = self.lock();
+        for (class, m) in mags {
+            inner.depot.put_cold(class, m);
+        }
+    }
+
+    /// Takes back many stacks at once (a processor's magazines).
+    pub(crate) fn put_many(&self, stacks: Vec<Stack>) {
+        let mut other = Vec::new();
+        let mut over = Vec::new();
+        {
+            let mut inner = self.lock();
+            for mut s in stacks {
+                match s.region().and_then(|_| class_of(s.size())) {
+                    Some(class) => {
+                        s.clear_owner();
+                        inner.depot.give(class, s);
+                        over.extend(self.over_bound(&mut inner, class));
+                    }
+                    None => other.push(s),
+                }
+            }
+        }
+        self.release(over);
+        for s in other {
+            self.put(s);
+        }
+    }
+
+    /// A processor's full magazine of `class` in, an empty one out; past
+    /// the resident bound, releases a batch first.
+    pub(crate) fn exchange_full(&self, class: usize, full: Magazine) -> Magazine {
+        let (empty, over) = {
+            let mut inner = self.lock();
+            let empty = inner.depot.exchange_full(class, full);
+            (empty, self.over_bound(&mut inner, class))
+        };
+        self.release(over);
+        empty
+    }
+
+    /// A processor's empty magazine of `class` in, a full one out, or the
+    /// empty one back when the depot has none.
+    pub(crate) fn exchange_empty(
+        &self,
+        class: usize,
+        empty: Magazine,
+    ) -> Result<Magazine, Magazine> {
+        let got = self.lock().depot.exchange_empty(class, empty);
+        if let Ok(m) = &got {
+            self.hits.fetch_add(m.len() as u64, Ordering::Relaxed);
+        }
+        got
+    }
+
+    /// Carves up to `n` new stacks of `class` (counted as misses).
+    pub(crate) fn carve(&self, class: usize, n: usize) -> io::Result<Vec<Stack>> {
+        let stacks = arena::carve(class, n)?;
+        self.misses
+            .fetch_add(stacks.len() as u64, Ordering::Relaxed);
+        Ok(stacks)
+    }
+
+    /// The warm magazines to release when the depot is more than one
+    /// magazine of `class` past the resident bound: the oldest, down to
+    /// 3/4 of it.
+    fn over_bound(&self, inner: &mut Inner, class: usize) -> Vec<(usize, Magazine)> {
+        let bound = self.limits.resident_bound();
+        let slack = inner.depot.magazine_bytes(class).min(bound / 4);
+        if inner.depot.resident() <= bound.saturating_add(slack) {
+            return Vec::new();
+        }
+        inner.depot.take_for_release(bound / 4 * 3)
+    }
+
+    /// Releases `mags` in runs (without the lock) and keeps them cold.
+    fn release(&self, mags: Vec<(usize, Magazine)>) {
+        if mags.is_empty() {
+            return;
+        }
+        let released = arena::release_runs(&mags);
+        self.releases.fetch_add(released.calls, Ordering::Relaxed);
+        let mut inner = self.lock();
+        for (class, pages, stacks) in released.samples {
+            inner.depot.sampled(class, pages, stacks);
+        }
+        for (class, m) in mags {
+            inner.depot.put_cold(class, m);
+        }
     }
 
     /// Current contents and counters.
     pub fn stats(&self) -> CacheStats {
         let inner = self.lock();
+        let carved = inner.depot.counts();
         CacheStats {
-            stacks: inner.stacks,
-            warm: inner.warm,
-            bytes: inner.bytes,
-            warm_bytes: inner.warm_bytes,
+            stacks: inner.stacks + carved.stacks,
+            warm: inner.warm + carved.warm,
+            bytes: inner.bytes + carved.bytes,
+            warm_bytes: inner.warm_bytes + carved.warm_bytes,
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
             dropped: self.dropped.load(Ordering::Relaxed),
+            resident: carved.resident,
+            releases: self.releases.load(Ordering::Relaxed),
+            regions: arena::regions(),
         }
     }
 }

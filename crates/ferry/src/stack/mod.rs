@@ -12,9 +12,14 @@
 //!   ^ mapping start     ^ bottom()                                  top() ^
 //! ```
 //!
-//! One anonymous private mapping per stack, made with `MAP_NORESERVE |
-//! MAP_STACK`: the kernel commits a page only when it is first touched, so a
-//! stack costs address space, not memory, until it is used. The guard is at
+//! A stack is either a mapping of its own ([`Stack::new`]) or a slot carved
+//! from one of the arena's regions (what a [`StackCache`], and so every
+//! spawn, hands out for the sizes 64 KiB, 128 KiB, ..., 8 MiB): anonymous
+//! private memory made with `MAP_NORESERVE | MAP_STACK`, so the kernel
+//! commits a page only when it is first touched, and a stack costs address
+//! space, not memory, until it is used. In a region, slots lie side by side
+//! with the same layout, each stack's guard directly above the top of the
+//! stack below. The guard is at
 //! the low end because stacks grow down; a thread that runs into it faults,
 //! and the fault handler ([`install_overflow_handler`]) looks the address up
 //! in a lock-free registry of guard ranges and prints which thread overflowed
@@ -57,15 +62,17 @@
 //!   `ferry.pc`'s `Cflags`) exists for: with it every page is probed, and
 //!   any guard is hit.
 //!
-//! Since each stack's guard is in its own mapping, below its own usable
-//! part, two stacks side by side are always separated by the upper one's
-//! guard: a stride of up to the guard's size from any stack lands in its own
-//! guard (and the handler reports it, by the faulting address), never in
-//! its neighbour, whatever the kernel placed below.
+//! Since each stack's guard lies right below its own usable part (in its
+//! own mapping, or in its own slot of a region), two stacks side by side
+//! are always separated by the upper one's guard: a stride of up to the
+//! guard's size from any stack lands in its own guard (and the handler
+//! reports it, by the faulting address), never in its neighbour, whatever
+//! the kernel placed below.
 //!
-//! What the guard costs: no memory (it is never committed) and no system
-//! call (it is made in the same `mmap`, and the same one `madvise` or
-//! `mprotect`, as a one-page guard). Address space: 512 KiB per default
+//! What the guard costs: no memory (it is never committed) and no extra
+//! system call (the same one `madvise` or `mprotect` as a one-page guard,
+//! made once per stack: when it is mapped, or when its slot is carved).
+//! Address space: 512 KiB per default
 //! stack, guard included: 50 GiB for 100,000 stacks out of 128 TiB.
 //! Page tables: guard markers live in page-table entries, so the guard's
 //! range needs its page-table pages; with stacks packed side by side every
@@ -85,7 +92,8 @@
 //!   VMA and not a protection change, so a stack is **one VMA**, and stacks
 //!   the kernel places side by side even merge into one. A stack no longer
 //!   counts against `vm.max_map_count` on its own: 100,000 stacks fit under
-//!   the default cap. (Freeing stacks out of order splits merged VMAs again,
+//!   the default cap. Carved stacks share their region's one VMA: a
+//!   million default stacks take about 2,000. (Freeing stacks out of order splits merged VMAs again,
 //!   but never into more than one VMA per live stack plus one.) Touching a
 //!   marker faults with SIGSEGV like `PROT_NONE` does, with `si_code`
 //!   `SEGV_MAPERR` rather than `SEGV_ACCERR`; the handler accepts any
@@ -101,8 +109,10 @@
 //!   `mprotect`. Guard and usable part differ in protection and cannot
 //!   merge, so each stack is **two VMAs**: with the 65,530 default about
 //!   32,000 stacks can be alive at once, and 100,000 threads need `sysctl
-//!   vm.max_map_count=262144` or more. When the cap is hit [`Stack::new`]
-//!   fails with an error that says so.
+//!   vm.max_map_count=262144` or more. Carving a guard out of a region
+//!   splits the region's VMA the same way, so carved stacks cost two VMAs
+//!   each too. When the cap is hit [`Stack::new`] (or the carving behind
+//!   a [`StackCache`]) fails with an error that says so.
 //!
 //! The method is decided once per process, by the first mapping made (a
 //! stack, a signal stack or [`guard_method`]): it tries the markers, and if
@@ -146,25 +156,62 @@
 //! would buy nothing but page tables. Threads that recurse deeply ask for
 //! more when they are spawned.
 //!
+//! # What a blocked thread costs
+//!
+//! Resident memory per blocked thread is its touched stack pages, plus its
+//! thread block (256 bytes), its guard-registry slot (120 bytes) and its
+//! share of page tables: one 4 KiB page-table page per 2 MiB of stacks,
+//! guards included, so 1 KiB at the default 512 KiB stride. Measured with
+//! 10,000 threads blocked on a `ferry::sync::Condvar` on two processors
+//! (`cargo test -p ferry --test spawn_syscalls
+//! a_blocked_thread_keeps_few_stack_pages_resident -- --nocapture`, a debug
+//! build: `mincore` of each stack, `VmRSS` and `VmPTE` of
+//! `/proc/self/status`), Linux 6.18, x86_64, three runs:
+//!
+//! | stack pages resident per thread | `VmRSS` per thread | `VmPTE` per thread |
+//! |---------------------------------|--------------------|--------------------|
+//! | mean 1.5–1.8, at most 2         | 6.6–7.7 KB         | 1,038 B            |
+//!
+//! (`VmRSS` also counts what the test itself allocates per thread.) Most
+//! threads park within their top page or two; the pages are those the
+//! thread touched, whatever its size, so a smaller default would save
+//! address space and page-table entries, not resident memory, and would
+//! give deep Rust code (formatting, a panic's backtrace) less room. The
+//! default stays 256 KiB. A stack with a hardware guard cannot cost less
+//! than one page; goroutines start at 2 KiB because Go checks the stack
+//! in every function prologue and copies stacks that grow, which ferry
+//! cannot do for C code or for pointers into a stack.
+//!
+//! Address space and page tables are not given back until
+//! [`StackCache::clear`]: after a burst of a million threads, about 1 GiB
+//! of page-table pages stays (`MADV_DONTNEED` keeps them).
+//!
 //! # Reuse
 //!
 //! [`StackCache`] keeps freed stacks per size for the next spawn, as C-Threads
-//! kept exited threads; see its documentation for the limits and for why cold
-//! cached stacks are released with `MADV_DONTNEED`.
+//! kept exited threads; see its documentation for the limits, the
+//! magazines that make a spawn and an exit free of system calls in steady
+//! state, and why released stacks are released with `MADV_DONTNEED`. The
+//! arena's regions, and why a carved stack costs one VMA with guard markers
+//! but two with the `PROT_NONE` fallback, are described in `arena`'s
+//! documentation (the source of `stack/arena/mod.rs`).
 
+mod arena;
 mod cache;
+mod mapping;
 mod overflow;
 mod registry;
 
 use std::io;
 use std::ops::Range;
-use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU8, Ordering};
 
-use rustix::io::Errno;
-use rustix::mm::{self, Advice, MapFlags, MprotectFlags, ProtFlags};
+use mapping::{Mapping, Span, release_usable, too_big};
 
+pub(crate) use arena::Local as LocalStacks;
+pub use arena::REGION_BYTES;
+pub(crate) use arena::hold as hold_arena;
 pub use cache::{CacheLimits, CacheStats, StackCache};
+pub use mapping::{GuardMethod, guard_method};
 pub use overflow::{TagNamer, ensure_signal_stack, install_overflow_handler, set_tag_namer};
 pub(crate) use registry::hold as hold_registry;
 pub(crate) use registry::set_thread as registry_set_thread;
@@ -211,10 +258,6 @@ pub fn default_guard_size(size: usize) -> usize {
 /// cut at a character boundary.
 pub const OWNER_NAME_MAX: usize = registry::NAME_CAP;
 
-/// Transparent huge page size on the platforms ferry supports; stacks at
-/// least this large are marked `MADV_NOHUGEPAGE`.
-const HUGE_PAGE: usize = 2 * 1024 * 1024;
-
 /// The system page size.
 pub fn page_size() -> usize {
     rustix::param::page_size()
@@ -226,280 +269,44 @@ pub(crate) fn round_to_pages(bytes: usize) -> Option<usize> {
     bytes.checked_add(page - 1).map(|b| b & !(page - 1))
 }
 
-/// How this process makes the guards of its stacks (and of the alternate
-/// signal stacks); see the module documentation. Chosen once per process, on
-/// the first mapping made.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GuardMethod {
-    /// Guard markers installed with `madvise(MADV_GUARD_INSTALL)` in the low
-    /// pages of one read-write mapping: one VMA per stack (Linux 6.13+).
-    Madvise,
-    /// A `PROT_NONE` part made with `mprotect` below the read-write part:
-    /// two VMAs per stack.
-    Mprotect,
-}
-
-/// `MADV_GUARD_INSTALL` (Linux 6.13+); neither rustix nor libc names it yet.
-const MADV_GUARD_INSTALL: libc::c_int = 102;
-
-/// Values of [`METHOD`].
-const METHOD_UNKNOWN: u8 = 0;
-const METHOD_MADVISE: u8 = 1;
-const METHOD_MPROTECT: u8 = 2;
-
-/// The process's guard method: unknown until the first mapping tries
-/// `MADV_GUARD_INSTALL`; the first answer is kept for good.
-static METHOD: AtomicU8 = AtomicU8::new(METHOD_UNKNOWN);
-
-/// The guard method this process uses. Decides it first if no stack has been
-/// made yet, by mapping (and unmapping) a one-page stack; fails only when
-/// that mapping cannot be made.
-pub fn guard_method() -> io::Result<GuardMethod> {
-    if METHOD.load(Ordering::Relaxed) == METHOD_UNKNOWN {
-        drop(Mapping::new(page_size(), page_size(), "probe stack")?);
-    }
-    Ok(match METHOD.load(Ordering::Relaxed) {
-        METHOD_MADVISE => GuardMethod::Madvise,
-        _ => GuardMethod::Mprotect,
-    })
-}
-
-/// Records the first decision about the guard method; later ones are
-/// ignored (a concurrent first mapping may have decided already).
-fn decide(method: u8) {
-    let _ = METHOD.compare_exchange(METHOD_UNKNOWN, method, Ordering::Relaxed, Ordering::Relaxed);
-}
-
-/// One anonymous mapping: `guard` bytes of guard at the low end (markers or
-/// `PROT_NONE`, see [`GuardMethod`]), the rest read-write. Unmapped on drop.
-/// Used for thread stacks and for the alternate signal stacks.
-pub(crate) struct Mapping {
-    base: NonNull<u8>,
-    len: usize,
-    guard: usize,
-}
-
-// SAFETY: a `Mapping` is an address range owned by this value alone; nothing
-// in it is tied to the kernel thread that made it, so it may move between
-// threads, and `&Mapping` only hands out addresses.
-unsafe impl Send for Mapping {}
-// SAFETY: see `Send`; shared references expose no interior mutability.
-unsafe impl Sync for Mapping {}
-
-impl Mapping {
-    /// Maps `guard + usable` bytes (both already page multiples, `usable > 0`)
-    /// with the guard at the low end, made by the process's [`GuardMethod`]
-    /// (deciding it on the first call). `what` names the mapping in error
-    /// messages.
-    pub(crate) fn new(usable: usize, guard: usize, what: &str) -> io::Result<Mapping> {
-        let len = guard
-            .checked_add(usable)
-            .ok_or_else(|| too_big(usable, guard))?;
-        let map = if METHOD.load(Ordering::Relaxed) == METHOD_MPROTECT {
-            Mapping::with_prot_none_guard(len, guard)
-        } else {
-            Mapping::with_guard_markers(len, guard)
-        }
-        .map_err(|e| map_failed(what, usable, guard, e))?;
-        if len >= HUGE_PAGE {
-            // SAFETY: advice on our own mapping; it changes no contents. The
-            // whole range, so a guard-marker stack stays one VMA. Failure (a
-            // kernel without THP) is harmless and ignored.
-            let _ = unsafe { mm::madvise(map.base.as_ptr().cast(), len, Advice::LinuxNoHugepage) };
-        }
-        Ok(map)
-    }
-
-    /// An anonymous private mapping of `len` bytes with protection `prot`,
-    /// owned (and unmapped on drop) by the returned value.
-    fn map(len: usize, guard: usize, prot: ProtFlags) -> Result<Mapping, Errno> {
-        // SAFETY: a fresh anonymous mapping at an address the kernel chooses
-        // cannot alias any existing Rust object.
-        let base = unsafe {
-            mm::mmap_anonymous(
-                std::ptr::null_mut(),
-                len,
-                prot,
-                MapFlags::PRIVATE | MapFlags::NORESERVE | MapFlags::STACK,
-            )
-        }?;
-        // mmap never returns null for a non-fixed mapping.
-        let base = NonNull::new(base.cast::<u8>()).ok_or(Errno::NOMEM)?;
-        Ok(Mapping { base, len, guard })
-    }
-
-    /// The fallback: a `PROT_NONE` mapping whose usable part is then opened
-    /// read-write, leaving the guard a separate `PROT_NONE` VMA.
-    fn with_prot_none_guard(len: usize, guard: usize) -> Result<Mapping, Errno> {
-        let map = Mapping::map(len, guard, ProtFlags::empty())?;
-        // SAFETY: `[base + guard, base + len)` lies inside the mapping just
-        // made, which nothing else references yet.
-        unsafe {
-            mm::mprotect(
-                map.bottom().cast(),
-                map.usable(),
-                MprotectFlags::READ | MprotectFlags::WRITE,
-            )
-        }?;
-        Ok(map)
-    }
-
-    /// A read-write mapping whose guard pages get guard markers; if the
-    /// kernel has none (`EINVAL`, `ENOSYS`) the guard is made `PROT_NONE`
-    /// instead and, if this was the first try, the process switches to the
-    /// `mprotect` method for good.
-    fn with_guard_markers(len: usize, guard: usize) -> Result<Mapping, Errno> {
-        let map = Mapping::map(len, guard, ProtFlags::READ | ProtFlags::WRITE)?;
-        match map.install_guard_markers() {
-            Ok(()) => {
-                decide(METHOD_MADVISE);
-                Ok(map)
-            }
-            Err(e) if e == Errno::INVAL || e == Errno::NOSYS => {
-                decide(METHOD_MPROTECT);
-                // A kernel that refuses markers after accepting them (the
-                // process called `mlockall(MCL_FUTURE)`, say) still gets a
-                // guard: protect this mapping's guard the old way.
-                // SAFETY: `[base, base + guard)` lies inside the mapping just
-                // made, which nothing references yet.
-                unsafe { mm::mprotect(map.base.as_ptr().cast(), guard, MprotectFlags::empty()) }?;
-                Ok(map)
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    /// `madvise(MADV_GUARD_INSTALL)` over the guard pages, retried when the
-    /// kernel asks for it.
-    fn install_guard_markers(&self) -> Result<(), Errno> {
-        let mut tries = 0;
-        loop {
-            // SAFETY: `[base, base + guard)` is the low end of the mapping
-            // this value owns, whose pages nothing references: fresh
-            // mappings are only handed out after this call. The advice turns
-            // those pages into guard markers (any contents would be
-            // discarded; there are none) and touches nothing else. libc
-            // rather than rustix because rustix's `Advice` has no guard
-            // value; 102 is the kernel's `MADV_GUARD_INSTALL`.
-            let r =
-                unsafe { libc::madvise(self.base.as_ptr().cast(), self.guard, MADV_GUARD_INSTALL) };
-            if r == 0 {
-                return Ok(());
-            }
-            let e = Errno::from_io_error(&io::Error::last_os_error()).unwrap_or(Errno::INVAL);
-            tries += 1;
-            if (e != Errno::INTR && e != Errno::AGAIN) || tries >= 8 {
-                return Err(e);
-            }
-        }
-    }
-
-    /// Lowest usable address (just above the guard).
-    pub(crate) fn bottom(&self) -> *mut u8 {
-        self.base.as_ptr().wrapping_add(self.guard)
-    }
-
-    /// One past the highest usable address.
-    pub(crate) fn top(&self) -> *mut u8 {
-        self.base.as_ptr().wrapping_add(self.len)
-    }
-
-    /// Usable bytes.
-    pub(crate) fn usable(&self) -> usize {
-        self.len - self.guard
-    }
-
-    /// The guard's address range.
-    pub(crate) fn guard_range(&self) -> Range<usize> {
-        let lo = self.base.as_ptr() as usize;
-        lo..lo + self.guard
-    }
-
-    /// Gives the usable part's pages back to the kernel (`MADV_DONTNEED`):
-    /// the next touch of each page gets a fresh zero page. The guard is not
-    /// in the range, and would survive it anyway: `MADV_DONTNEED` keeps guard
-    /// markers (checked on Linux 6.18), as it keeps `PROT_NONE`.
-    fn release_pages(&mut self) -> io::Result<()> {
-        // SAFETY: `&mut self` means no thread runs on this memory and no
-        // reference into it exists; discarding its contents is then only a
-        // change of values (to zero), which the caller asked for.
-        unsafe { mm::madvise(self.bottom().cast(), self.usable(), Advice::LinuxDontNeed) }
-            .map_err(io::Error::from)
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        let (base, len) = (self.base.as_ptr().cast(), self.len);
-        // SAFETY: the range is exactly the mapping this value owns, and
-        // dropping it means nothing uses the memory any more.
-        if unsafe { mm::munmap(base, len) }.is_err() {
-            // Only ENOMEM: with guard markers, neighbouring stacks may have
-            // merged into one VMA, and unmapping one from the middle splits
-            // it, which the kernel refuses when the process is exactly at
-            // vm.max_map_count. Give the memory back and leak the address
-            // range (still guarded, never reused) rather than fail a drop.
-            // SAFETY: as above; discarding the contents of memory nobody
-            // uses changes nothing observable.
-            let _ = unsafe { mm::madvise(base, len, Advice::LinuxDontNeed) };
-        }
-    }
-}
-
-fn too_big(usable: usize, guard: usize) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidInput,
-        format!(
-            "ferry: a stack of {usable} bytes with a {guard}-byte guard does not fit the address space"
-        ),
-    )
-}
-
-fn map_failed(what: &str, usable: usize, guard: usize, e: Errno) -> io::Error {
-    let hint = if e == Errno::NOMEM {
-        let cap = std::fs::read_to_string("/proc/sys/vm/max_map_count")
-            .map(|s| s.trim().to_owned())
-            .unwrap_or_else(|_| "?".to_owned());
-        format!(
-            "; the address space, the overcommit limit or vm.max_map_count ({cap}; each stack takes {}) is exhausted",
-            match METHOD.load(Ordering::Relaxed) {
-                METHOD_MADVISE => "one mapping, guard markers in use",
-                _ => "two mappings, PROT_NONE guards in use",
-            }
-        )
-    } else {
-        String::new()
-    };
-    let err = io::Error::from(e);
-    io::Error::new(
-        err.kind(),
-        format!(
-            "ferry: cannot map a {} KiB {what} with a {} KiB guard: {err}{hint}",
-            usable / 1024,
-            guard / 1024
-        ),
-    )
-}
-
-/// A thread stack: one mapping with a guard (guard markers or `PROT_NONE`,
-/// see [`GuardMethod`]) below a read-write part that the kernel commits page
-/// by page as it is touched.
+/// A thread stack: a guarded range (guard markers or `PROT_NONE`, see
+/// [`GuardMethod`]) below a read-write part that the kernel commits page by
+/// page as it is touched. Either its own mapping ([`Stack::new`]) or a piece
+/// carved from one of the arena's regions (handed out by a [`StackCache`]
+/// for the arena's sizes; see the module documentation).
 ///
-/// Every stack is entered in the guard registry when it is made, so a thread
-/// that overflows it is reported even before [`set_owner`](Stack::set_owner)
-/// names it. Dropping the stack unregisters and unmaps it.
+/// Every stack is entered in the guard registry when it is made (or
+/// carved), so a thread that overflows it is reported even before
+/// [`set_owner`](Stack::set_owner) names it. Dropping a stack with its own
+/// mapping unregisters and unmaps it; dropping a carved stack gives it back
+/// to the arena (the global [`StackCache`]), since its memory belongs to a
+/// region.
 ///
 /// The memory of a fresh stack reads as zero; a stack reused from a
 /// [`StackCache`] keeps whatever its previous thread left, unless the cache
 /// released its pages.
 pub struct Stack {
-    map: Mapping,
+    span: Span,
+    origin: Origin,
     slot: u32,
+}
+
+/// Who owns a [`Stack`]'s memory.
+pub(crate) enum Origin {
+    /// Its own mapping, unmapped with it (kept only for its drop).
+    Own { _mapping: Mapping },
+    /// A piece of the arena's region `region`: it only ever goes back to
+    /// the arena.
+    Carved {
+        /// The region's index in the arena's table.
+        region: u32,
+    },
 }
 
 impl Stack {
     /// Maps a stack with `size` usable bytes (rounded up to whole pages) and
-    /// a guard of [`default_guard_size`]`(size)` bytes.
+    /// a guard of [`default_guard_size`]`(size)` bytes, in a mapping of its
+    /// own (a [`StackCache`] hands out carved stacks instead).
     ///
     /// Installs the overflow handler the first time it is called in the
     /// process. Fails with `InvalidInput` for a zero or absurd size and with
@@ -522,46 +329,90 @@ impl Stack {
         let guard = round_to_pages(guard.max(1)).ok_or_else(|| too_big(usable, guard))?;
         install_overflow_handler()?;
         let map = Mapping::new(usable, guard, "stack")?;
-        let g = map.guard_range();
+        let span = map.span;
+        let g = span.guard_range();
         let slot = registry::register(g.start, g.end, usable)?;
-        Ok(Stack { map, slot })
+        Ok(Stack {
+            span,
+            origin: Origin::Own { _mapping: map },
+            slot,
+        })
+    }
+
+    /// A stack carved from region `region` at `span`, registered in `slot`.
+    ///
+    /// # Safety
+    /// `span` lies in the arena's region `region`, its guard is installed,
+    /// and no other `Stack` covers it.
+    pub(crate) unsafe fn carved(span: Span, region: u32, slot: u32) -> Stack {
+        Stack {
+            span,
+            origin: Origin::Carved { region },
+            slot,
+        }
+    }
+
+    /// The arena region this stack was carved from, if it was.
+    pub(crate) fn region(&self) -> Option<u32> {
+        match self.origin {
+            Origin::Own { .. } => None,
+            Origin::Carved { region } => Some(region),
+        }
+    }
+
+    /// Where the stack lies, guard included.
+    pub(crate) fn span(&self) -> Span {
+        self.span
+    }
+
+    /// Forgets a carved stack without giving it back (its region is being
+    /// unmapped): unregisters it and returns nothing.
+    pub(crate) fn dissolve(self) {
+        let this = std::mem::ManuallyDrop::new(self);
+        registry::unregister(this.slot);
     }
 
     /// One past the highest usable address: the initial stack pointer.
     /// Page-aligned, so 16-byte aligned as every supported ABI requires.
     pub fn top(&self) -> *mut u8 {
-        self.map.top()
+        self.span.top()
     }
 
     /// The lowest usable address, just above the guard.
     pub fn bottom(&self) -> *mut u8 {
-        self.map.bottom()
+        self.span.bottom()
     }
 
     /// Usable bytes: `top() - bottom()`.
     pub fn size(&self) -> usize {
-        self.map.usable()
+        self.span.usable()
     }
 
     /// Bytes of guard below [`bottom`](Stack::bottom).
     pub fn guard_size(&self) -> usize {
-        self.map.guard
+        self.span.guard
     }
 
     /// Whether the guard is the one [`Stack::new`] gives a stack of this
     /// size (only such stacks are cached for reuse).
     pub fn has_default_guard(&self) -> bool {
-        self.map.guard == default_guard_size(self.size())
+        self.span.guard == default_guard_size(self.size())
     }
 
     /// The guard's address range (`guard_range().end == bottom()`).
     pub fn guard_range(&self) -> Range<usize> {
-        self.map.guard_range()
+        self.span.guard_range()
     }
 
     /// Address space the stack occupies, guard included.
     pub fn reserved(&self) -> usize {
-        self.map.len
+        self.span.len
+    }
+
+    /// Whether this stack was carved from one of the arena's regions
+    /// rather than mapped on its own.
+    pub fn is_carved(&self) -> bool {
+        matches!(self.origin, Origin::Carved { .. })
     }
 
     /// Whether `addr` lies in the usable part.
@@ -612,15 +463,27 @@ impl Stack {
     /// afterwards. Must not
     /// be called for a stack a thread is running on, which `&mut` ensures.
     pub fn release_pages(&mut self) -> io::Result<()> {
-        self.map.release_pages()
+        // SAFETY: `&mut self` means no thread runs on this memory and no
+        // reference into it exists.
+        unsafe { release_usable(&self.span) }
     }
 }
 
 impl Drop for Stack {
     fn drop(&mut self) {
-        // Unregister before the mapping goes, so a new mapping at the same
-        // address is never mistaken for this stack's guard.
-        registry::unregister(self.slot);
+        match self.origin {
+            // Unregister before the mapping goes, so a new mapping at the
+            // same address is never mistaken for this stack's guard.
+            Origin::Own { .. } => registry::unregister(self.slot),
+            // The memory belongs to a region: give the stack back to the
+            // arena, still registered.
+            Origin::Carved { region } => {
+                // SAFETY: this value is being dropped, so the new one is the
+                // only `Stack` covering the span.
+                let back = unsafe { Stack::carved(self.span, region, self.slot) };
+                StackCache::global().put(back);
+            }
+        }
     }
 }
 
@@ -631,6 +494,7 @@ impl std::fmt::Debug for Stack {
             .field("top", &self.top())
             .field("size", &self.size())
             .field("guard", &self.guard_size())
+            .field("carved", &self.is_carved())
             .finish()
     }
 }

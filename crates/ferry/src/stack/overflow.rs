@@ -41,8 +41,9 @@ use std::mem::ManuallyDrop;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::mapping::Mapping;
 use super::registry::{self, Snapshot};
-use super::{Mapping, page_size, round_to_pages};
+use super::{page_size, round_to_pages};
 
 /// The signals we handle, and for each the action that was installed before
 /// ours: handler address (`SIG_DFL` = 0 until stored) and `sa_flags`.
