@@ -170,6 +170,14 @@ impl Sources {
         ready || self.polled.is_ready(&mut local.polled)
     }
 
+    /// [`Sources::ready`] with `all`, for a processor about to sleep: every
+    /// source but readiness, whose harvest such a processor makes as the
+    /// poller instead of its sleep (`Processor::idle`), so that an idle
+    /// runtime with threads waiting on sockets does not harvest in a loop.
+    pub(crate) fn ready_to_sleep(&self, local: &mut Local) -> bool {
+        self.upcalls.is_ready() || self.timers.is_ready() || self.polled.is_ready(&mut local.polled)
+    }
+
     /// Whether a source has something, or may get something with no
     /// processor's help (a polled entry exists, or threads wait on
     /// sockets, which a peer may make ready): for a look from outside the

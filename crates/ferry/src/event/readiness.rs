@@ -62,9 +62,9 @@ use super::{Deliver, Every, Source};
 /// wait on sockets.
 pub(crate) const HARVEST_EVERY: Duration = Duration::from_micros(50);
 /// Slots per chunk of the slab.
-const CHUNK: usize = 1024;
+pub(crate) const CHUNK: usize = 1024;
 /// Chunks at most: 1,048,576 registrations.
-const MAX_CHUNKS: usize = 1024;
+pub(crate) const MAX_CHUNKS: usize = 1024;
 /// Events one `epoll_wait` takes at most.
 const EVENTS: usize = 256;
 /// The event data of the wake eventfd (no slot has this index).
@@ -80,6 +80,10 @@ pub(crate) trait Waiters: Send + Sync + 'static {
     /// The runtime ended: whether threads of it are parked on registration
     /// `index` (they never run again).
     fn has_parked(&self, index: u32) -> bool;
+
+    /// Interrupts the wait of the thread with id `thread` on a
+    /// registration, if it waits on one (`Thread::abort`): true if it did.
+    fn abort(&self, thread: u64) -> bool;
 
     /// The implementor, for the room that knows its type.
     fn as_any(&self) -> &dyn Any;
@@ -458,6 +462,12 @@ impl Readiness {
         self.reactor.get().is_some_and(|r| r.waiting() != 0)
     }
 
+    /// Interrupts the socket wait of the thread with id `thread`, if it is
+    /// in one: true if it was.
+    pub(crate) fn abort(&self, thread: u64) -> bool {
+        self.reactor.get().is_some_and(|r| r.hook.abort(thread))
+    }
+
     /// The runtime ended; see the module docs.
     pub(crate) fn shut_down(&self) {
         if let Some(r) = self.reactor.get() {
@@ -507,6 +517,9 @@ mod tests {
             self.0.lock().unwrap().push((index, bits));
         }
         fn has_parked(&self, _: u32) -> bool {
+            false
+        }
+        fn abort(&self, _: u64) -> bool {
             false
         }
         fn as_any(&self) -> &dyn Any {
