@@ -200,7 +200,6 @@ macro_rules! read_write_through_blocking {
         }
     };
 }
-pub(crate) use read_write_through_blocking;
 
 /// An open file, as [`std::fs::File`], whose operations block only the
 /// calling ferry thread: each runs through [`crate::blocking`].

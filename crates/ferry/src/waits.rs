@@ -36,10 +36,14 @@ pub(crate) enum WaitsOn {
     Queue,
     /// Another thread's end ([`crate::JoinHandle::join`]).
     Join,
+    /// A socket of [`crate::net`] to become readable.
+    Readable,
+    /// A socket of [`crate::net`] to become writable.
+    Writable,
 }
 
 impl WaitsOn {
-    const ALL: [WaitsOn; 8] = [
+    const ALL: [WaitsOn; 10] = [
         WaitsOn::Mutex,
         WaitsOn::Condvar,
         WaitsOn::RwLockRead,
@@ -48,6 +52,8 @@ impl WaitsOn {
         WaitsOn::Barrier,
         WaitsOn::Queue,
         WaitsOn::Join,
+        WaitsOn::Readable,
+        WaitsOn::Writable,
     ];
 
     /// The report's words for a record (`code`, `on`); `0` is no record.
@@ -62,6 +68,8 @@ impl WaitsOn {
             Some(WaitsOn::Barrier) => format!("Barrier at {on:#x}"),
             Some(WaitsOn::Queue) => format!("channel recv or send (queue waiters at {on:#x})"),
             Some(WaitsOn::Join) => format!("join of thread {on}"),
+            Some(WaitsOn::Readable) => format!("socket to be readable (registration at {on:#x})"),
+            Some(WaitsOn::Writable) => format!("socket to be writable (registration at {on:#x})"),
             None => "parked with no recorded wait (ferry::park, or suspended)".to_owned(),
         }
     }

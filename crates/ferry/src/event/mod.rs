@@ -4,8 +4,9 @@
 //! sleeps in one kernel wait that covers all of them.
 //!
 //! This room owns the sources (today [`timer::Timers`], the runtime's
-//! upcall queue, [`upcalls::Upcalls`], and memory other processes write,
-//! [`polled::Polling`]: `rpc` channels) and the contract below; it must not
+//! upcall queue, [`upcalls::Upcalls`], memory other processes write,
+//! [`polled::Polling`]: `rpc` channels, and socket readiness,
+//! [`readiness::Readiness`]) and the contract below; it must not
 //! switch contexts, choose which thread runs (a source hands threads and
 //! events to the processor's policy through [`Deliver`]) or park a
 //! processor (the processor does, in `Processor::idle`).
@@ -27,12 +28,14 @@
 //! | from another process (a channel's call or reply, [`polled`]) | publishes in shared memory, then rings this side's doorbell if it says a processor sleeps on it | sleeps on its sleep word and every doorbell at once (`futex_waitv`), after a spin of adaptive length |
 //! | at a moment (a timer) | reports the moment through `until_next` | bounds its `FUTEX_WAIT` by the earliest moment of all sources |
 //!
+//! | on a socket (readiness, [`readiness`]) | is harvested from the runtime's epoll instance: by a busy processor at a scheduling point, or by the one idle processor blocked in `epoll_wait` | when it is that one processor, is woken by a write to the reactor's eventfd as well as through its sleep word |
+//!
 //! A parked processor's one kernel wait is thus `FUTEX_WAIT` on its sleep
 //! word with a timeout, or, when polled entries exist, one `futex_waitv`
-//! on its sleep word and their doorbells. A source whose readiness arrives on a file
-//! descriptor (socket readiness, an io_uring ring) needs that wait to be an
-//! `epoll_wait` or a ring wait with the sleep word's wake replaced by an
-//! eventfd: that change stays inside `Processor::idle` and this seam.
+//! on its sleep word and their doorbells, or, for the one *poller* while
+//! threads wait on sockets, `epoll_wait` on the runtime's epoll instance
+//! (bounded by the polled entries' `POLL_PERIOD` while they exist: a
+//! doorbell is a futex word, which epoll cannot wait on).
 //!
 //! Adding a source: implement [`Source`], add it to [`Sources`] (a field
 //! and a line in `for_each_source!`); no run loop changes. The polled
@@ -47,6 +50,7 @@ mod atomic {
 
 pub(crate) mod doorbell;
 pub(crate) mod polled;
+pub(crate) mod readiness;
 pub(crate) mod stats;
 pub(crate) mod timer;
 pub(crate) mod upcalls;
@@ -57,6 +61,7 @@ pub(crate) use upcalls::{Posted, Upcalls};
 
 use crate::sched::Event;
 use polled::Polling;
+use readiness::Readiness;
 use timer::Timers;
 
 /// How often a busy processor (one that keeps switching between threads
@@ -105,6 +110,9 @@ pub(crate) struct Sources {
     /// Memory other processes write (`rpc` channels), asked at every
     /// switch through each processor's own list ([`Local`]).
     pub(crate) polled: Polling,
+    /// Socket readiness: the runtime's epoll instance, made at the first
+    /// socket that would block.
+    pub(crate) readiness: Readiness,
 }
 
 /// What one processor keeps for the sources (only that processor touches
@@ -126,6 +134,10 @@ macro_rules! for_each_source {
             let $s = &$sources.timers;
             $body
         }
+        {
+            let $s = &$sources.readiness;
+            $body
+        }
     }};
 }
 
@@ -139,6 +151,7 @@ impl Sources {
             timers: Timers::new(),
             upcalls: Upcalls::new(),
             polled: Polling::new(),
+            readiness: Readiness::new(),
         }
     }
 
@@ -157,13 +170,22 @@ impl Sources {
         ready || self.polled.is_ready(&mut local.polled)
     }
 
+    /// [`Sources::ready`] with `all`, for a processor about to sleep: every
+    /// source but readiness, whose harvest such a processor makes as the
+    /// poller instead of its sleep (`Processor::idle`), so that an idle
+    /// runtime with threads waiting on sockets does not harvest in a loop.
+    pub(crate) fn ready_to_sleep(&self, local: &mut Local) -> bool {
+        self.upcalls.is_ready() || self.timers.is_ready() || self.polled.is_ready(&mut local.polled)
+    }
+
     /// Whether a source has something, or may get something with no
-    /// processor's help (a polled entry exists): for a look from outside
-    /// the processors (the deadlock watch), which has no [`Local`].
+    /// processor's help (a polled entry exists, or threads wait on
+    /// sockets, which a peer may make ready): for a look from outside the
+    /// processors (the deadlock watch), which has no [`Local`].
     pub(crate) fn ready_or_external(&self) -> bool {
         let mut ready = false;
         for_each_source!(self, |s| ready |= at_every_switch(s) && s.is_ready());
-        ready || self.polled.active()
+        ready || self.polled.active() || self.readiness.waiting()
     }
 
     /// Delivers what the sources [`Sources::ready`] looks at (with the same

@@ -2,17 +2,21 @@
 //! looking for work (its own queues, the injector, the event sources,
 //! stranded next-to-run slots of busy processors), then parks on its
 //! `sleep` futex word, no longer than the earliest deadline of the event
-//! sources. The handshake with `Set::notify_work` is in the parent
+//! sources; or, while threads wait on sockets, one idle processor at a
+//! time (the poller, who wins the reactor's harvest token) blocks in
+//! `epoll_wait` instead, woken by the reactor's eventfd. The handshake with `Set::notify_work` is in the parent
 //! module's docs.
 //!
 //! This file owns the idle path; it must not choose which thread runs
 //! (stealing only moves a thread into this processor's queues, where the
 //! policy finds it).
 
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 use std::time::Instant;
 
 use super::{DEADLOCK_GRACE, OwnerToken, Processor, Set};
+use crate::event::polled::POLL_PERIOD;
+use crate::event::readiness::Reactor;
 use crate::header::Header;
 use crate::sched::{self, NextSlot, Policy, Ready};
 use crate::sys;
@@ -80,7 +84,7 @@ impl Processor {
                 if i % 64 == 63
                     && (shared
                         .sources
-                        .ready(true, &mut self.owner(tok.rb()).sources)
+                        .ready_to_sleep(&mut self.owner(tok.rb()).sources)
                         || self.steal_stale_next(tok.rb(), shared, &mut seen))
                 {
                     found = true;
@@ -114,7 +118,7 @@ impl Processor {
             if self.sees_work(tok.rb(), shared)
                 || shared
                     .sources
-                    .ready(true, &mut self.owner(tok.rb()).sources)
+                    .ready_to_sleep(&mut self.owner(tok.rb()).sources)
             {
                 return;
             }
@@ -128,7 +132,7 @@ impl Processor {
         if self.sees_work(tok.rb(), shared)
             || shared
                 .sources
-                .ready(true, &mut self.owner(tok.rb()).sources)
+                .ready_to_sleep(&mut self.owner(tok.rb()).sources)
             || self.steal_stranded_next(tok.rb(), shared)
         {
             shared.sleeper_exit(self.index);
@@ -139,6 +143,11 @@ impl Processor {
         }
         let mut looked = !shared.host().watches_deadlocks();
         while self.sleep.load(Acquire) == 0 && !shared.is_shut_down() {
+            // Threads wait on sockets: the one poller blocks in
+            // `epoll_wait` instead (see `poll_instead_of_sleeping`).
+            if self.poll_instead_of_sleeping(shared) {
+                break;
+            }
             // With polled memory: one wait on the sleep word and the
             // doorbells, bounded by the earliest timer; then look again.
             if shared.sources.polled.active() {
@@ -175,6 +184,40 @@ impl Processor {
         if let Some((start, _)) = budget {
             self.idled_for_entries(tok.rb(), shared, start);
         }
+    }
+
+    /// The poller's sleep: if threads wait on sockets and no other
+    /// processor harvests, blocks in `epoll_wait` (harvesting what it
+    /// returns) until an event, a [`Processor::wake`] (which writes the
+    /// reactor's eventfd while `in_epoll` names it) or the sources'
+    /// earliest moment; bounded by `POLL_PERIOD` while polled entries
+    /// exist, whose doorbells epoll cannot wait on. False if it did not
+    /// poll (the caller sleeps on its futex word).
+    ///
+    /// `in_epoll` is stored before the last look at `sleep`, and a waker
+    /// stores `sleep` before it reads `in_epoll` (both SeqCst): either the
+    /// poller sees the wake and does not block, or the waker writes the
+    /// eventfd, whose edge ends (or pre-empts) the `epoll_wait`.
+    fn poll_instead_of_sleeping(&self, shared: &Set) -> bool {
+        let Some(r) = shared.sources.readiness.get() else {
+            return false;
+        };
+        if r.waiting() == 0 || r.has_ended() {
+            return false;
+        }
+        self.in_epoll
+            .store(std::ptr::from_ref::<Reactor>(r).cast_mut(), SeqCst);
+        let polled = if self.sleep.load(SeqCst) == 0 && !shared.is_shut_down() {
+            let mut wait = shared.sources.until_next();
+            if shared.sources.polled.active() {
+                wait = Some(wait.map_or(POLL_PERIOD, |w| w.min(POLL_PERIOD)));
+            }
+            r.harvest(wait).is_some()
+        } else {
+            true
+        };
+        self.in_epoll.store(std::ptr::null_mut(), SeqCst);
+        polled
     }
 
     /// An idle spell that began at `start` ends: tells the polled entries'
@@ -232,7 +275,13 @@ impl Processor {
 
     /// Wakes this processor if it sleeps in `idle`.
     pub(crate) fn wake(&self) {
-        self.sleep.store(1, Release);
+        self.sleep.store(1, SeqCst);
         sys::futex_wake_one(&self.sleep);
+        let r = self.in_epoll.load(SeqCst);
+        if !r.is_null() {
+            // SAFETY: `in_epoll` names the runtime's reactor, which its
+            // `Sources` keep for as long as the processor lives.
+            unsafe { (*r).wake_poller() };
+        }
     }
 }

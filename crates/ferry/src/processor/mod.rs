@@ -228,6 +228,10 @@ pub(crate) struct Processor {
     next: NextSlot,
     /// The futex word while it sleeps in `idle`; see the module docs.
     sleep: AtomicU32,
+    /// The runtime's reactor while this processor blocks in its
+    /// `epoll_wait` (the one poller, `idle`), else null: `wake` then
+    /// writes the reactor's eventfd too.
+    in_epoll: AtomicPtr<crate::event::readiness::Reactor>,
     /// See the module docs.
     willing_to_yield: AtomicBool,
     /// `dispatches << 1 | running a thread`, written at every switch (see
@@ -288,6 +292,7 @@ impl Processor {
                 blocks: UnsafeCell::new(Vec::with_capacity(LOCAL_BLOCKS)),
                 next: NextSlot::new(),
                 sleep: AtomicU32::new(0),
+                in_epoll: AtomicPtr::new(std::ptr::null_mut()),
                 willing_to_yield: AtomicBool::new(false),
                 dispatch: AtomicU32::new(0),
                 membership: AtomicU8::new(STOPPED),

@@ -517,6 +517,8 @@ impl Builder {
         shared.activations.join_all();
         // Threads still queued hold the runtime; let them (and their stacks) go.
         shared.drain();
+        // Sockets of threads parked for good, and the epoll instance, close.
+        shared.sources.readiness.shut_down();
         let outcome = outcome
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

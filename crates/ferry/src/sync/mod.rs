@@ -59,7 +59,7 @@ mod park;
 mod rwlock;
 mod semaphore;
 mod spin;
-mod waiter;
+pub(crate) mod waiter;
 
 pub use barrier::{Barrier, BarrierWaitResult};
 pub use channel::{

@@ -153,6 +153,8 @@ impl Thread {
     /// the system call it is blocked in fails with `EINTR`, and ferry's
     /// wrappers ([`crate::fs`], [`crate::net`], [`crate::process`]) return
     /// [`Interrupted`](std::io::ErrorKind::Interrupted) instead of retrying it.
+    /// A thread parked on a socket of [`crate::net`] (no kernel call) is
+    /// woken, and its call returns `Interrupted` too.
     /// Returns once the system call was interrupted or the call is over;
     /// `true` if the thread was in a blocking call, `false` if it was in
     /// none (then nothing is done, and nothing is remembered for a later
@@ -171,7 +173,11 @@ impl Thread {
         let mut tries = 0u32;
         loop {
             match crate::upcall::abort_step(self.shared(), h) {
-                crate::upcall::AbortStep::NotInCall => return sent,
+                crate::upcall::AbortStep::NotInCall => {
+                    // A wait on a socket of `crate::net` is no blocking
+                    // call: the reactor ends it (`Interrupted`).
+                    return sent || self.shared().sources.readiness.abort(self.id().as_u64());
+                }
                 crate::upcall::AbortStep::Interrupted => return true,
                 crate::upcall::AbortStep::Sent => sent = true,
             }

@@ -1,0 +1,586 @@
+//! Socket readiness: one epoll instance per runtime, edge-triggered, and
+//! the readiness words of the sockets registered with it; an event source
+//! (see the parent module).
+//!
+//! This room owns the epoll and wake descriptors, the slab of
+//! registrations (each a readiness word, [`state`]), the harvest and its
+//! token, and the count of threads waiting on sockets; it must not park or
+//! wake a thread itself: the room above that waits on sockets (`net`)
+//! keeps the wait lists and implements [`Waiters`], which a harvest calls
+//! for each registration whose word it changed.
+//!
+//! # Registrations
+//!
+//! A socket is registered once, with `EPOLLIN|EPOLLOUT|EPOLLRDHUP|EPOLLET`,
+//! so no `epoll_ctl` runs per wait. Its slot in the slab is named in the
+//! event's data as `index | generation << 32`; a slot is handed out again
+//! after `EPOLL_CTL_DEL` with the next generation, so an event of the
+//! earlier socket that a harvest still holds finds another generation in
+//! the word and is dropped ([`state::set`]). Chunks of slots are never
+//! freed (as Go's `pollcache`), so a word can be read without a lock.
+//!
+//! # Harvests
+//!
+//! | who | when | how |
+//! |-----|------|-----|
+//! | a busy processor | at a scheduling point ([`Every::Ticks`]), if threads wait on sockets and nobody harvested for [`HARVEST_EVERY`] | `epoll_wait` with timeout 0 |
+//! | an idle processor (the *poller*, one at a time) | instead of its futex sleep, while threads wait on sockets | `epoll_wait` bounded by the sources' earliest moment; woken early through the wake eventfd |
+//!
+//! Every `epoll_wait` runs under the harvest token (`token`), so at most
+//! one harvest runs at a time; a processor that finds it taken goes on
+//! (the holder delivers). The wake eventfd is registered edge-triggered
+//! and drained when its event is seen, so each later write is a new edge.
+//!
+//! # The runtime's end
+//!
+//! [`Readiness::shut_down`], called once every processor has stopped,
+//! closes the sockets that threads of the runtime are parked on (those
+//! threads never run again, and nothing else would close them), then the
+//! epoll and wake descriptors; sockets used after that wait with `poll(2)`.
+
+/// The atomics `state` uses (its loom model swaps in loom's).
+mod atomic {
+    pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
+}
+
+pub(crate) mod state;
+
+use std::any::Any;
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use rustix::event::epoll;
+
+use super::{Deliver, Every, Source};
+
+/// How long a busy processor lets pass between two harvests while threads
+/// wait on sockets.
+pub(crate) const HARVEST_EVERY: Duration = Duration::from_micros(50);
+/// Slots per chunk of the slab.
+pub(crate) const CHUNK: usize = 1024;
+/// Chunks at most: 1,048,576 registrations.
+pub(crate) const MAX_CHUNKS: usize = 1024;
+/// Events one `epoll_wait` takes at most.
+const EVENTS: usize = 256;
+/// The event data of the wake eventfd (no slot has this index).
+const WAKE_DATA: u64 = u64::MAX;
+
+/// The room above that waits on sockets: wakes the threads waiting on a
+/// registration, and says which registrations have parked threads.
+pub(crate) trait Waiters: Send + Sync + 'static {
+    /// The word of registration `index` just got `bits` (see
+    /// [`state`]): wake its threads waiting for any of them.
+    fn wake(&self, index: u32, bits: u64);
+
+    /// The runtime ended: whether threads of it are parked on registration
+    /// `index` (they never run again).
+    fn has_parked(&self, index: u32) -> bool;
+
+    /// Interrupts the wait of the thread with id `thread` on a
+    /// registration, if it waits on one (`Thread::abort`): true if it did.
+    fn abort(&self, thread: u64) -> bool;
+
+    /// The implementor, for the room that knows its type.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A registration's name: its slot and the generation it holds it with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Token {
+    /// The slot in the slab.
+    pub(crate) index: u32,
+    /// The slot's generation for this registration.
+    pub(crate) generation: u32,
+}
+
+/// One slot of the slab.
+struct Slot {
+    /// The readiness word ([`state`]).
+    word: AtomicU64,
+    /// The registered descriptor, or -1.
+    fd: AtomicI32,
+}
+
+/// Free slots: reused ones first, then the never-used ones from `next`.
+struct Free {
+    list: Vec<u32>,
+    next: u32,
+}
+
+/// The epoll instance of one runtime and its registrations.
+pub(crate) struct Reactor {
+    /// The epoll descriptor; -1 once the runtime ended.
+    epoll: AtomicI32,
+    /// The wake eventfd; -1 once the runtime ended.
+    waker: AtomicI32,
+    chunks: Box<[OnceLock<Box<[Slot]>>]>,
+    free: Mutex<Free>,
+    /// The harvest token: held by whoever is in `epoll_wait`.
+    token: AtomicBool,
+    /// Threads parked on a registration (or about to park).
+    waiting: AtomicUsize,
+    /// When a harvest last ended, in ns since `epoch`.
+    last_harvest: AtomicU64,
+    epoch: Instant,
+    /// Whether the runtime ended ([`Readiness::shut_down`]).
+    ended: AtomicBool,
+    hook: Box<dyn Waiters>,
+}
+
+impl Reactor {
+    fn new(hook: Box<dyn Waiters>) -> io::Result<Reactor> {
+        let ep = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        let waker = rustix::event::eventfd(
+            0,
+            rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+        )?;
+        epoll::add(
+            &ep,
+            &waker,
+            epoll::EventData::new_u64(WAKE_DATA),
+            epoll::EventFlags::IN | epoll::EventFlags::ET,
+        )?;
+        Ok(Reactor {
+            epoll: AtomicI32::new(ep.into_raw_fd()),
+            waker: AtomicI32::new(waker.into_raw_fd()),
+            chunks: (0..MAX_CHUNKS).map(|_| OnceLock::new()).collect(),
+            free: Mutex::new(Free {
+                list: Vec::new(),
+                next: 0,
+            }),
+            token: AtomicBool::new(false),
+            waiting: AtomicUsize::new(0),
+            last_harvest: AtomicU64::new(0),
+            epoch: Instant::now(),
+            ended: AtomicBool::new(false),
+            hook,
+        })
+    }
+
+    /// The hook the reactor was made with.
+    pub(crate) fn hook(&self) -> &dyn Waiters {
+        &*self.hook
+    }
+
+    fn slot(&self, index: u32) -> &Slot {
+        let (c, i) = (index as usize / CHUNK, index as usize % CHUNK);
+        &self.chunks[c]
+            .get()
+            .expect("a slot handed out lives in a made chunk")[i]
+    }
+
+    /// The readiness word of registration `index`.
+    pub(crate) fn word(&self, index: u32) -> &AtomicU64 {
+        &self.slot(index).word
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Whether the runtime ended: sockets wait with `poll(2)` now.
+    pub(crate) fn has_ended(&self) -> bool {
+        self.ended.load(Acquire)
+    }
+
+    /// The epoll descriptor, unless the runtime ended.
+    fn epoll_fd(&self) -> Option<BorrowedFd<'_>> {
+        let fd = self.epoll.load(Acquire);
+        // SAFETY: the descriptor stays open until `shut_down`, which runs
+        // once every processor stopped; a socket used after that sees
+        // `ended` first (see the module docs).
+        (fd >= 0 && !self.has_ended()).then(|| unsafe { BorrowedFd::borrow_raw(fd) })
+    }
+
+    /// Registers `fd` (edge-triggered, both directions).
+    ///
+    /// # Errors
+    /// [`io::ErrorKind::Other`] once the runtime ended or with every slot
+    /// taken; `epoll_ctl`'s error (e.g. out of memory).
+    pub(crate) fn register(&self, fd: BorrowedFd<'_>) -> io::Result<Token> {
+        let Some(ep) = self.epoll_fd() else {
+            return Err(io::Error::other("the runtime of this socket ended"));
+        };
+        let index = {
+            let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
+            match free.list.pop() {
+                Some(i) => i,
+                None => {
+                    let i = free.next;
+                    if i as usize >= CHUNK * MAX_CHUNKS {
+                        return Err(io::Error::other("too many sockets registered"));
+                    }
+                    self.chunks[i as usize / CHUNK].get_or_init(|| {
+                        (0..CHUNK)
+                            .map(|_| Slot {
+                                word: AtomicU64::new(state::fresh(0)),
+                                fd: AtomicI32::new(-1),
+                            })
+                            .collect()
+                    });
+                    free.next += 1;
+                    i
+                }
+            }
+        };
+        let slot = self.slot(index);
+        let generation = state::generation(slot.word.load(Acquire));
+        slot.word.store(state::fresh(generation), Release);
+        slot.fd.store(fd.as_raw_fd(), Release);
+        let data = u64::from(index) | u64::from(generation) << 32;
+        let flags = epoll::EventFlags::IN
+            | epoll::EventFlags::OUT
+            | epoll::EventFlags::RDHUP
+            | epoll::EventFlags::ET;
+        let token = Token { index, generation };
+        if let Err(e) = epoll::add(ep, fd, epoll::EventData::new_u64(data), flags) {
+            self.release(token);
+            return Err(e.into());
+        }
+        Ok(token)
+    }
+
+    /// Deregisters `t`'s socket `fd` (before it is closed: a registration
+    /// outlives the descriptor while a duplicate of it is open), ends the
+    /// registration and wakes its waiters, who find it [`state::CLOSED`].
+    /// Returns false (and does nothing) if the runtime's end already did.
+    pub(crate) fn deregister(&self, t: Token, fd: BorrowedFd<'_>) -> bool {
+        if state::generation(self.word(t.index).load(Acquire)) != t.generation {
+            return false;
+        }
+        if let Some(ep) = self.epoll_fd() {
+            let _ = epoll::delete(ep, fd);
+        }
+        self.release(t);
+        true
+    }
+
+    fn release(&self, t: Token) {
+        let slot = self.slot(t.index);
+        slot.fd.store(-1, Release);
+        state::retire(&slot.word, t.generation);
+        self.hook.wake(t.index, state::CLOSED);
+        let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
+        free.list.push(t.index);
+    }
+
+    /// A thread starts waiting on a registration.
+    pub(crate) fn wait_begins(&self) {
+        self.waiting.fetch_add(1, SeqCst);
+    }
+
+    /// A thread stops waiting on a registration.
+    pub(crate) fn wait_ends(&self) {
+        self.waiting.fetch_sub(1, Release);
+    }
+
+    /// How many threads wait on registrations.
+    pub(crate) fn waiting(&self) -> usize {
+        self.waiting.load(SeqCst)
+    }
+
+    /// Wakes the processor blocked in `epoll_wait`, if one is (a write to
+    /// the wake eventfd, which is a new edge each time).
+    pub(crate) fn wake_poller(&self) {
+        let fd = self.waker.load(Acquire);
+        if fd < 0 {
+            return;
+        }
+        // SAFETY: open until `shut_down`, after every processor stopped.
+        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+        let _ = rustix::io::write(fd, &1u64.to_ne_bytes());
+    }
+
+    /// Harvests if the token is free: one `epoll_wait` bounded by `timeout`
+    /// (`None`: until an event or a wake), then sets the words and wakes
+    /// their waiters. Returns how many registrations changed, or `None` if
+    /// another harvest runs (or the runtime ended).
+    pub(crate) fn harvest(&self, timeout: Option<Duration>) -> Option<usize> {
+        if self.token.swap(true, Acquire) {
+            return None;
+        }
+        let n = self.harvest_holding_token(timeout);
+        self.last_harvest.store(self.now(), Relaxed);
+        self.token.store(false, Release);
+        n
+    }
+
+    fn harvest_holding_token(&self, timeout: Option<Duration>) -> Option<usize> {
+        let ep = self.epoll_fd()?;
+        let mut events = [MaybeUninit::<epoll::Event>::uninit(); EVENTS];
+        let ts = timeout.map(|d| rustix::event::Timespec {
+            tv_sec: d.as_secs().min(i64::MAX as u64) as i64,
+            tv_nsec: i64::from(d.subsec_nanos()),
+        });
+        let (got, _) = match epoll::wait(ep, &mut events[..], ts.as_ref()) {
+            Ok(got) => got,
+            Err(_) => return Some(0),
+        };
+        let mut changed = 0;
+        for e in got.iter() {
+            let data = e.data.u64();
+            if data == WAKE_DATA {
+                self.drain_waker();
+                continue;
+            }
+            let (index, generation) = (data as u32, (data >> 32) as u32);
+            let bits = bits_of(e.flags);
+            if state::set(self.word(index), generation, bits).is_some() {
+                changed += 1;
+                self.hook.wake(index, bits);
+            }
+        }
+        Some(changed)
+    }
+
+    fn drain_waker(&self) {
+        let fd = self.waker.load(Acquire);
+        if fd >= 0 {
+            // SAFETY: as in `wake_poller`.
+            let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+            let mut buf = [0u8; 8];
+            let _ = rustix::io::read(fd, &mut buf);
+        }
+    }
+
+    /// Whether a busy processor should harvest now: threads wait, the
+    /// token is free and nobody harvested for [`HARVEST_EVERY`].
+    fn due(&self) -> bool {
+        self.waiting.load(Relaxed) != 0
+            && !self.token.load(Relaxed)
+            && self.now().saturating_sub(self.last_harvest.load(Relaxed))
+                >= HARVEST_EVERY.as_nanos() as u64
+    }
+
+    /// The runtime ended (see the module docs).
+    fn shut_down(&self) {
+        if self.ended.swap(true, AcqRel) {
+            return;
+        }
+        while self.token.swap(true, Acquire) {
+            std::hint::spin_loop();
+        }
+        let next = self
+            .free
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .next;
+        for index in 0..next {
+            let slot = self.slot(index);
+            let fd = slot.fd.load(Acquire);
+            if fd >= 0 && self.hook.has_parked(index) {
+                let g = state::generation(slot.word.load(Acquire));
+                slot.fd.store(-1, Release);
+                state::retire(&slot.word, g);
+                // SAFETY: the socket's owner is parked for good on a thread
+                // of this ended runtime, so nobody else closes or uses the
+                // descriptor: its drop (if ever) sees the generation moved
+                // on and leaves it (`net`).
+                drop(unsafe { OwnedFd::from_raw_fd(fd) });
+            }
+        }
+        for fd in [&self.epoll, &self.waker] {
+            let raw: RawFd = fd.swap(-1, AcqRel);
+            if raw >= 0 {
+                // SAFETY: ours since `new`, and no harvest or wake uses it
+                // now (`ended`, and the token held for good).
+                drop(unsafe { OwnedFd::from_raw_fd(raw) });
+            }
+        }
+    }
+}
+
+/// The readiness flags an epoll event stands for.
+fn bits_of(f: epoll::EventFlags) -> u64 {
+    let mut bits = 0;
+    if f.contains(epoll::EventFlags::IN) {
+        bits |= state::READABLE;
+    }
+    if f.contains(epoll::EventFlags::OUT) {
+        bits |= state::WRITABLE;
+    }
+    if f.contains(epoll::EventFlags::RDHUP) {
+        bits |= state::READ_CLOSED;
+    }
+    if f.contains(epoll::EventFlags::HUP) {
+        bits |= state::READ_CLOSED | state::WRITE_CLOSED;
+    }
+    if f.contains(epoll::EventFlags::ERR) {
+        bits |= state::ERROR;
+    }
+    bits
+}
+
+/// The readiness source of one runtime: its reactor, made at the first
+/// registration.
+pub(crate) struct Readiness {
+    reactor: OnceLock<Arc<Reactor>>,
+    making: Mutex<()>,
+}
+
+impl Readiness {
+    pub(crate) fn new() -> Readiness {
+        Readiness {
+            reactor: OnceLock::new(),
+            making: Mutex::new(()),
+        }
+    }
+
+    /// The reactor, if a socket was ever registered.
+    #[inline]
+    pub(crate) fn get(&self) -> Option<&Arc<Reactor>> {
+        self.reactor.get()
+    }
+
+    /// The reactor, made with `hook` if there is none yet.
+    ///
+    /// # Errors
+    /// Making the epoll or eventfd descriptor failed (out of descriptors).
+    pub(crate) fn get_or_make(
+        &self,
+        hook: impl FnOnce() -> Box<dyn Waiters>,
+    ) -> io::Result<&Arc<Reactor>> {
+        if let Some(r) = self.reactor.get() {
+            return Ok(r);
+        }
+        let _making = self.making.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(r) = self.reactor.get() {
+            return Ok(r);
+        }
+        let r = Arc::new(Reactor::new(hook())?);
+        Ok(self.reactor.get_or_init(|| r))
+    }
+
+    /// Whether threads wait on sockets (the deadlock watch counts them as
+    /// waiting on something outside the runtime).
+    pub(crate) fn waiting(&self) -> bool {
+        self.reactor.get().is_some_and(|r| r.waiting() != 0)
+    }
+
+    /// Interrupts the socket wait of the thread with id `thread`, if it is
+    /// in one: true if it was.
+    pub(crate) fn abort(&self, thread: u64) -> bool {
+        self.reactor.get().is_some_and(|r| r.hook.abort(thread))
+    }
+
+    /// The runtime ended; see the module docs.
+    pub(crate) fn shut_down(&self) {
+        if let Some(r) = self.reactor.get() {
+            r.shut_down();
+        }
+    }
+}
+
+/// Threads waiting on sockets are woken by harvests: a busy processor
+/// harvests at a scheduling point at most every [`HARVEST_EVERY`], an
+/// idle one blocks in `epoll_wait` (`Processor::idle`).
+impl Source for Readiness {
+    const EVERY: Every = Every::Ticks;
+
+    #[inline]
+    fn is_ready(&self) -> bool {
+        self.reactor.get().is_some_and(|r| r.due())
+    }
+
+    fn deliver(&self, _to: &mut dyn Deliver) {
+        // The woken threads reach their processors through their own
+        // scheduler, not through `to`.
+        if let Some(r) = self.reactor.get() {
+            r.harvest(Some(Duration::ZERO));
+        }
+    }
+
+    fn until_next(&self) -> Option<Duration> {
+        None
+    }
+}
+
+#[cfg(all(test, not(ferry_loom)))]
+mod tests {
+    use std::io::Write;
+    use std::os::fd::AsFd;
+    use std::sync::Mutex as StdMutex;
+
+    use super::*;
+
+    /// A hook that records the wakes.
+    #[derive(Default)]
+    struct Log(StdMutex<Vec<(u32, u64)>>);
+
+    impl Waiters for Arc<Log> {
+        fn wake(&self, index: u32, bits: u64) {
+            self.0.lock().unwrap().push((index, bits));
+        }
+        fn has_parked(&self, _: u32) -> bool {
+            false
+        }
+        fn abort(&self, _: u64) -> bool {
+            false
+        }
+        fn as_any(&self) -> &dyn Any {
+            self
+        }
+    }
+
+    #[test]
+    fn an_edge_sets_the_word_once_and_a_closed_registration_drops_stale_events() {
+        let log = Arc::new(Log::default());
+        let readiness = Readiness::new();
+        let hook = Arc::clone(&log);
+        let r = readiness.get_or_make(|| Box::new(hook)).unwrap();
+        let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let t = r.register(a.as_fd()).unwrap();
+        assert_eq!(r.harvest(Some(Duration::ZERO)), Some(1), "writable at once");
+        let w = r.word(t.index).load(Acquire);
+        assert_eq!(state::flags(w), state::WRITABLE);
+        assert_eq!(
+            r.harvest(Some(Duration::ZERO)),
+            Some(0),
+            "an edge, not a level"
+        );
+        b.write_all(b"x").unwrap();
+        assert_eq!(r.harvest(Some(Duration::from_secs(10))), Some(1));
+        let w2 = r.word(t.index).load(Acquire);
+        assert_ne!(state::flags(w2) & state::READABLE, 0);
+        assert_ne!(state::tick(w2), state::tick(w));
+        b.write_all(b"y").unwrap();
+        assert!(r.deregister(t, a.as_fd()));
+        assert!(!r.deregister(t, a.as_fd()), "once");
+        assert_eq!(r.harvest(Some(Duration::ZERO)), Some(0), "deregistered");
+        let t2 = r.register(b.as_fd()).unwrap();
+        assert_eq!(t2.index, t.index, "the slot is reused");
+        assert_eq!(t2.generation, t.generation + 1);
+        assert!(
+            state::set(r.word(t.index), t.generation, state::READABLE).is_none(),
+            "an event of the old socket is stale"
+        );
+        let wakes = log.0.lock().unwrap().clone();
+        assert!(wakes.contains(&(t.index, state::CLOSED)));
+        readiness.shut_down();
+        assert!(r.has_ended());
+        assert!(r.register(a.as_fd()).is_err());
+    }
+
+    #[test]
+    fn a_wake_ends_a_blocking_harvest() {
+        let readiness = Arc::new(Readiness::new());
+        let r = Arc::clone(
+            readiness
+                .get_or_make(|| Box::new(Arc::new(Log::default())))
+                .unwrap(),
+        );
+        let r2 = Arc::clone(&r);
+        let blocked = std::thread::spawn(move || r2.harvest(None));
+        while !r.token.load(Acquire) {
+            std::thread::yield_now();
+        }
+        r.wake_poller();
+        assert_eq!(blocked.join().unwrap(), Some(0));
+        readiness.shut_down();
+    }
+}

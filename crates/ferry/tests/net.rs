@@ -1,0 +1,303 @@
+//! `ferry::net` on readiness: many connections on few kernel threads, UDP,
+//! timeouts, waking a parked reader by shutdown and by abort, and a
+//! runtime that ends with threads parked on sockets.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::Shutdown;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferry::net::{TcpListener, TcpStream, UdpSocket};
+
+/// Kernel threads of this process.
+fn tasks() -> usize {
+    std::fs::read_dir("/proc/self/task").unwrap().count()
+}
+
+/// Open sockets, epoll instances and eventfds of this process (what
+/// `ferry::net` and its reactor open).
+fn fds() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|l| {
+            let l = l.to_string_lossy();
+            l.starts_with("socket:") || l.starts_with("anon_inode:")
+        })
+        .count()
+}
+
+/// Raises the soft descriptor limit to the hard one; returns it.
+fn raise_nofile() -> u64 {
+    let (_, hard) = rustix_limits();
+    let lim = libc::rlimit {
+        rlim_cur: hard,
+        rlim_max: hard,
+    };
+    // SAFETY: a plain setrlimit with a valid struct.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
+    hard
+}
+
+fn rustix_limits() -> (u64, u64) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a plain getrlimit into a valid struct.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
+    (lim.rlim_cur, lim.rlim_max)
+}
+
+const CONNECTIONS: usize = 10_000;
+const ROUNDS: usize = 3;
+const MESSAGE: usize = 64;
+
+/// The bytes client `c` sends in round `r`.
+fn message(c: usize, r: usize) -> [u8; MESSAGE] {
+    let mut m = [0u8; MESSAGE];
+    for (i, b) in m.iter_mut().enumerate() {
+        *b = (c.wrapping_mul(131) ^ r.wrapping_mul(17) ^ i) as u8;
+    }
+    m[..8].copy_from_slice(&(c as u64).to_le_bytes());
+    m
+}
+
+/// The clients of `ten_thousand_echo_connections`, in a child process (the
+/// descriptor limit does not fit both ends in one): each connects, then
+/// all send and check their echoes `ROUNDS` times.
+#[test]
+fn echo_clients_child() {
+    let Ok(addr) = std::env::var("FERRY_NET_ECHO_ADDR") else {
+        return;
+    };
+    raise_nofile();
+    ferry::Runtime::builder()
+        .processors(2)
+        .run(move || {
+            let gate = Arc::new(ferry::sync::Barrier::new(CONNECTIONS));
+            let clients: Vec<_> = (0..CONNECTIONS)
+                .map(|c| {
+                    let (addr, gate) = (addr.clone(), Arc::clone(&gate));
+                    ferry::spawn(move || {
+                        let mut s = TcpStream::connect(addr.as_str()).unwrap();
+                        gate.wait();
+                        for r in 0..ROUNDS {
+                            let m = message(c, r);
+                            s.write_all(&m).unwrap();
+                            let mut back = [0u8; MESSAGE];
+                            s.read_exact(&mut back).unwrap();
+                            assert_eq!(back, m, "client {c} round {r}");
+                        }
+                    })
+                })
+                .collect();
+            for c in clients {
+                c.join().unwrap();
+            }
+        })
+        .unwrap();
+}
+
+/// 10,000 concurrent connections to an echo server with a thread per
+/// connection, every byte checked (by the clients, in a re-executed child
+/// process: 2 × 10,000 descriptors exceed this machine's hard limit of
+/// 20,000), on two processors and few kernel threads.
+#[test]
+fn ten_thousand_echo_connections() {
+    let hard = raise_nofile();
+    assert!(
+        hard as usize >= CONNECTIONS + 64,
+        "RLIMIT_NOFILE hard limit {hard} is below {} for the server",
+        CONNECTIONS + 64
+    );
+    let most_tasks = ferry::Runtime::builder()
+        .processors(2)
+        .run(|| {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap();
+            let mut child = Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", "echo_clients_child", "--nocapture"])
+                .env("FERRY_NET_ECHO_ADDR", addr.to_string())
+                .spawn()
+                .unwrap();
+            let served = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let mut most = tasks();
+            let mut servers = Vec::with_capacity(CONNECTIONS);
+            for _ in 0..CONNECTIONS {
+                let (mut s, _) = listener.accept().unwrap();
+                let served = Arc::clone(&served);
+                servers.push(ferry::spawn(move || {
+                    let mut buf = [0u8; MESSAGE];
+                    let mut bytes = 0;
+                    loop {
+                        let n = s.read(&mut buf).unwrap();
+                        if n == 0 {
+                            break;
+                        }
+                        s.write_all(&buf[..n]).unwrap();
+                        bytes += n;
+                    }
+                    served.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+                }));
+                most = most.max(tasks());
+            }
+            for s in servers {
+                s.join().unwrap();
+                most = most.max(tasks());
+            }
+            let status = ferry::blocking(|| child.wait()).unwrap();
+            assert!(status.success(), "the clients failed: {status}");
+            assert_eq!(
+                served.load(std::sync::atomic::Ordering::Relaxed),
+                CONNECTIONS * ROUNDS * MESSAGE
+            );
+            most
+        })
+        .unwrap();
+    eprintln!("server kernel threads at most: {most_tasks}");
+    assert!(
+        most_tasks <= 2 + 8,
+        "{most_tasks} kernel threads for 2 processors"
+    );
+}
+
+#[test]
+fn udp_ping_pong() {
+    ferry::Runtime::builder()
+        .processors(2)
+        .run(|| {
+            let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+            let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+            let (aa, ba) = (a.local_addr().unwrap(), b.local_addr().unwrap());
+            b.connect(aa).unwrap();
+            let ponger = ferry::spawn(move || {
+                let mut buf = [0u8; 16];
+                for i in 0..100u32 {
+                    let (n, from) = a.peek_from(&mut buf).unwrap();
+                    assert_eq!((n, from), (4, ba));
+                    let (n, from) = a.recv_from(&mut buf).unwrap();
+                    assert_eq!(&buf[..n], &i.to_le_bytes());
+                    a.send_to(&(i + 1).to_le_bytes(), from).unwrap();
+                }
+            });
+            let mut buf = [0u8; 16];
+            for i in 0..100u32 {
+                b.send(&i.to_le_bytes()).unwrap();
+                let n = b.recv(&mut buf).unwrap();
+                assert_eq!(&buf[..n], &(i + 1).to_le_bytes());
+            }
+            ponger.join().unwrap();
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_read_timeout_ends_the_wait_with_would_block() {
+    ferry::Runtime::builder()
+        .processors(1)
+        .run(|| {
+            let (a, _b) = ferry::net::UnixStream::pair().unwrap();
+            assert_eq!(
+                a.set_read_timeout(Some(Duration::ZERO)).unwrap_err().kind(),
+                ErrorKind::InvalidInput
+            );
+            a.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+            // Another thread keeps running meanwhile: the wait parks.
+            let other = ferry::spawn(|| (0..1000).map(|_| ferry::yield_now()).count());
+            let e = (&a).read(&mut [0u8; 4]).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::WouldBlock);
+            assert_eq!(other.join().unwrap(), 1000);
+        })
+        .unwrap();
+}
+
+#[test]
+fn shutdown_wakes_a_parked_reader_with_end_of_file() {
+    ferry::Runtime::builder()
+        .processors(1)
+        .run(|| {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            let (_server, _) = listener.accept().unwrap();
+            let client = Arc::new(client);
+            let reader = {
+                let c = Arc::clone(&client);
+                ferry::spawn(move || (&*c).read(&mut [0u8; 8]).unwrap())
+            };
+            // One processor: the reader runs up to its park before this
+            // thread runs again after a yield.
+            ferry::yield_now();
+            ferry::yield_now();
+            client.shutdown(Shutdown::Both).unwrap();
+            assert_eq!(reader.join().unwrap(), 0);
+        })
+        .unwrap();
+}
+
+#[test]
+fn abort_ends_a_socket_wait_with_interrupted() {
+    ferry::Runtime::builder()
+        .processors(1)
+        .run(|| {
+            let (a, _b) = ferry::net::UnixStream::pair().unwrap();
+            let reader = ferry::spawn(move || (&a).read(&mut [0u8; 4]).map_err(|e| e.kind()));
+            // One processor: the reader runs up to its park before this
+            // thread runs again after a yield.
+            ferry::yield_now();
+            ferry::yield_now();
+            assert!(reader.thread().abort(), "the reader waits on its socket");
+            assert_eq!(reader.join().unwrap(), Err(ErrorKind::Interrupted));
+        })
+        .unwrap();
+}
+
+#[test]
+fn run_returns_with_a_thousand_threads_parked_on_sockets_and_leaves_no_fds() {
+    // Descriptors are counted process-wide: in a child of its own, apart
+    // from the other tests' sockets.
+    if std::env::var_os("FERRY_NET_FDS_CHILD").is_none() {
+        let name = "run_returns_with_a_thousand_threads_parked_on_sockets_and_leaves_no_fds";
+        let status = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", name, "--nocapture"])
+            .env("FERRY_NET_FDS_CHILD", "1")
+            .status()
+            .unwrap();
+        assert!(status.success(), "the child failed: {status}");
+        return;
+    }
+    raise_nofile();
+    let before = fds();
+    ferry::Runtime::builder()
+        .processors(1)
+        .run(|| {
+            let gate = Arc::new(ferry::sync::Barrier::new(1001));
+            let reading = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            for _ in 0..500 {
+                let (a, b) = ferry::net::UnixStream::pair().unwrap();
+                for mut s in [a, b] {
+                    let (gate, reading) = (Arc::clone(&gate), Arc::clone(&reading));
+                    ferry::spawn(move || {
+                        gate.wait();
+                        reading.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let _ = s.read(&mut [0u8; 1]);
+                        unreachable!("nobody writes");
+                    });
+                }
+            }
+            gate.wait();
+            // One processor, run in turn: once all have begun their read
+            // and this thread ran again, each has parked.
+            while reading.load(std::sync::atomic::Ordering::Relaxed) < 1000 {
+                ferry::yield_now();
+            }
+            ferry::yield_now();
+        })
+        .unwrap();
+    assert_eq!(
+        fds(),
+        before,
+        "sockets or reactor descriptors left after run"
+    );
+}
