@@ -311,8 +311,10 @@ mod tests {
         // SAFETY: both stay here until cancelled or fired.
         unsafe {
             t.arm(&a, passed(), me());
-            t.arm(&b, Instant::now() + Duration::from_secs(3600), me());
+            t.arm(&b, passed(), me());
         }
+        // Both are due (expired in the wheel, not yet fired): `b` is taken
+        // out before the firing and never fires.
         // SAFETY: armed here.
         assert!(unsafe { t.cancel(&b) });
         assert!(b.is_spent() && !b.fired());
@@ -324,6 +326,15 @@ mod tests {
         // SAFETY: fired: a cancel after the firing takes nothing.
         assert!(!unsafe { t.cancel(&a) });
         assert_eq!(t.armed(), 0);
+        assert_eq!(t.until_next(), None);
+        // A far timer taken out leaves nothing for a parked processor to
+        // wake for.
+        let c = Entry::new();
+        // SAFETY: cancelled below, before it goes.
+        unsafe { t.arm(&c, Instant::now() + Duration::from_secs(3600), me()) };
+        assert!(t.until_next().is_some());
+        // SAFETY: armed here.
+        assert!(unsafe { t.cancel(&c) });
         assert_eq!(t.until_next(), None, "the cancel updated next_due");
     }
 
