@@ -59,9 +59,9 @@ struct Report {
 const BLOCKED: usize = 10_000;
 const PROCESSORS: usize = 2;
 /// Kernel threads of an idle runtime beside its caller's (counted in the
-/// baseline, and which may have lost its processor to a takeover): a
-/// driver per processor, the monitor, the pool's reserve (processors + 2)
-/// and a stand-in per processor.
+/// baseline; it may have lost its processor to a takeover and wait in the
+/// pool, where it never retires): a driver per processor, the monitor, the
+/// pool's reserve (processors + 2) and a stand-in per processor.
 const BOUND: usize = PROCESSORS + 1 + (PROCESSORS + 2) + PROCESSORS;
 /// Blocking calls in flight at once: each takes a spare.
 const BURST: usize = 40;

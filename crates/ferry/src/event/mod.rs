@@ -3,8 +3,9 @@
 //! place when it looks for work ([`Sources`]), and a parked processor
 //! sleeps in one kernel wait that covers all of them.
 //!
-//! This room owns the sources (today [`timer::Timers`], the runtime's
-//! upcall queue, [`upcalls::Upcalls`], memory other processes write,
+//! This room owns the sources (today [`timer::Timers`], a timing wheel of
+//! the runtime's sleepers, the runtime's upcall queue,
+//! [`upcalls::Upcalls`], memory other processes write,
 //! [`polled::Polling`]: `rpc` channels, and socket readiness,
 //! [`readiness::Readiness`]) and the contract below; it must not
 //! switch contexts, choose which thread runs (a source hands threads and
@@ -218,7 +219,6 @@ const fn at_every_switch<S: Source>(_: &S) -> bool {
 #[cfg(all(test, not(ferry_loom)))]
 mod tests {
     use std::cell::RefCell;
-    use std::sync::atomic::Ordering::Acquire;
 
     use super::*;
     use crate::header::Unparker;
@@ -267,31 +267,42 @@ mod tests {
         let sources = Sources::new();
         let mut to = Recorder::default();
         let mut local = Local::default();
-        let later = sources.timers.add(
-            Instant::now() + Duration::from_secs(3600),
-            Unparker::Kernel(std::thread::current()),
-        );
+        let (later, due) = (timer::Entry::new(), timer::Entry::new());
+        let me = || Unparker::Kernel(std::thread::current());
+        // SAFETY: both entries stay here, and are cancelled below if they
+        // have not fired.
+        unsafe {
+            sources
+                .timers
+                .arm(&later, Instant::now() + Duration::from_secs(3600), me());
+        }
         let wait = sources.until_next().expect("a timer is pending");
         assert!(wait > Duration::from_secs(3000));
-        let due = sources
-            .timers
-            .add(Instant::now(), Unparker::Kernel(std::thread::current()));
+        // SAFETY: as above.
+        unsafe {
+            sources
+                .timers
+                .arm(&due, Instant::now() - Duration::from_millis(1), me())
+        };
         assert!(sources.ready(true, &mut local));
         assert!(
             !sources.ready(false, &mut local),
             "a clock source is not asked at every switch"
         );
         sources.deliver(false, &mut local, &mut to);
-        assert!(!due.load(Acquire));
+        assert!(!due.fired());
         sources.deliver(true, &mut local, &mut to);
-        assert!(due.load(Acquire));
-        assert!(!later.load(Acquire));
+        assert!(due.fired());
+        assert!(!later.fired());
         assert!(!sources.ready(true, &mut local));
         sources.deliver(true, &mut local, &mut to);
-        assert!(!later.load(Acquire));
+        assert!(!later.fired());
         assert!(
             sources.until_next().is_some(),
             "the later timer is still pending"
         );
+        // SAFETY: armed in these timers.
+        assert!(unsafe { sources.timers.cancel(&later) });
+        assert_eq!(sources.until_next(), None);
     }
 }

@@ -32,12 +32,11 @@ use std::io;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::event::readiness::state::{self, READ_INTEREST, WRITE_INTEREST};
 use crate::event::readiness::{CHUNK, MAX_CHUNKS, Reactor, Token, Waiters};
-use crate::header::Unparker;
 use crate::sync::SpinLock;
 use crate::sync::waiter::{Entry, Site, WaitList, Waiter};
 use crate::waits::WaitsOn;
@@ -294,14 +293,14 @@ struct Parked {
 pub(crate) struct Lists {
     chunks: Box<[OnceLock<Box<[DirLists]>>]>,
     /// Threads parked (by thread id), for `Thread::abort`.
-    parked: Mutex<HashMap<u64, Parked>>,
+    parked: SpinLock<HashMap<u64, Parked>>,
 }
 
 impl Lists {
     fn new() -> Lists {
         Lists {
             chunks: (0..MAX_CHUNKS).map(|_| OnceLock::new()).collect(),
-            parked: Mutex::new(HashMap::new()),
+            parked: SpinLock::new(HashMap::new()),
         }
     }
 
@@ -378,7 +377,7 @@ impl Waiters for Lists {
 
     fn abort(&self, thread: u64) -> bool {
         let target = {
-            let mut parked = self.parked.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut parked = self.parked.lock();
             match parked.get_mut(&thread) {
                 Some(p) => {
                     p.aborted = true;
@@ -415,25 +414,14 @@ fn wait(
     let word = reactor.word(t.index);
     let me = crate::thread::current();
     let id = me.id().as_u64();
-    let fired = deadline.map(|d| {
-        me.shared()
-            .sources
-            .timers
-            .add(d, Unparker::Ferry(me.clone()))
-    });
-    drop(me);
-    lists
-        .parked
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .insert(
-            id,
-            Parked {
-                index: t.index,
-                dir,
-                aborted: false,
-            },
-        );
+    lists.parked.lock().insert(
+        id,
+        Parked {
+            index: t.index,
+            dir,
+            aborted: false,
+        },
+    );
     reactor.wait_begins();
     let what = match dir {
         Dir::Read => WaitsOn::Readable,
@@ -465,17 +453,19 @@ fn wait(
         };
         drop(entry);
         match queued {
-            Ok(true) => park_until(list, &w, lists, id, fired.as_deref()),
+            Ok(true) => match deadline {
+                // The timer is armed in the wheel for the park only, and
+                // taken out when it ends.
+                Some(d) => crate::thread::with_timer(&me.shared().sources.timers, d, |fired| {
+                    park_until(list, &w, lists, id, Some(fired))
+                }),
+                None => park_until(list, &w, lists, id, None),
+            },
             other => other.map(|_| ()),
         }
     };
     reactor.wait_ends();
-    let aborted = lists
-        .parked
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .remove(&id)
-        .is_some_and(|p| p.aborted);
+    let aborted = lists.parked.lock().remove(&id).is_some_and(|p| p.aborted);
     if aborted {
         return Err(io::Error::new(
             io::ErrorKind::Interrupted,
@@ -493,21 +483,14 @@ fn park_until(
     w: &Waiter,
     lists: &Lists,
     id: u64,
-    fired: Option<&std::sync::atomic::AtomicBool>,
+    fired: Option<&dyn Fn() -> bool>,
 ) -> io::Result<()> {
     loop {
         if w.is_woken() {
             return Ok(());
         }
-        let aborted = || {
-            lists
-                .parked
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .get(&id)
-                .is_some_and(|p| p.aborted)
-        };
-        let timed_out = fired.is_some_and(|f| f.load(Acquire));
+        let aborted = || lists.parked.lock().get(&id).is_some_and(|p| p.aborted);
+        let timed_out = fired.is_some_and(|f| f());
         if timed_out || aborted() {
             let entry = Entry::enter();
             let mut l = list.lock_entered(&entry);

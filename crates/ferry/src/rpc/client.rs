@@ -60,6 +60,16 @@ struct Waiter {
     who: SpinLock<Option<Unparker>>,
 }
 
+/// How a caller's wait for its reply ended.
+enum Waited {
+    /// The reply is in its slot.
+    Replied,
+    /// The peer died first.
+    Dead,
+    /// The deadline passed and the call was withdrawn.
+    Abandoned,
+}
+
 /// The client's end of one channel, shared by its callers and the
 /// processors that poll it.
 pub(crate) struct ClientChan {
@@ -155,37 +165,29 @@ impl ClientChan {
             self.fail_waiters();
         }
         self.spin_for_reply(w);
-        let fired = opts.deadline.and_then(|d| {
-            Handle::try_current().map(|h| h.shared().sources.timers.add(d, Unparker::current()))
-        });
-        loop {
-            match w.word.outcome() {
-                Outcome::Replied => break,
-                Outcome::Dead => {
-                    w.word.finish(&self.pending);
-                    return Err(Error::PeerDied);
-                }
-                Outcome::Waiting => {}
+        let waited = match opts.deadline {
+            None => self.wait_reply(w, || false, crate::thread::park),
+            // The deadline's timer is taken out of the wheel as soon as the
+            // wait ends, reply or not.
+            Some(d) => match Handle::try_current() {
+                Some(h) => crate::thread::with_timer(&h.shared().sources.timers, d, |fired| {
+                    self.wait_reply(w, fired, crate::thread::park)
+                }),
+                // Not in a runtime: a kernel thread waits by itself.
+                None => self.wait_reply(
+                    w,
+                    || Instant::now() >= d,
+                    || std::thread::park_timeout(d.saturating_duration_since(Instant::now())),
+                ),
+            },
+        };
+        match waited {
+            Waited::Replied => {}
+            Waited::Dead => {
+                w.word.finish(&self.pending);
+                return Err(Error::PeerDied);
             }
-            let due = match (&fired, opts.deadline) {
-                (Some(f), _) => f.load(Acquire),
-                (None, Some(d)) => Instant::now() >= d,
-                (None, None) => false,
-            };
-            if due {
-                if w.word.abandon() {
-                    return self.abandon(w, ticket);
-                }
-                // The answer (or the death) came meanwhile: take it.
-                continue;
-            }
-            match (&fired, opts.deadline) {
-                (None, Some(d)) => {
-                    // Not on a ferry thread: a kernel thread waits by itself.
-                    std::thread::park_timeout(d.saturating_duration_since(Instant::now()));
-                }
-                _ => crate::thread::park(),
-            }
+            Waited::Abandoned => return self.abandon(w, ticket),
         }
         let answer = arena.read_answer(&ticket);
         w.word.finish(&self.pending);
@@ -203,6 +205,26 @@ impl ClientChan {
             Ok(bytes)
         } else {
             Err(status_error(status, op))
+        }
+    }
+
+    /// Parks (with `park`) until the reply or the peer's death comes, or
+    /// `due` says the deadline passed and the call could be withdrawn.
+    fn wait_reply(&self, w: &Waiter, due: impl Fn() -> bool, park: impl Fn()) -> Waited {
+        loop {
+            match w.word.outcome() {
+                Outcome::Replied => return Waited::Replied,
+                Outcome::Dead => return Waited::Dead,
+                Outcome::Waiting => {}
+            }
+            if due() {
+                if w.word.abandon() {
+                    return Waited::Abandoned;
+                }
+                // The answer (or the death) came meanwhile: take it.
+                continue;
+            }
+            park();
         }
     }
 

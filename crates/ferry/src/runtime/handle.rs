@@ -152,6 +152,13 @@ impl Handle {
         self.shared.counters.snapshot()
     }
 
+    /// How many timers are armed: threads in [`sleep`](crate::sleep) and
+    /// timed waits (an rpc call's deadline) whose timer has neither fired
+    /// nor been taken out. A snapshot.
+    pub fn armed_timers(&self) -> usize {
+        self.shared.sources.timers.armed()
+    }
+
     /// How many processors have nothing to run: they stopped spinning for
     /// work and sleep, marked willing to yield their core (scheduler
     /// activations' idle processors, which a processor allocator may take

@@ -110,6 +110,24 @@ unsafe impl Send for Span {}
 unsafe impl Sync for Span {}
 
 impl Mapping {
+    /// Gives up ownership: the range stays mapped, and whoever keeps the
+    /// returned span owns it (and may rebuild the mapping with
+    /// [`Mapping::from_span`] to unmap it).
+    pub(crate) fn into_span(self) -> Span {
+        let span = self.span;
+        std::mem::forget(self);
+        span
+    }
+
+    /// The mapping of `span` again, owned (unmapped on drop).
+    ///
+    /// # Safety
+    /// `span` came from [`Mapping::into_span`], and no other value owns
+    /// the range.
+    pub(crate) unsafe fn from_span(span: Span) -> Mapping {
+        Mapping { span }
+    }
+
     /// Maps `guard + usable` bytes (both already page multiples, `usable > 0`)
     /// with the guard at the low end, made by the process's [`GuardMethod`]
     /// (deciding it on the first call). `what` names the mapping in error

@@ -287,21 +287,18 @@ pub(crate) fn round_to_pages(bytes: usize) -> Option<usize> {
 /// released its pages.
 pub struct Stack {
     span: Span,
-    origin: Origin,
+    /// Who owns the memory: [`OWN_MAPPING`] for a mapping of its own
+    /// (exactly `span`, unmapped with it), else the index in the arena's
+    /// table of the region it was carved from (it only ever goes back to
+    /// the arena). One word with `slot`, not an enum holding the mapping:
+    /// a stack lives in every thread's header, which must stay within a
+    /// small block (`header::raw`).
+    region: u32,
     slot: u32,
 }
 
-/// Who owns a [`Stack`]'s memory.
-pub(crate) enum Origin {
-    /// Its own mapping, unmapped with it (kept only for its drop).
-    Own { _mapping: Mapping },
-    /// A piece of the arena's region `region`: it only ever goes back to
-    /// the arena.
-    Carved {
-        /// The region's index in the arena's table.
-        region: u32,
-    },
-}
+/// [`Stack::region`] of a stack with its own mapping.
+const OWN_MAPPING: u32 = u32::MAX;
 
 impl Stack {
     /// Maps a stack with `size` usable bytes (rounded up to whole pages) and
@@ -332,9 +329,12 @@ impl Stack {
         let span = map.span;
         let g = span.guard_range();
         let slot = registry::register(g.start, g.end, usable)?;
+        // Owned by the stack from here, by its span: `Drop` rebuilds the
+        // mapping to unmap it.
+        map.into_span();
         Ok(Stack {
             span,
-            origin: Origin::Own { _mapping: map },
+            region: OWN_MAPPING,
             slot,
         })
     }
@@ -345,19 +345,13 @@ impl Stack {
     /// `span` lies in the arena's region `region`, its guard is installed,
     /// and no other `Stack` covers it.
     pub(crate) unsafe fn carved(span: Span, region: u32, slot: u32) -> Stack {
-        Stack {
-            span,
-            origin: Origin::Carved { region },
-            slot,
-        }
+        debug_assert_ne!(region, OWN_MAPPING);
+        Stack { span, region, slot }
     }
 
     /// The arena region this stack was carved from, if it was.
     pub(crate) fn region(&self) -> Option<u32> {
-        match self.origin {
-            Origin::Own { .. } => None,
-            Origin::Carved { region } => Some(region),
-        }
+        (self.region != OWN_MAPPING).then_some(self.region)
     }
 
     /// Where the stack lies, guard included.
@@ -412,7 +406,7 @@ impl Stack {
     /// Whether this stack was carved from one of the arena's regions
     /// rather than mapped on its own.
     pub fn is_carved(&self) -> bool {
-        matches!(self.origin, Origin::Carved { .. })
+        self.region != OWN_MAPPING
     }
 
     /// Whether `addr` lies in the usable part.
@@ -471,18 +465,21 @@ impl Stack {
 
 impl Drop for Stack {
     fn drop(&mut self) {
-        match self.origin {
+        if self.region == OWN_MAPPING {
             // Unregister before the mapping goes, so a new mapping at the
             // same address is never mistaken for this stack's guard.
-            Origin::Own { .. } => registry::unregister(self.slot),
+            registry::unregister(self.slot);
+            // SAFETY: `span` is exactly the mapping `with_guard` made and
+            // gave to this stack, which is being dropped: nothing else owns
+            // or uses it.
+            drop(unsafe { Mapping::from_span(self.span) });
+        } else {
             // The memory belongs to a region: give the stack back to the
             // arena, still registered.
-            Origin::Carved { region } => {
-                // SAFETY: this value is being dropped, so the new one is the
-                // only `Stack` covering the span.
-                let back = unsafe { Stack::carved(self.span, region, self.slot) };
-                StackCache::global().put(back);
-            }
+            // SAFETY: this value is being dropped, so the new one is the
+            // only `Stack` covering the span.
+            let back = unsafe { Stack::carved(self.span, self.region, self.slot) };
+            StackCache::global().put(back);
         }
     }
 }

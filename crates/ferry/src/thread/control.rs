@@ -220,9 +220,11 @@ impl Thread {
     ///   their destructors run here, on the caller's thread (a destructor
     ///   that uses a key reaches the *caller's* value).
     /// - **Its stack is freed** (to the stack cache, for the next thread).
-    ///   Nothing of ferry's points into it any more: a join it waited in,
-    ///   a sleep's timer and a wakeup that comes late hold only a
-    ///   reference to the thread, never to its stack.
+    ///   Nothing of ferry's points into it any more: a sleep's or timed
+    ///   wait's timer, kept on its stack, was taken out of the runtime's
+    ///   timers with its other waits; a join it waited in and a wakeup
+    ///   that comes late hold only a reference to the thread, never to
+    ///   its stack.
     ///
     /// **What it held stays held.** The frames on its stack are abandoned
     /// without running their destructors, as with `pthread_cancel` and no

@@ -76,7 +76,12 @@ pub use control::Suspension;
 pub use join::JoinHandle;
 pub use local::LocalKey;
 pub(crate) use panic::install_panic_hook;
-pub use sleep::sleep;
+pub(crate) use sleep::with_timer;
+pub use sleep::{sleep, sleep_until};
+
+/// The resolution of ferry's timers (2^16 ns): a [`sleep`] ends within a
+/// tick after its deadline when a processor looks in time, never before.
+pub use crate::event::timer::TICK as TIMER_TICK;
 pub(crate) use spawn::switch_in_adopted;
 pub use spawn::{Builder, exit_with, spawn};
 

@@ -292,9 +292,9 @@ impl Activations {
     /// and the list of activations, its kernel thread detached (it ends
     /// when this returns `true` to it), the `Activation` kept among the
     /// retired until the runtime goes. `false` if it must stay: the pool
-    /// is within its reserve now, or a waker took `a` out of the pool to
+    /// is within its reserve now, a waker took `a` out of the pool to
     /// give it an assignment (which `hand` does under the pool's lock, held
-    /// here).
+    /// here), or `a` is the runtime's caller.
     pub(super) fn retire(&self, shared: &Shared, a: &Activation) -> bool {
         // The order `spawn` takes them in: the list, then the pool.
         let mut all = self.all.lock().unwrap_or_else(PoisonError::into_inner);
@@ -302,14 +302,19 @@ impl Activations {
         if pool.len() <= reserve(shared) || a.has_assignment() {
             return false;
         }
+        // The runtime's caller (registered with no kernel thread of ours)
+        // never retires: `run` is waiting on its kernel thread.
+        let Some(j) = all
+            .iter()
+            .position(|(p, k)| ptr::eq(&**p, a) && k.is_some())
+        else {
+            return false;
+        };
         let Some(i) = pool.iter().position(|p| ptr::eq(&**p, a)) else {
             return false;
         };
         pool.swap_remove(i);
         drop(pool);
-        let Some(j) = all.iter().position(|(p, _)| ptr::eq(&**p, a)) else {
-            return true;
-        };
         // Dropping the handle detaches the kernel thread.
         let (me, _detached) = all.swap_remove(j);
         self.count.store(all.len(), Relaxed);
