@@ -88,6 +88,13 @@ impl ServerProcess {
         self.child.as_ref().map(Child::id)
     }
 
+    /// How the server ended, if it has (it stays reaped-on-drop).
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
+    }
+
     /// Waits up to `limit` for the server's ready byte.
     ///
     /// # Errors
