@@ -3,6 +3,8 @@
 //! needs across `exec`, pinned to its own core, telling its parent it is
 //! ready by writing one byte to its stdout.
 //!
+//! `net` starts its servers through [`ServerProcess::spawn_program`] too.
+//!
 //! This module owns the starting, the readiness handshake and the ending
 //! of that process; what it serves is [`super::server`]'s. Cleanup: the
 //! child asks for `SIGKILL` when the thread that started it ends
