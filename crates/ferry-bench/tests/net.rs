@@ -78,9 +78,10 @@ fn the_experiment_reports_ferry_at_two_connections() {
         .collect();
     let units: Vec<&str> = rows.iter().map(|r| r["unit"].as_str().unwrap()).collect();
     assert_eq!(units, ["requests/s", "ns", "ns", "count"], "{stdout}");
+    let cases: Vec<&str> = rows.iter().map(|r| r["case"].as_str().unwrap()).collect();
+    assert_eq!(cases, ["C=2", "p99 C=2", "CPU/request C=2", "threads C=2"]);
     for r in &rows {
         assert_eq!(r["experiment"], "net");
-        assert_eq!(r["case"], "C=2");
         assert_eq!(r["system"], "ferry P=2");
         assert_eq!(r["runs"], 3, "{r}");
         assert!(r.get("absent").is_none(), "{r}");

@@ -250,25 +250,35 @@ fn cpu_per_request(o: &Outcome) -> Option<f64> {
 /// drawn into `plot_dir`.
 pub fn report(plan: &Plan, found: &Found, plot_dir: &Path) -> Report {
     type Pick = fn(&Outcome) -> Option<f64>;
-    let table = |unit: Unit, pick: Pick| -> Vec<Row> {
+    let table = |quantity: &str, unit: Unit, pick: Pick, extra: Option<(&'static str, Pick)>| {
         let mut rows = Vec::new();
         for &c in &plan.connections {
             for &s in &plan.systems {
-                rows.push(row(found, c, s, unit, pick));
+                let mut r = row(found, quantity, c, s, unit, pick);
+                if let Some((key, pick)) = extra
+                    && let Some(x) = median_of(found, c, s, pick)
+                {
+                    r.extra.push((key, x));
+                }
+                rows.push(r);
             }
         }
         rows
     };
-    let rates = table(RATE, |o| Some(rate(o)));
-    let mut latency = table(Unit::Ns, |o| Some(o.p99_ns as f64));
-    for r in &mut latency {
-        let p50 = median_of(found, &r.case, &r.system, |o| Some(o.p50_ns as f64));
-        if let Some(p50) = p50 {
-            r.extra.push(("p50 ns", p50));
-        }
-    }
-    let cpu = table(Unit::Ns, cpu_per_request);
-    let threads = table(Unit::Count, |o| o.server_threads.map(|t| t as f64));
+    let rates = table("", RATE, |o| Some(rate(o)), None);
+    let latency = table(
+        "p99 ",
+        Unit::Ns,
+        |o| Some(o.p99_ns as f64),
+        Some(("p50 ns", |o| Some(o.p50_ns as f64))),
+    );
+    let cpu = table("CPU/request ", Unit::Ns, cpu_per_request, None);
+    let threads = table(
+        "threads ",
+        Unit::Count,
+        |o| o.server_threads.map(|t| t as f64),
+        None,
+    );
     let ratios = || {
         vec![
             Ratio::to_system("vs go", System::Go.label()),
@@ -322,29 +332,34 @@ pub fn report(plan: &Plan, found: &Found, plot_dir: &Path) -> Report {
     }
 }
 
-/// The median over the runs of `pick`, for the row of `case` and `label`.
+/// The median over the runs of `pick` at `c` for `system`.
 fn median_of(
     found: &Found,
-    case_name: &str,
-    label: &str,
+    c: usize,
+    system: System,
     pick: fn(&Outcome) -> Option<f64>,
 ) -> Option<f64> {
-    let (_, outcomes) = found
+    let values: Vec<f64> = found
+        .get(&(c, system))?
+        .as_ref()
+        .ok()?
         .iter()
-        .find(|((c, s), _)| case(*c) == case_name && s.label() == label)?;
-    let values: Vec<f64> = outcomes.as_ref().ok()?.iter().filter_map(pick).collect();
+        .filter_map(pick)
+        .collect();
     Stats::from_samples(&values).map(|s| s.median)
 }
 
-/// The row of `system` at `c`: `pick` of each outcome, or absent.
+/// The row of `system` at `c` for `quantity` (the case's prefix, so that
+/// a JSON line names what it holds): `pick` of each outcome, or absent.
 fn row(
     found: &Found,
+    quantity: &str,
     c: usize,
     system: System,
     unit: Unit,
     pick: fn(&Outcome) -> Option<f64>,
 ) -> Row {
-    let (case, label) = (case(c), system.label());
+    let (case, label) = (format!("{quantity}{}", case(c)), system.label());
     match found.get(&(c, system)) {
         Some(Ok(outcomes)) => {
             let values: Option<Vec<f64>> = outcomes.iter().map(pick).collect();
@@ -357,6 +372,11 @@ fn row(
         Some(Err(why)) => Row::absent(EXPERIMENT, case, label, unit, why.clone()),
         None => Row::absent(EXPERIMENT, case, label, unit, "not run"),
     }
+}
+
+/// The `C=...` part of a row's case.
+fn connections_of(case: &str) -> &str {
+    case.rsplit(' ').next().unwrap_or(case)
 }
 
 /// One goal line per (case, peer): ferry's median over the peer's, met
@@ -385,10 +405,8 @@ fn goals(rows: &[Row], what: &str, met: fn(f64, f64) -> bool, sign: &str) -> Str
                 ),
                 _ => "not measured (not met)".to_owned(),
             };
-            let _ = writeln!(
-                out,
-                "goal: {what}, {case}: {ferry} {sign} {peer}: {verdict}"
-            );
+            let c = connections_of(case);
+            let _ = writeln!(out, "goal: {what}, {c}: {ferry} {sign} {peer}: {verdict}");
         }
     }
     out
@@ -410,7 +428,8 @@ fn thread_goals(rows: &[Row]) -> String {
         let _ = writeln!(
             out,
             "goal: kernel threads, {}: {} <= processors + {THREAD_SLACK} = {bound}: {verdict}",
-            r.case, r.system
+            connections_of(&r.case),
+            r.system
         );
     }
     out

@@ -166,6 +166,12 @@ fn report_has_rows_ratios_absent_reasons_goals_and_a_plot() {
         text.contains("absent: C=10k / ferry P=2: no first echo"),
         "{text}"
     );
+    assert!(
+        text.contains("absent: p99 C=10k / ferry P=2: no first echo"),
+        "{text}"
+    );
+    let cases: Vec<&str> = r.sections.iter().map(|s| s.rows[0].case.as_str()).collect();
+    assert_eq!(cases, ["C=1", "p99 C=1", "CPU/request C=1", "threads C=1"]);
     assert!(dir.join("net-requests.png").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
