@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use crate::report::{Error, Report};
 
 /// The template of each page, by `doc` name.
-const TEMPLATES: [(&str, &str); 7] = [
+const TEMPLATES: [(&str, &str); 8] = [
     ("queues", include_str!("../templates/queues.md")),
     ("switch", include_str!("../templates/switch.md")),
     ("threads", include_str!("../templates/threads.md")),
@@ -22,6 +22,7 @@ const TEMPLATES: [(&str, &str); 7] = [
     ("upcalls", include_str!("../templates/upcalls.md")),
     ("urpc", include_str!("../templates/urpc.md")),
     ("scale", include_str!("../templates/scale.md")),
+    ("net", include_str!("../templates/net.md")),
 ];
 
 /// The workspace root (where `docs/` lives).

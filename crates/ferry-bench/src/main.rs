@@ -24,6 +24,7 @@ mod docs;
 mod error;
 mod machine;
 mod measure;
+mod net;
 mod peers;
 mod plot;
 mod queues;
@@ -79,6 +80,16 @@ enum Command {
     /// calls of 32 B to 1 MB, against a spinning floor, a Unix socket,
     /// pipes, futexes in shared memory and iceoryx2 [runs: 7, at least 5]
     Urpc(urpc::Args),
+    /// requests/s, p99 latency, server CPU per request and kernel threads
+    /// of a TCP echo server under a closed-loop load of C = 1 to 10,000
+    /// connections: ferry against Go and Tokio [runs: 3]
+    Net(net::Args),
+    /// The server process of `net` (started by it, not by hand)
+    #[command(name = "net-serve", hide = true)]
+    NetServe(net::ServeArgs),
+    /// The load process of `net` (started by it, not by hand)
+    #[command(name = "net-load", hide = true)]
+    NetLoad(net::LoadArgs),
     /// The server process of `urpc` (started by it, not by hand)
     #[command(name = "urpc-serve", hide = true)]
     UrpcServe(urpc::ServeArgs),
@@ -94,6 +105,9 @@ impl Command {
             Command::Upcalls(_) => "upcalls",
             Command::Urpc(_) => "urpc",
             Command::UrpcServe(_) => "urpc-serve",
+            Command::Net(_) => "net",
+            Command::NetServe(_) => "net-serve",
+            Command::NetLoad(_) => "net-load",
         }
     }
 
@@ -106,14 +120,20 @@ impl Command {
             Command::Upcalls(a) => &a.common,
             Command::Urpc(a) => &a.common,
             Command::UrpcServe(a) => &a.common,
+            Command::Net(a) => &a.common,
+            Command::NetServe(a) => &a.common,
+            Command::NetLoad(a) => &a.common,
         }
     }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Command::UrpcServe(args) = &cli.command {
-        return urpc::serve_main(args);
+    match &cli.command {
+        Command::UrpcServe(args) => return urpc::serve_main(args),
+        Command::NetServe(args) => return net::serve_main(args),
+        Command::NetLoad(args) => return net::load_main(args),
+        _ => {}
     }
     let (name, common) = (cli.command.name(), cli.command.common());
     let started = Instant::now();
@@ -125,7 +145,10 @@ fn main() -> ExitCode {
         Command::Scale(args) => scale::run(common, args),
         Command::Upcalls(args) => upcalls::run(common, args),
         Command::Urpc(args) => urpc::run(common, args),
+        Command::Net(args) => net::run(common, args),
         Command::UrpcServe(args) => return urpc::serve_main(args),
+        Command::NetServe(args) => return net::serve_main(args),
+        Command::NetLoad(args) => return net::load_main(args),
     };
     let during = machine::interference_since(before);
     let report = match result {

@@ -3,6 +3,8 @@
 //! needs across `exec`, pinned to its own core, telling its parent it is
 //! ready by writing one byte to its stdout.
 //!
+//! `net` starts its servers through [`ServerProcess::spawn_program`] too.
+//!
 //! This module owns the starting, the readiness handshake and the ending
 //! of that process; what it serves is [`super::server`]'s. Cleanup: the
 //! child asks for `SIGKILL` when the thread that started it ends
@@ -86,6 +88,13 @@ impl ServerProcess {
     /// The server's process id (`None` once reaped).
     pub fn id(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
+    }
+
+    /// How the server ended, if it has (it stays reaped-on-drop).
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
     }
 
     /// Waits up to `limit` for the server's ready byte.

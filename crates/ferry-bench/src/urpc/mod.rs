@@ -62,7 +62,7 @@ use crate::watchdog::hang;
 
 mod breakdown;
 mod calls;
-mod child;
+pub(crate) mod child;
 pub mod ferry;
 mod figures;
 mod iceoryx;
@@ -70,7 +70,7 @@ mod server;
 mod shm;
 mod sleeping;
 mod stream;
-mod sys;
+pub(crate) mod sys;
 mod systems;
 
 pub use server::{ServeArgs, serve_main};

@@ -1,0 +1,3 @@
+module ferry-bench/echo
+
+go 1.22
