@@ -199,7 +199,7 @@ fn stand_by(a: &Activation, shared: &Shared, p: &'static Processor) {
         a.set_class(class);
         if p.is_willing_to_yield() {
             crate::probe_mark!(crate::probe::STAND_IN_PARKED_SLEEP);
-            sleep_while_parked(a, p);
+            sleep_while_parked(a, shared, p);
             quiet = 0;
             naps = 0;
             continue;
@@ -277,18 +277,25 @@ fn asleep_for_good(driver: &Activation, p: &Processor, d: usize) -> bool {
 
 /// Sleeps while `p` is parked, until the monitor (or shutdown, or `p`
 /// leaving the set) wakes the stand-in: no timeout, so a parked processor's
-/// stand-in costs nothing. The monitor cannot miss it: the stand-in
-/// publishes `ASLEEP` (`SeqCst`) before it reads `willing_to_yield`, and a
-/// processor leaving `idle` clears that word before it unparks the
-/// monitor (`Host::woke`, fenced), whose looks then find the stand-in
-/// asleep beside a busy processor (`provide`).
-fn sleep_while_parked(a: &Activation, p: &Processor) {
+/// stand-in costs nothing. Nothing is missed, because each waker changes
+/// its word before it reads the stand-in word ([`wake`], `SeqCst`), and the
+/// stand-in publishes `ASLEEP` and fences before it reads all three:
+///
+/// - a processor leaving `idle` clears `willing_to_yield` before it unparks
+///   the monitor (`Host::woke`, fenced), whose looks then find the stand-in
+///   asleep beside a busy processor (`provide`);
+/// - shutdown marks the runtime shut down (`SeqCst`) before it wakes every
+///   stand-in (`Shared::shut_down`);
+/// - a processor leaving the set changes its membership before
+///   `nudge_stopping` wakes its stand-in.
+fn sleep_while_parked(a: &Activation, shared: &Shared, p: &Processor) {
     a.prepare_sleep();
     p.upcall().stand_in.store(a.word() | ASLEEP, SeqCst);
-    if p.is_willing_to_yield() {
+    std::sync::atomic::fence(SeqCst);
+    if p.is_willing_to_yield() && !shared.is_shut_down() && p.membership.load(SeqCst) == ACTIVE {
         a.sleep(None);
     }
-    // Back to plain `S`, unless the monitor did it already.
+    // Back to plain `S`, unless a waker did it already.
     let _ = p
         .upcall()
         .stand_in
@@ -311,6 +318,9 @@ pub(crate) fn standing_by(p: &Processor) -> bool {
 /// Wakes `p`'s stand-in if it sleeps (the monitor, once `p` is busy again
 /// or leaves the set; shutdown).
 pub(crate) fn wake(p: &Processor) {
+    // Fenced: the waker's change (shutdown, membership) comes first; see
+    // `sleep_while_parked`.
+    std::sync::atomic::fence(SeqCst);
     let s = p.upcall().stand_in.load(Relaxed);
     if s & ASLEEP != 0
         && p.upcall()
