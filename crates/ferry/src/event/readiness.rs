@@ -50,10 +50,11 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use ferry_queue::lock::SpinLock;
 use rustix::event::epoll;
 
 use super::{Deliver, Every, Source};
@@ -104,11 +105,19 @@ struct Slot {
     word: AtomicU64,
     /// The registered descriptor, or -1.
     fd: AtomicI32,
+    /// The next free slot after this one while it is on the free list
+    /// ([`NO_SLOT`] at the end); read and written only under `free`'s lock.
+    next_free: AtomicU32,
 }
 
-/// Free slots: reused ones first, then the never-used ones from `next`.
+/// The end of the free list.
+const NO_SLOT: u32 = u32::MAX;
+
+/// Free slots: the released ones first (a list threaded through the
+/// slots, so that neither taking nor releasing allocates under the lock),
+/// then the never-used ones from `next`.
 struct Free {
-    list: Vec<u32>,
+    head: u32,
     next: u32,
 }
 
@@ -119,7 +128,9 @@ pub(crate) struct Reactor {
     /// The wake eventfd; -1 once the runtime ended.
     waker: AtomicI32,
     chunks: Box<[OnceLock<Box<[Slot]>>]>,
-    free: Mutex<Free>,
+    /// Held for a few instructions (a pop or push of the free list, or a
+    /// raise of `next`); never across an allocation or a system call.
+    free: SpinLock<Free>,
     /// The harvest token: held by whoever is in `epoll_wait`.
     token: AtomicBool,
     /// Threads parked on a registration (or about to park).
@@ -149,8 +160,8 @@ impl Reactor {
             epoll: AtomicI32::new(ep.into_raw_fd()),
             waker: AtomicI32::new(waker.into_raw_fd()),
             chunks: (0..MAX_CHUNKS).map(|_| OnceLock::new()).collect(),
-            free: Mutex::new(Free {
-                list: Vec::new(),
+            free: SpinLock::new(Free {
+                head: NO_SLOT,
                 next: 0,
             }),
             token: AtomicBool::new(false),
@@ -207,27 +218,32 @@ impl Reactor {
             return Err(io::Error::other("the runtime of this socket ended"));
         };
         let index = {
-            let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
-            match free.list.pop() {
-                Some(i) => i,
-                None => {
-                    let i = free.next;
-                    if i as usize >= CHUNK * MAX_CHUNKS {
-                        return Err(io::Error::other("too many sockets registered"));
-                    }
-                    self.chunks[i as usize / CHUNK].get_or_init(|| {
-                        (0..CHUNK)
-                            .map(|_| Slot {
-                                word: AtomicU64::new(state::fresh(0)),
-                                fd: AtomicI32::new(-1),
-                            })
-                            .collect()
-                    });
-                    free.next += 1;
-                    i
+            let mut free = self.free.lock();
+            if free.head != NO_SLOT {
+                let i = free.head;
+                free.head = self.slot(i).next_free.load(Relaxed);
+                i
+            } else {
+                let i = free.next;
+                if i as usize >= CHUNK * MAX_CHUNKS {
+                    return Err(io::Error::other("too many sockets registered"));
                 }
+                free.next += 1;
+                i
             }
         };
+        // The chunk of a never-used slot is made outside the lock (once per
+        // `CHUNK` registrations; a racer for the same new chunk waits for
+        // its maker inside `get_or_init`).
+        self.chunks[index as usize / CHUNK].get_or_init(|| {
+            (0..CHUNK)
+                .map(|_| Slot {
+                    word: AtomicU64::new(state::fresh(0)),
+                    fd: AtomicI32::new(-1),
+                    next_free: AtomicU32::new(NO_SLOT),
+                })
+                .collect()
+        });
         let slot = self.slot(index);
         let generation = state::generation(slot.word.load(Acquire));
         slot.word.store(state::fresh(generation), Release);
@@ -265,8 +281,9 @@ impl Reactor {
         slot.fd.store(-1, Release);
         state::retire(&slot.word, t.generation);
         self.hook.wake(t.index, state::CLOSED);
-        let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
-        free.list.push(t.index);
+        let mut free = self.free.lock();
+        slot.next_free.store(free.head, Relaxed);
+        free.head = t.index;
     }
 
     /// A thread starts waiting on a registration.
@@ -365,13 +382,14 @@ impl Reactor {
         while self.token.swap(true, Acquire) {
             std::hint::spin_loop();
         }
-        let next = self
-            .free
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .next;
+        let next = self.free.lock().next;
         for index in 0..next {
-            let slot = self.slot(index);
+            // A slot handed out by a registration still making its chunk
+            // holds no descriptor yet.
+            let Some(chunk) = self.chunks[index as usize / CHUNK].get() else {
+                continue;
+            };
+            let slot = &chunk[index as usize % CHUNK];
             let fd = slot.fd.load(Acquire);
             if fd >= 0 && self.hook.has_parked(index) {
                 let g = state::generation(slot.word.load(Acquire));
@@ -420,14 +438,12 @@ fn bits_of(f: epoll::EventFlags) -> u64 {
 /// registration.
 pub(crate) struct Readiness {
     reactor: OnceLock<Arc<Reactor>>,
-    making: Mutex<()>,
 }
 
 impl Readiness {
     pub(crate) fn new() -> Readiness {
         Readiness {
             reactor: OnceLock::new(),
-            making: Mutex::new(()),
         }
     }
 
@@ -448,12 +464,15 @@ impl Readiness {
         if let Some(r) = self.reactor.get() {
             return Ok(r);
         }
-        let _making = self.making.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(r) = self.reactor.get() {
-            return Ok(r);
-        }
+        // Made outside any lock (system calls and allocations); if two
+        // threads race to make the first one, the loser's is dropped, which
+        // closes its descriptors, and nothing was registered with it.
         let r = Arc::new(Reactor::new(hook())?);
-        Ok(self.reactor.get_or_init(|| r))
+        let won = self.reactor.get_or_init(|| Arc::clone(&r));
+        if !Arc::ptr_eq(won, &r) {
+            r.shut_down();
+        }
+        Ok(won)
     }
 
     /// Whether threads wait on sockets (the deadlock watch counts them as
