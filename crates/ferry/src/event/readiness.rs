@@ -24,6 +24,7 @@
 //! | who | when | how |
 //! |-----|------|-----|
 //! | a busy processor | at a scheduling point ([`Every::Ticks`]), if threads wait on sockets and nobody harvested for [`HARVEST_EVERY`] | `epoll_wait` with timeout 0 |
+//! | a spinning idle processor | every 64 looks for work, if threads wait on sockets and nobody harvested for [`SPIN_HARVEST_EVERY`] | `epoll_wait` with timeout 0: a request that arrives during the spin is served without a sleep |
 //! | an idle processor (the *poller*, one at a time) | instead of its futex sleep, while threads wait on sockets | `epoll_wait` bounded by the sources' earliest moment; woken early through the wake eventfd |
 //!
 //! Every `epoll_wait` runs under the harvest token (`token`), so at most
@@ -62,6 +63,10 @@ use super::{Deliver, Every, Source};
 /// How long a busy processor lets pass between two harvests while threads
 /// wait on sockets.
 pub(crate) const HARVEST_EVERY: Duration = Duration::from_micros(50);
+/// How long a spinning idle processor lets pass between two harvests
+/// while threads wait on sockets: a socket that becomes ready during the
+/// spin is seen within this, without the processor going to sleep.
+pub(crate) const SPIN_HARVEST_EVERY: Duration = Duration::from_micros(5);
 /// Slots per chunk of the slab.
 pub(crate) const CHUNK: usize = 1024;
 /// Chunks at most: 1,048,576 registrations.
@@ -372,6 +377,19 @@ impl Reactor {
             && !self.token.load(Relaxed)
             && self.now().saturating_sub(self.last_harvest.load(Relaxed))
                 >= HARVEST_EVERY.as_nanos() as u64
+    }
+
+    /// For a spinning idle processor: harvests without waiting if threads
+    /// wait on sockets, the token is free and nobody harvested for
+    /// [`SPIN_HARVEST_EVERY`]. True if it woke anyone.
+    pub(crate) fn harvest_while_spinning(&self) -> bool {
+        self.waiting.load(Relaxed) != 0
+            && !self.token.load(Relaxed)
+            && self.now().saturating_sub(self.last_harvest.load(Relaxed))
+                >= SPIN_HARVEST_EVERY.as_nanos() as u64
+            && self
+                .harvest(Some(Duration::ZERO))
+                .is_some_and(|changed| changed != 0)
     }
 
     /// The runtime ended (see the module docs).
