@@ -63,6 +63,7 @@ mod primitive;
 mod ring;
 mod sys;
 
+pub mod lock;
 pub mod mpmc;
 pub mod mpsc;
 #[cfg(not(ferry_loom))]

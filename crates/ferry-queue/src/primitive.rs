@@ -9,12 +9,12 @@
 #[cfg(not(ferry_loom))]
 pub(crate) use std::sync::Arc;
 #[cfg(not(ferry_loom))]
-pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 
 #[cfg(ferry_loom)]
 pub(crate) use loom::sync::Arc;
 #[cfg(ferry_loom)]
-pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 
 /// A busy-wait hint. Under loom it yields so the model checker can schedule
 /// the thread that will make progress.

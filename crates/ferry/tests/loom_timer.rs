@@ -10,9 +10,10 @@
 //! never both, and once the owner sees the entry settled its reads of the
 //! entry do not race the firer's last writes (loom checks the cell).
 
+use ferry_queue::lock::SpinLock;
+use loom::sync::Arc;
 use loom::sync::atomic::AtomicUsize;
 use loom::sync::atomic::Ordering::SeqCst;
-use loom::sync::{Arc, Mutex};
 
 /// What `entry` reaches through `super::shim`.
 mod shim {
@@ -34,7 +35,8 @@ use entry::{CANCELLED, Entry, FIRED, TimerWheel};
 struct Who(Arc<World>);
 
 struct World {
-    wheel: Mutex<TimerWheel<Who>>,
+    /// Under the runtime's lock kind (loom's atomics inside, in this model).
+    wheel: SpinLock<TimerWheel<Who>>,
     /// Wakes made by the firer.
     woken: AtomicUsize,
     /// Wakers given back to a canceller.
@@ -43,7 +45,7 @@ struct World {
 
 fn world() -> Arc<World> {
     Arc::new(World {
-        wheel: Mutex::new(TimerWheel::new()),
+        wheel: SpinLock::new(TimerWheel::new()),
         woken: AtomicUsize::new(0),
         taken_back: AtomicUsize::new(0),
     })
@@ -60,7 +62,7 @@ fn check(f: impl Fn() + Send + Sync + 'static) {
 fn fire(w: &World, now: u64) {
     let mut fired = Vec::new();
     {
-        let mut wheel = w.wheel.lock().unwrap();
+        let mut wheel = w.wheel.lock();
         wheel.advance(now);
         while let Some(who) = wheel.fire_one() {
             fired.push(who);
@@ -76,7 +78,7 @@ fn fire(w: &World, now: u64) {
 fn cancel(w: &World, e: &Entry<Who>) -> bool {
     // SAFETY: `e` is live (an `Arc` the caller holds) and armed only in
     // this wheel.
-    let got = unsafe { w.wheel.lock().unwrap().cancel(e) };
+    let got = unsafe { w.wheel.lock().cancel(e) };
     match got {
         Some(who) => {
             who.0.taken_back.fetch_add(1, SeqCst);
@@ -90,7 +92,7 @@ fn cancel(w: &World, e: &Entry<Who>) -> bool {
 fn arm(w: &Arc<World>, e: &Entry<Who>, due: u64) {
     // SAFETY: the entry is new, and the `Arc` holding it outlives the
     // wheel's use of it (every model ends with the entry out).
-    unsafe { w.wheel.lock().unwrap().arm(e, due, Who(Arc::clone(w))) };
+    unsafe { w.wheel.lock().arm(e, due, Who(Arc::clone(w))) };
 }
 
 /// The end of every model: the waker went to exactly one place, and the
@@ -103,7 +105,7 @@ fn settled(w: &World, e: &Entry<Who>) {
         assert_eq!(e.state(), CANCELLED);
     }
     assert!(e.is_spent());
-    assert_eq!(w.wheel.lock().unwrap().len(), 0);
+    assert_eq!(w.wheel.lock().len(), 0);
 }
 
 /// The owner waits (lock-free) until its armed entry fires, then reads it:

@@ -153,6 +153,13 @@ fn ten_thousand_echo_connections() {
                 served.load(std::sync::atomic::Ordering::Relaxed),
                 CONNECTIONS * ROUNDS * MESSAGE
             );
+            // For the record: a driver asleep in the kernel outside a
+            // blocking call (a page fault, a lock) shows as a takeover.
+            let stats = ferry::Handle::current().upcall_stats();
+            eprintln!(
+                "unannounced blocks {}, stand-in takeovers {}",
+                stats.unannounced_blocks, stats.stand_in_takeovers
+            );
             most
         })
         .unwrap();

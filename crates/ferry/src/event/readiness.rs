@@ -24,6 +24,7 @@
 //! | who | when | how |
 //! |-----|------|-----|
 //! | a busy processor | at a scheduling point ([`Every::Ticks`]), if threads wait on sockets and nobody harvested for [`HARVEST_EVERY`] | `epoll_wait` with timeout 0 |
+//! | a spinning idle processor | every 64 looks for work, if threads wait on sockets and nobody harvested for [`SPIN_HARVEST_EVERY`] | `epoll_wait` with timeout 0: a request that arrives during the spin is served without a sleep |
 //! | an idle processor (the *poller*, one at a time) | instead of its futex sleep, while threads wait on sockets | `epoll_wait` bounded by the sources' earliest moment; woken early through the wake eventfd |
 //!
 //! Every `epoll_wait` runs under the harvest token (`token`), so at most
@@ -50,10 +51,11 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use ferry_queue::lock::SpinLock;
 use rustix::event::epoll;
 
 use super::{Deliver, Every, Source};
@@ -61,6 +63,10 @@ use super::{Deliver, Every, Source};
 /// How long a busy processor lets pass between two harvests while threads
 /// wait on sockets.
 pub(crate) const HARVEST_EVERY: Duration = Duration::from_micros(50);
+/// How long a spinning idle processor lets pass between two harvests
+/// while threads wait on sockets: a socket that becomes ready during the
+/// spin is seen within this, without the processor going to sleep.
+pub(crate) const SPIN_HARVEST_EVERY: Duration = Duration::from_micros(5);
 /// Slots per chunk of the slab.
 pub(crate) const CHUNK: usize = 1024;
 /// Chunks at most: 1,048,576 registrations.
@@ -104,11 +110,19 @@ struct Slot {
     word: AtomicU64,
     /// The registered descriptor, or -1.
     fd: AtomicI32,
+    /// The next free slot after this one while it is on the free list
+    /// ([`NO_SLOT`] at the end); read and written only under `free`'s lock.
+    next_free: AtomicU32,
 }
 
-/// Free slots: reused ones first, then the never-used ones from `next`.
+/// The end of the free list.
+const NO_SLOT: u32 = u32::MAX;
+
+/// Free slots: the released ones first (a list threaded through the
+/// slots, so that neither taking nor releasing allocates under the lock),
+/// then the never-used ones from `next`.
 struct Free {
-    list: Vec<u32>,
+    head: u32,
     next: u32,
 }
 
@@ -119,7 +133,9 @@ pub(crate) struct Reactor {
     /// The wake eventfd; -1 once the runtime ended.
     waker: AtomicI32,
     chunks: Box<[OnceLock<Box<[Slot]>>]>,
-    free: Mutex<Free>,
+    /// Held for a few instructions (a pop or push of the free list, or a
+    /// raise of `next`); never across an allocation or a system call.
+    free: SpinLock<Free>,
     /// The harvest token: held by whoever is in `epoll_wait`.
     token: AtomicBool,
     /// Threads parked on a registration (or about to park).
@@ -149,8 +165,8 @@ impl Reactor {
             epoll: AtomicI32::new(ep.into_raw_fd()),
             waker: AtomicI32::new(waker.into_raw_fd()),
             chunks: (0..MAX_CHUNKS).map(|_| OnceLock::new()).collect(),
-            free: Mutex::new(Free {
-                list: Vec::new(),
+            free: SpinLock::new(Free {
+                head: NO_SLOT,
                 next: 0,
             }),
             token: AtomicBool::new(false),
@@ -207,27 +223,32 @@ impl Reactor {
             return Err(io::Error::other("the runtime of this socket ended"));
         };
         let index = {
-            let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
-            match free.list.pop() {
-                Some(i) => i,
-                None => {
-                    let i = free.next;
-                    if i as usize >= CHUNK * MAX_CHUNKS {
-                        return Err(io::Error::other("too many sockets registered"));
-                    }
-                    self.chunks[i as usize / CHUNK].get_or_init(|| {
-                        (0..CHUNK)
-                            .map(|_| Slot {
-                                word: AtomicU64::new(state::fresh(0)),
-                                fd: AtomicI32::new(-1),
-                            })
-                            .collect()
-                    });
-                    free.next += 1;
-                    i
+            let mut free = self.free.lock();
+            if free.head != NO_SLOT {
+                let i = free.head;
+                free.head = self.slot(i).next_free.load(Relaxed);
+                i
+            } else {
+                let i = free.next;
+                if i as usize >= CHUNK * MAX_CHUNKS {
+                    return Err(io::Error::other("too many sockets registered"));
                 }
+                free.next += 1;
+                i
             }
         };
+        // The chunk of a never-used slot is made outside the lock (once per
+        // `CHUNK` registrations; a racer for the same new chunk waits for
+        // its maker inside `get_or_init`).
+        self.chunks[index as usize / CHUNK].get_or_init(|| {
+            (0..CHUNK)
+                .map(|_| Slot {
+                    word: AtomicU64::new(state::fresh(0)),
+                    fd: AtomicI32::new(-1),
+                    next_free: AtomicU32::new(NO_SLOT),
+                })
+                .collect()
+        });
         let slot = self.slot(index);
         let generation = state::generation(slot.word.load(Acquire));
         slot.word.store(state::fresh(generation), Release);
@@ -265,8 +286,9 @@ impl Reactor {
         slot.fd.store(-1, Release);
         state::retire(&slot.word, t.generation);
         self.hook.wake(t.index, state::CLOSED);
-        let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
-        free.list.push(t.index);
+        let mut free = self.free.lock();
+        slot.next_free.store(free.head, Relaxed);
+        free.head = t.index;
     }
 
     /// A thread starts waiting on a registration.
@@ -357,6 +379,19 @@ impl Reactor {
                 >= HARVEST_EVERY.as_nanos() as u64
     }
 
+    /// For a spinning idle processor: harvests without waiting if threads
+    /// wait on sockets, the token is free and nobody harvested for
+    /// [`SPIN_HARVEST_EVERY`]. True if it woke anyone.
+    pub(crate) fn harvest_while_spinning(&self) -> bool {
+        self.waiting.load(Relaxed) != 0
+            && !self.token.load(Relaxed)
+            && self.now().saturating_sub(self.last_harvest.load(Relaxed))
+                >= SPIN_HARVEST_EVERY.as_nanos() as u64
+            && self
+                .harvest(Some(Duration::ZERO))
+                .is_some_and(|changed| changed != 0)
+    }
+
     /// The runtime ended (see the module docs).
     fn shut_down(&self) {
         if self.ended.swap(true, AcqRel) {
@@ -365,13 +400,14 @@ impl Reactor {
         while self.token.swap(true, Acquire) {
             std::hint::spin_loop();
         }
-        let next = self
-            .free
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .next;
+        let next = self.free.lock().next;
         for index in 0..next {
-            let slot = self.slot(index);
+            // A slot handed out by a registration still making its chunk
+            // holds no descriptor yet.
+            let Some(chunk) = self.chunks[index as usize / CHUNK].get() else {
+                continue;
+            };
+            let slot = &chunk[index as usize % CHUNK];
             let fd = slot.fd.load(Acquire);
             if fd >= 0 && self.hook.has_parked(index) {
                 let g = state::generation(slot.word.load(Acquire));
@@ -420,14 +456,12 @@ fn bits_of(f: epoll::EventFlags) -> u64 {
 /// registration.
 pub(crate) struct Readiness {
     reactor: OnceLock<Arc<Reactor>>,
-    making: Mutex<()>,
 }
 
 impl Readiness {
     pub(crate) fn new() -> Readiness {
         Readiness {
             reactor: OnceLock::new(),
-            making: Mutex::new(()),
         }
     }
 
@@ -448,12 +482,15 @@ impl Readiness {
         if let Some(r) = self.reactor.get() {
             return Ok(r);
         }
-        let _making = self.making.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(r) = self.reactor.get() {
-            return Ok(r);
-        }
+        // Made outside any lock (system calls and allocations); if two
+        // threads race to make the first one, the loser's is dropped, which
+        // closes its descriptors, and nothing was registered with it.
         let r = Arc::new(Reactor::new(hook())?);
-        Ok(self.reactor.get_or_init(|| r))
+        let won = self.reactor.get_or_init(|| Arc::clone(&r));
+        if !Arc::ptr_eq(won, &r) {
+            r.shut_down();
+        }
+        Ok(won)
     }
 
     /// Whether threads wait on sockets (the deadlock watch counts them as

@@ -4,15 +4,18 @@
 //! source (see the parent module).
 //!
 //! This file owns the queue and its length word; it must not decide what
-//! the events mean (the processor's policy does) and never blocks but on
-//! its short lock (and, with memory short, a millisecond at a time in
-//! [`Upcalls::post`]).
+//! the events mean (the processor's policy does), and never blocks (but,
+//! with memory short, a millisecond at a time in [`Upcalls::post`]). The
+//! queue is under a spin lock ([`ferry_queue::lock::SpinLock`]) held for a
+//! push or a swap: the queue grows, and the taken events are freed,
+//! outside it, so no holder allocates, frees or sleeps.
 
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
+
+use ferry_queue::lock::SpinLock;
 
 use super::{Deliver, Every, Source};
 use crate::header::Thread;
@@ -32,14 +35,14 @@ pub(crate) enum Posted {
 /// |------|------------|---------|
 /// | `len` | a poster (under the lock, then `notify_work`), a deliverer (under the lock) | events waiting; read without the lock by every processor at each switch |
 pub(crate) struct Upcalls {
-    queue: Mutex<VecDeque<(Posted, Instant)>>,
+    queue: SpinLock<VecDeque<(Posted, Instant)>>,
     len: AtomicUsize,
 }
 
 impl Upcalls {
     pub(crate) fn new() -> Upcalls {
         Upcalls {
-            queue: Mutex::new(VecDeque::new()),
+            queue: SpinLock::new(VecDeque::new()),
             len: AtomicUsize::new(0),
         }
     }
@@ -58,19 +61,53 @@ impl Upcalls {
     /// its next assignment, or a processor leaving the set) waits a
     /// millisecond at a time for memory, instead of aborting the process.
     pub(crate) fn post(&self, event: Posted, at: Instant) {
-        let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-        while q.try_reserve(1).is_err() {
-            drop(q);
-            std::thread::sleep(std::time::Duration::from_millis(1));
-            q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut grown: Option<VecDeque<(Posted, Instant)>> = None;
+        loop {
+            let old = {
+                let mut q = self.queue.lock();
+                if q.len() < q.capacity() {
+                    q.push_back((event, at));
+                    self.len.store(q.len(), Relaxed);
+                    return;
+                }
+                match grown.take() {
+                    // Moving the events over copies them and allocates
+                    // nothing: the new queue had room for all and one more.
+                    Some(mut bigger) if bigger.capacity() > q.len() => {
+                        bigger.extend(q.drain(..));
+                        bigger.push_back((event, at));
+                        self.len.store(bigger.len(), Relaxed);
+                        std::mem::replace(&mut *q, bigger)
+                    }
+                    // Grown meanwhile by another poster, or not yet: size
+                    // the next try on what the queue holds now.
+                    _ => {
+                        let want = (q.len() * 2).max(8);
+                        drop(q);
+                        grown = Some(Self::with_room(want));
+                        continue;
+                    }
+                }
+            };
+            // The full old buffer (now empty) is freed outside the lock.
+            drop(old);
+            return;
         }
-        q.push_back((event, at));
-        self.len.store(q.len(), Relaxed);
+    }
+
+    /// An empty queue with room for `n` events, waiting a millisecond at a
+    /// time while memory is short.
+    fn with_room(n: usize) -> VecDeque<(Posted, Instant)> {
+        let mut q = VecDeque::new();
+        while q.try_reserve_exact(n).is_err() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        q
     }
 
     /// Takes the waiting events.
     pub(crate) fn take(&self) -> VecDeque<(Posted, Instant)> {
-        let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut q = self.queue.lock();
         self.len.store(0, Relaxed);
         std::mem::take(&mut *q)
     }
@@ -101,5 +138,59 @@ impl Source for Upcalls {
     #[inline]
     fn until_next(&self) -> Option<Duration> {
         None
+    }
+}
+
+#[cfg(all(test, not(ferry_loom)))]
+mod tests {
+    use super::{Posted, Upcalls};
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    fn removed(q: &mut std::collections::VecDeque<(Posted, Instant)>) -> Vec<usize> {
+        q.drain(..)
+            .map(|(e, _)| match e {
+                Posted::ProcessorRemoved(i) => i,
+                Posted::Unblocked(_) => unreachable!("only removals were posted"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn posts_grow_the_queue_outside_the_lock_and_keep_their_order() {
+        let u = Upcalls::new();
+        for i in 0..1000 {
+            u.post(Posted::ProcessorRemoved(i), Instant::now());
+            assert!(u.pending());
+        }
+        let mut got = u.take();
+        assert!(!u.pending());
+        assert_eq!(removed(&mut got), (0..1000).collect::<Vec<_>>());
+        assert_eq!(u.take().len(), 0);
+    }
+
+    #[test]
+    fn racing_posters_lose_no_event() {
+        let u = Arc::new(Upcalls::new());
+        let hs: Vec<_> = (0..4)
+            .map(|t| {
+                let u = Arc::clone(&u);
+                std::thread::spawn(move || {
+                    for i in 0..500 {
+                        u.post(Posted::ProcessorRemoved(t * 1000 + i), Instant::now());
+                    }
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for h in hs {
+            h.join().unwrap();
+        }
+        all.extend(removed(&mut u.take()));
+        all.sort_unstable();
+        let want: Vec<usize> = (0..4)
+            .flat_map(|t| (0..500).map(move |i| t * 1000 + i))
+            .collect();
+        assert_eq!(all, want);
     }
 }

@@ -1,6 +1,7 @@
 //! A processor with nothing to run: it spins a bounded number of tries
 //! looking for work (its own queues, the injector, the event sources,
-//! stranded next-to-run slots of busy processors), then parks on its
+//! stranded next-to-run slots of busy processors, and, while threads wait
+//! on sockets, a paced harvest of readiness without waiting), then parks on its
 //! `sleep` futex word, no longer than the earliest deadline of the event
 //! sources; or, while threads wait on sockets, one idle processor at a
 //! time (the poller, who wins the reactor's harvest token) blocks in
@@ -85,7 +86,12 @@ impl Processor {
                     && (shared
                         .sources
                         .ready_to_sleep(&mut self.owner(tok.rb()).sources)
-                        || self.steal_stale_next(tok.rb(), shared, &mut seen))
+                        || self.steal_stale_next(tok.rb(), shared, &mut seen)
+                        || shared
+                            .sources
+                            .readiness
+                            .get()
+                            .is_some_and(|r| r.harvest_while_spinning()))
                 {
                     found = true;
                     break;

@@ -40,11 +40,14 @@
 //!
 //! # Lock
 //!
-//! A `std` mutex, held for O(1) steps (arm, cancel) or one batch of
-//! [`FIRE_BATCH`] firings. Its holders on a processor are inside an entry
-//! into the runtime (`upcall::enter`: not preempted, their processor not
-//! taken), so it is never held across a switch; waking happens after it is
-//! let go.
+//! A spin lock ([`ferry_queue::lock::SpinLock`]), held for O(1) steps
+//! (arm, cancel) or one batch of [`FIRE_BATCH`] firings, none of which
+//! blocks or allocates. A waiter spins or yields its kernel thread and
+//! never sleeps in the kernel: a processor's driver asleep on a contended
+//! lock would look like a thread in a blocking call and have its processor
+//! taken over. Its holders on a processor are inside an entry into the
+//! runtime (`upcall::enter`: not preempted, their processor not taken), so
+//! it is never held across a switch; waking happens after it is let go.
 
 pub(crate) mod entry;
 pub(crate) mod wheel;
@@ -73,8 +76,9 @@ mod shim {
 
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Release};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
+
+use ferry_queue::lock::{SpinGuard, SpinLock};
 
 use super::{Deliver, Every, Source};
 use crate::header::Unparker;
@@ -96,7 +100,7 @@ pub(crate) const FIRE_BATCH: usize = 32;
 /// The sleeping threads of one runtime.
 pub(crate) struct Timers {
     epoch: Instant,
-    wheel: Mutex<TimerWheel<Unparker>>,
+    wheel: SpinLock<TimerWheel<Unparker>>,
     next_due: AtomicU64,
 }
 
@@ -104,7 +108,7 @@ impl Timers {
     pub(crate) fn new() -> Timers {
         Timers {
             epoch: Instant::now(),
-            wheel: Mutex::new(TimerWheel::new()),
+            wheel: SpinLock::new(TimerWheel::new()),
             next_due: AtomicU64::new(u64::MAX),
         }
     }
@@ -126,8 +130,8 @@ impl Timers {
         ns.div_ceil(1 << TICK_SHIFT)
     }
 
-    fn lock(&self) -> MutexGuard<'_, TimerWheel<Unparker>> {
-        self.wheel.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> SpinGuard<'_, TimerWheel<Unparker>> {
+        self.wheel.lock()
     }
 
     /// Publishes the wheel's next expiration (under its lock).
