@@ -87,6 +87,9 @@ fn run(u: &Uring, req: &Request<'_>) -> (io::Result<u32>, Vec<u8>) {
                 return (Err(e), Vec::new());
             }
         };
+        // A cached read or write often completed inside the submission:
+        // reap it now rather than at the next tick or idle look.
+        u.reap();
         let out = wait(reactor, pending);
         match out {
             (Err(e), _) if e.kind() == io::ErrorKind::Interrupted => continue,
