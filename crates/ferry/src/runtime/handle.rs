@@ -163,7 +163,7 @@ impl Handle {
     /// io_uring, or through the blocking handoff and why. Asking makes the
     /// ring if no file operation has yet (the answer does not change
     /// afterwards).
-    pub fn fs_backend(&self) -> crate::fs::Backend {
+    pub fn fs_backend(&self) -> crate::event::ring::Backend {
         let sources = &self.shared.sources;
         sources.ring.backend(&sources.readiness)
     }
@@ -171,7 +171,7 @@ impl Handle {
     /// The counts of this runtime's io_uring for [`crate::fs`]
     /// (operations completed, in flight, records alive); all zero without
     /// a ring.
-    pub fn fs_ring_stats(&self) -> crate::fs::RingStats {
+    pub fn fs_ring_stats(&self) -> crate::event::ring::RingStats {
         self.shared.sources.ring.stats()
     }
 
