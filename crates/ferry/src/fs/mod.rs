@@ -123,9 +123,10 @@ fn run_once<R>(op: impl FnOnce() -> R) -> R {
 }
 
 /// An open file, as [`std::fs::File`], whose operations block only the
-/// calling ferry thread: each runs through [`crate::blocking`].
+/// calling ferry thread: through the runtime's io_uring or the blocking
+/// handoff (see the [module docs](self)).
 ///
-/// [`Read`](io::Read), [`Write`](io::Write) and [`Seek`] are implemented
+/// [`Read`], [`Write`] and [`Seek`] are implemented
 /// for `File` and for `&File` (as std does), so one file may be read and
 /// written from several threads through shared references; they share one
 /// file offset. A single `read`, `write` or `seek` interrupted by a signal
