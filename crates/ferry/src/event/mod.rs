@@ -31,7 +31,7 @@
 //! | at a moment (a timer) | reports the moment through `until_next` | bounds its `FUTEX_WAIT` by the earliest moment of all sources |
 //!
 //! | on a socket (readiness, [`readiness`]) | is harvested from the runtime's epoll instance: by a busy processor at a scheduling point, or by the one idle processor blocked in `epoll_wait` | when it is that one processor, is woken by a write to the reactor's eventfd as well as through its sleep word |
-//! | a file operation completes (the ring, [`ring`]) | is reaped by a busy processor at a scheduling point; the kernel signals the ring's eventfd, which is in the reactor's epoll set (its waiters count as the reactor's) | when it is the poller, returns from `epoll_wait` and reaps |
+//! | a file operation completes (the ring, [`ring`]) | is reaped by its own thread right after submitting, else by a processor at every switch while operations are in flight; the kernel signals the ring's eventfd, which is in the reactor's epoll set (its waiters count as the reactor's) | when it is the poller, returns from `epoll_wait` and reaps |
 //!
 //! A parked processor's one kernel wait is thus `FUTEX_WAIT` on its sleep
 //! word with a timeout, or, when polled entries exist, one `futex_waitv`

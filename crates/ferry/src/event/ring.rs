@@ -20,7 +20,8 @@
 //! | who | holds | does |
 //! |-----|-------|------|
 //! | a thread starting an operation | the submission lock | pushes one entry, then `io_uring_enter` (a read of a cached page often completes inside it) |
-//! | a busy processor, at a tick ([`Every::Ticks`]) | the completion lock (`try_lock`: one reaper at a time, the others go on) | takes up to [`REAP`] completions, lets go of the lock, then completes their records |
+//! | the same thread, right after its submission | the completion lock (`try_lock`) | reaps as below: a read of a cached page is then done before the thread would park |
+//! | a processor, at every switch and in its idle spin ([`Every::Switch`]) while operations are in flight | the completion lock (`try_lock`: one reaper at a time, the others go on) | takes up to [`REAP`] completions, lets go of the lock, then completes their records |
 //! | the idle poller | — | blocks in the reactor's `epoll_wait`, whose set holds the ring's eventfd (`IORING_REGISTER_EVENTFD`): a completion ends the wait, and the processor reaps as a busy one would |
 //!
 //! One lock per queue, not one ring per processor: a ring per processor
@@ -531,11 +532,11 @@ impl Ring {
     }
 }
 
-/// Threads waiting on the ring are woken when a busy processor reaps at a
-/// tick, or when the poller's `epoll_wait` returns for the ring's eventfd
-/// and its processor reaps.
+/// Threads waiting on the ring are woken when a processor reaps at a
+/// switch or in its idle spin, or when the poller's `epoll_wait` returns
+/// for the ring's eventfd and its processor reaps.
 impl Source for Ring {
-    const EVERY: Every = Every::Ticks;
+    const EVERY: Every = Every::Switch;
 
     #[inline]
     fn is_ready(&self) -> bool {
