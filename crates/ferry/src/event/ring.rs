@@ -60,7 +60,7 @@ use std::cell::UnsafeCell;
 use std::ffi::CString;
 use std::fmt;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize};
@@ -139,6 +139,9 @@ pub struct RingStats {
     /// by their thread. A thread terminated while it waited leaves none
     /// once its operation completed.
     pub records: usize,
+    /// Reads served on the calling thread by `preadv2` with `RWF_NOWAIT`
+    /// (the data was in the page cache), with no ring entry.
+    pub reads_without_ring: u64,
 }
 
 /// One file operation to start; the borrowed data is copied into the
@@ -259,6 +262,8 @@ pub(crate) struct Uring {
     completed: AtomicU64,
     /// Records alive.
     records: AtomicUsize,
+    /// Reads served without the ring ([`Uring::read_now`]).
+    reads_now: AtomicU64,
     /// The reactor whose epoll set holds `eventfd`.
     reactor: Arc<Reactor>,
     /// Registered with the ring; closed after it.
@@ -285,6 +290,7 @@ impl Uring {
             in_flight: AtomicUsize::new(0),
             completed: AtomicU64::new(0),
             records: AtomicUsize::new(0),
+            reads_now: AtomicU64::new(0),
             reactor,
             _eventfd: eventfd,
         })
@@ -301,6 +307,40 @@ impl Uring {
             completed: self.completed.load(Relaxed),
             in_flight: self.in_flight.load(Relaxed),
             records: self.records.load(Relaxed),
+            reads_without_ring: self.reads_now.load(Relaxed),
+        }
+    }
+
+    /// A read that would not block, on the calling thread: `preadv2` of
+    /// `buf` at `offset` (`None`: the file position) with `RWF_NOWAIT`,
+    /// which the kernel serves from the page cache or refuses with
+    /// `EAGAIN`. `None` when the read must go to the ring: `EAGAIN` (not
+    /// all cached: the kernel may still have returned fewer bytes, which
+    /// is a short read, as `read(2)` may make), `EOPNOTSUPP` (the file
+    /// does not take the flag), `ENOSYS`, or `EINTR` (the ring path
+    /// decides about retries).
+    pub(crate) fn read_now(
+        &self,
+        fd: BorrowedFd<'_>,
+        buf: &mut [u8],
+        offset: Option<u64>,
+    ) -> Option<io::Result<usize>> {
+        use rustix::io::{Errno, ReadWriteFlags};
+        // `u64::MAX` is the kernel's -1: the file position, advanced.
+        let at = offset.unwrap_or(u64::MAX);
+        let res = rustix::io::preadv2(
+            fd,
+            &mut [io::IoSliceMut::new(buf)],
+            at,
+            ReadWriteFlags::NOWAIT,
+        );
+        match res {
+            Err(Errno::AGAIN | Errno::OPNOTSUPP | Errno::NOSYS | Errno::INTR) => None,
+            Err(e) => Some(Err(e.into())),
+            Ok(n) => {
+                self.reads_now.fetch_add(1, Relaxed);
+                Some(Ok(n))
+            }
         }
     }
 

@@ -23,7 +23,7 @@
 use std::ffi::CString;
 use std::io;
 use std::marker::PhantomPinned;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::pin::pin;
@@ -131,9 +131,16 @@ fn wait(reactor: &Reactor, pending: Pending) -> (io::Result<u32>, Vec<u8>) {
 }
 
 /// `read(2)` of up to `buf.len()` bytes at `offset` (`None`: the file
-/// position) through the ring; `None` if the ring is not the path.
+/// position): on the calling thread if the data is in the page cache
+/// (`preadv2` with `RWF_NOWAIT`), else through the ring; `None` if the
+/// ring is not the path.
 pub(super) fn read(fd: RawFd, buf: &mut [u8], offset: Option<u64>) -> Option<io::Result<usize>> {
     with_ring(|u| {
+        // SAFETY: the caller's file holds `fd` open for the call.
+        let file = unsafe { BorrowedFd::borrow_raw(fd) };
+        if let Some(done) = u.read_now(file, buf, offset) {
+            return done;
+        }
         let req = Request::Read {
             fd,
             len: buf.len(),
