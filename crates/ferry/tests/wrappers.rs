@@ -4,6 +4,9 @@
 //! (the tests where two threads wait for each other need `ferry::blocking`
 //! to hand the processor off).
 //!
+//! The fs cases run twice each, through io_uring and through the blocking
+//! handoff ([`on_both_paths`]).
+//!
 //! Every runtime runs under a watchdog, as in `sync.rs`: a processor that a
 //! blocking call failed to hand off shows up as a failure naming the test,
 //! not as a hung test binary. No test measures time.
@@ -35,6 +38,38 @@ fn on_one_processor<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send 
     })
 }
 
+/// Runs `f` as [`on_one_processor`] does, twice: with the fs operations
+/// through the runtime's io_uring, then through the blocking handoff
+/// (`Builder::io_uring(false)`), checking each runtime uses the path asked
+/// for (where the kernel refuses io_uring, the first run takes the
+/// blocking path too, and says so).
+fn on_both_paths<F: FnOnce() + Clone + Send + 'static>(what: &str, f: F) {
+    for ring in [true, false] {
+        let what = format!("{what} (io_uring {ring}): a blocked processor or a lost wakeup");
+        let f = f.clone();
+        common::within(WATCHDOG, &what, move || {
+            Runtime::builder()
+                .processors(PROCESSORS)
+                .io_uring(ring)
+                .run(move || {
+                    let backend = ferry::Handle::current().fs_backend();
+                    match (ring, &backend) {
+                        (true, fs::Backend::IoUring) | (false, fs::Backend::Blocking(_)) => {}
+                        (true, fs::Backend::Blocking(why @ fs::Fallback::Kernel(_))) => {
+                            eprintln!("io_uring not available here ({why:?}): blocking path twice");
+                        }
+                        (_, other) => panic!("io_uring({ring}) gave {other:?}"),
+                    }
+                    f();
+                    if !ring {
+                        assert_eq!(ferry::Handle::current().fs_ring_stats().completed, 0);
+                    }
+                })
+                .unwrap()
+        });
+    }
+}
+
 /// A path in the temporary directory unique to this process and `name`,
 /// removed (if it exists) when dropped.
 struct TempPath(PathBuf);
@@ -58,7 +93,7 @@ impl Drop for TempPath {
 
 #[test]
 fn file_round_trip() {
-    on_one_processor("file_round_trip", || {
+    on_both_paths("file_round_trip", || {
         let tmp = TempPath::new("round-trip");
         let mut file = File::options()
             .read(true)
@@ -99,7 +134,7 @@ fn file_round_trip() {
 
 #[test]
 fn open_options_append_and_create_new() {
-    on_one_processor("open_options_append_and_create_new", || {
+    on_both_paths("open_options_append_and_create_new", || {
         let tmp = TempPath::new("append");
         let mut first = File::create(&tmp.0).unwrap();
         first.write_all(b"one\n").unwrap();
@@ -137,7 +172,7 @@ fn open_options_append_and_create_new() {
 
 #[test]
 fn whole_file_functions() {
-    on_one_processor("whole_file_functions", || {
+    on_both_paths("whole_file_functions", || {
         let tmp = TempPath::new("whole");
         fs::write(&tmp.0, "first").unwrap();
         fs::write(&tmp.0, b"second").unwrap(); // truncates
@@ -154,7 +189,7 @@ fn whole_file_functions() {
 
 #[test]
 fn file_std_conversions() {
-    on_one_processor("file_std_conversions", || {
+    on_both_paths("file_std_conversions", || {
         use std::os::fd::{AsFd, AsRawFd};
         let tmp = TempPath::new("conversions");
         let std_file = std::fs::File::create(&tmp.0).unwrap();
@@ -174,7 +209,7 @@ fn file_std_conversions() {
 
 #[test]
 fn missing_file_is_not_found() {
-    on_one_processor("missing_file_is_not_found", || {
+    on_both_paths("missing_file_is_not_found", || {
         let tmp = TempPath::new("missing");
         assert_eq!(
             File::open(&tmp.0).unwrap_err().kind(),
@@ -200,24 +235,21 @@ fn missing_file_is_not_found() {
 }
 
 #[test]
-fn fifo_opens_meet_across_threads_on_one_processor() {
+fn fifo_opens_meet_across_threads_on_both_paths() {
     let tmp = TempPath::new("fifo");
     let made = Command::new("mkfifo").arg(&tmp.0).status().unwrap();
     assert!(made.success(), "mkfifo failed: {made}");
     let path = tmp.0.clone();
-    on_one_processor(
-        "fifo_opens_meet_across_threads_on_one_processor",
-        move || {
-            // Opening either end of a FIFO blocks in the kernel until the other
-            // end is opened: whichever thread gets there first must not keep the
-            // one processor from the other.
-            let reader_path = path.clone();
-            let reader = ferry::spawn(move || fs::read_to_string(reader_path).unwrap());
-            ferry::yield_now();
-            fs::write(&path, "through the fifo").unwrap();
-            assert_eq!(reader.join().unwrap(), "through the fifo");
-        },
-    );
+    on_both_paths("fifo_opens_meet_across_threads_on_both_paths", move || {
+        // Opening either end of a FIFO blocks in the kernel until the other
+        // end is opened: whichever thread gets there first must not keep the
+        // one processor from the other.
+        let reader_path = path.clone();
+        let reader = ferry::spawn(move || fs::read_to_string(reader_path).unwrap());
+        ferry::yield_now();
+        fs::write(&path, "through the fifo").unwrap();
+        assert_eq!(reader.join().unwrap(), "through the fifo");
+    });
 }
 
 // ---- net: TCP ----

@@ -127,6 +127,10 @@ pub fn run(args: &Args) -> io::Result<()> {
              std::sync) in the same run"
         )?;
         writeln!(out, "machine: {}", machine())?;
+        let files = ferry::Runtime::builder()
+            .processors(1)
+            .run(|| ferry::Handle::current().fs_backend())?;
+        writeln!(out, "files (ferry::fs): {files}")?;
         writeln!(
             out,
             "each figure is the median of {} runs; std÷ferry above 1 means ferry was faster",

@@ -6,8 +6,9 @@
 //! This room owns the sources (today [`timer::Timers`], a timing wheel of
 //! the runtime's sleepers, the runtime's upcall queue,
 //! [`upcalls::Upcalls`], memory other processes write,
-//! [`polled::Polling`]: `rpc` channels, and socket readiness,
-//! [`readiness::Readiness`]) and the contract below; it must not
+//! [`polled::Polling`]: `rpc` channels, socket readiness,
+//! [`readiness::Readiness`], and file completions, [`ring::Ring`]) and
+//! the contract below; it must not
 //! switch contexts, choose which thread runs (a source hands threads and
 //! events to the processor's policy through [`Deliver`]) or park a
 //! processor (the processor does, in `Processor::idle`).
@@ -30,6 +31,7 @@
 //! | at a moment (a timer) | reports the moment through `until_next` | bounds its `FUTEX_WAIT` by the earliest moment of all sources |
 //!
 //! | on a socket (readiness, [`readiness`]) | is harvested from the runtime's epoll instance: by a busy processor at a scheduling point, or by the one idle processor blocked in `epoll_wait` | when it is that one processor, is woken by a write to the reactor's eventfd as well as through its sleep word |
+//! | a file operation completes (the ring, [`ring`]) | is reaped by its own thread right after submitting, else by a processor at every switch while operations are in flight; the kernel signals the ring's eventfd, which is in the reactor's epoll set (its waiters count as the reactor's) | when it is the poller, returns from `epoll_wait` and reaps |
 //!
 //! A parked processor's one kernel wait is thus `FUTEX_WAIT` on its sleep
 //! word with a timeout, or, when polled entries exist, one `futex_waitv`
@@ -52,6 +54,7 @@ mod atomic {
 pub(crate) mod doorbell;
 pub(crate) mod polled;
 pub(crate) mod readiness;
+pub(crate) mod ring;
 pub(crate) mod stats;
 pub(crate) mod timer;
 pub(crate) mod upcalls;
@@ -63,6 +66,7 @@ pub(crate) use upcalls::{Posted, Upcalls};
 use crate::sched::Event;
 use polled::Polling;
 use readiness::Readiness;
+use ring::Ring;
 use timer::Timers;
 
 /// How often a busy processor (one that keeps switching between threads
@@ -114,6 +118,8 @@ pub(crate) struct Sources {
     /// Socket readiness: the runtime's epoll instance, made at the first
     /// socket that would block.
     pub(crate) readiness: Readiness,
+    /// File operations through io_uring, made at the first one.
+    pub(crate) ring: Ring,
 }
 
 /// What one processor keeps for the sources (only that processor touches
@@ -139,6 +145,10 @@ macro_rules! for_each_source {
             let $s = &$sources.readiness;
             $body
         }
+        {
+            let $s = &$sources.ring;
+            $body
+        }
     }};
 }
 
@@ -153,6 +163,7 @@ impl Sources {
             upcalls: Upcalls::new(),
             polled: Polling::new(),
             readiness: Readiness::new(),
+            ring: Ring::new(),
         }
     }
 
@@ -176,12 +187,16 @@ impl Sources {
     /// poller instead of its sleep (`Processor::idle`), so that an idle
     /// runtime with threads waiting on sockets does not harvest in a loop.
     pub(crate) fn ready_to_sleep(&self, local: &mut Local) -> bool {
-        self.upcalls.is_ready() || self.timers.is_ready() || self.polled.is_ready(&mut local.polled)
+        self.upcalls.is_ready()
+            || self.timers.is_ready()
+            || self.ring.is_ready()
+            || self.polled.is_ready(&mut local.polled)
     }
 
     /// Whether a source has something, or may get something with no
     /// processor's help (a polled entry exists, or threads wait on
-    /// sockets, which a peer may make ready): for a look from outside the
+    /// sockets or on file operations in the ring, which the kernel or a
+    /// peer may complete): for a look from outside the
     /// processors (the deadlock watch), which has no [`Local`].
     pub(crate) fn ready_or_external(&self) -> bool {
         let mut ready = false;

@@ -75,6 +75,9 @@ pub(crate) const MAX_CHUNKS: usize = 1024;
 const EVENTS: usize = 256;
 /// The event data of the wake eventfd (no slot has this index).
 const WAKE_DATA: u64 = u64::MAX;
+/// The event data of a watched descriptor ([`Reactor::watch`]: the ring's
+/// eventfd, whose edge only ends the wait; no slot has this index).
+const WATCHED_DATA: u64 = u64::MAX - 1;
 
 /// The room above that waits on sockets: wakes the threads waiting on a
 /// registration, and says which registrations have parked threads.
@@ -145,11 +148,12 @@ pub(crate) struct Reactor {
     epoch: Instant,
     /// Whether the runtime ended ([`Readiness::shut_down`]).
     ended: AtomicBool,
-    hook: Box<dyn Waiters>,
+    /// Set by the first socket (a reactor made for the ring has none yet).
+    hook: OnceLock<Box<dyn Waiters>>,
 }
 
 impl Reactor {
-    fn new(hook: Box<dyn Waiters>) -> io::Result<Reactor> {
+    fn new() -> io::Result<Reactor> {
         let ep = epoll::create(epoll::CreateFlags::CLOEXEC)?;
         let waker = rustix::event::eventfd(
             0,
@@ -174,13 +178,31 @@ impl Reactor {
             last_harvest: AtomicU64::new(0),
             epoch: Instant::now(),
             ended: AtomicBool::new(false),
-            hook,
+            hook: OnceLock::new(),
         })
     }
 
     /// The hook the reactor was made with.
     pub(crate) fn hook(&self) -> &dyn Waiters {
-        &*self.hook
+        &**self.hook.get().expect("a socket registered sets the hook")
+    }
+
+    /// Adds `fd` to the epoll set (edge-triggered, readable): its events
+    /// only end a blocking harvest. For the ring's eventfd.
+    ///
+    /// # Errors
+    /// `epoll_ctl`'s, or [`io::ErrorKind::Other`] once the runtime ended.
+    pub(crate) fn watch(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        let Some(ep) = self.epoll_fd() else {
+            return Err(io::Error::other("the runtime ended"));
+        };
+        let flags = epoll::EventFlags::IN | epoll::EventFlags::ET;
+        Ok(epoll::add(
+            ep,
+            fd,
+            epoll::EventData::new_u64(WATCHED_DATA),
+            flags,
+        )?)
     }
 
     fn slot(&self, index: u32) -> &Slot {
@@ -285,7 +307,7 @@ impl Reactor {
         let slot = self.slot(t.index);
         slot.fd.store(-1, Release);
         state::retire(&slot.word, t.generation);
-        self.hook.wake(t.index, state::CLOSED);
+        self.hook().wake(t.index, state::CLOSED);
         let mut free = self.free.lock();
         slot.next_free.store(free.head, Relaxed);
         free.head = t.index;
@@ -350,11 +372,14 @@ impl Reactor {
                 self.drain_waker();
                 continue;
             }
+            if data == WATCHED_DATA {
+                continue;
+            }
             let (index, generation) = (data as u32, (data >> 32) as u32);
             let bits = bits_of(e.flags);
             if state::set(self.word(index), generation, bits).is_some() {
                 changed += 1;
-                self.hook.wake(index, bits);
+                self.hook().wake(index, bits);
             }
         }
         Some(changed)
@@ -409,7 +434,7 @@ impl Reactor {
             };
             let slot = &chunk[index as usize % CHUNK];
             let fd = slot.fd.load(Acquire);
-            if fd >= 0 && self.hook.has_parked(index) {
+            if fd >= 0 && self.hook().has_parked(index) {
                 let g = state::generation(slot.word.load(Acquire));
                 slot.fd.store(-1, Release);
                 state::retire(&slot.word, g);
@@ -479,13 +504,23 @@ impl Readiness {
         &self,
         hook: impl FnOnce() -> Box<dyn Waiters>,
     ) -> io::Result<&Arc<Reactor>> {
+        let r = self.reactor()?;
+        r.hook.get_or_init(hook);
+        Ok(r)
+    }
+
+    /// The reactor, made (with no hook yet) if there is none.
+    ///
+    /// # Errors
+    /// As [`Readiness::get_or_make`].
+    pub(crate) fn reactor(&self) -> io::Result<&Arc<Reactor>> {
         if let Some(r) = self.reactor.get() {
             return Ok(r);
         }
         // Made outside any lock (system calls and allocations); if two
         // threads race to make the first one, the loser's is dropped, which
         // closes its descriptors, and nothing was registered with it.
-        let r = Arc::new(Reactor::new(hook())?);
+        let r = Arc::new(Reactor::new()?);
         let won = self.reactor.get_or_init(|| Arc::clone(&r));
         if !Arc::ptr_eq(won, &r) {
             r.shut_down();
@@ -502,7 +537,9 @@ impl Readiness {
     /// Interrupts the socket wait of the thread with id `thread`, if it is
     /// in one: true if it was.
     pub(crate) fn abort(&self, thread: u64) -> bool {
-        self.reactor.get().is_some_and(|r| r.hook.abort(thread))
+        self.reactor
+            .get()
+            .is_some_and(|r| r.hook.get().is_some_and(|h| h.abort(thread)))
     }
 
     /// The runtime ended; see the module docs.

@@ -159,6 +159,22 @@ impl Handle {
         self.shared.sources.timers.armed()
     }
 
+    /// How this runtime's [`crate::fs`] runs file operations: through its
+    /// io_uring, or through the blocking handoff and why. Asking makes the
+    /// ring if no file operation has yet (the answer does not change
+    /// afterwards).
+    pub fn fs_backend(&self) -> crate::event::ring::Backend {
+        let sources = &self.shared.sources;
+        sources.ring.backend(&sources.readiness)
+    }
+
+    /// The counts of this runtime's io_uring for [`crate::fs`]
+    /// (operations completed, in flight, records alive); all zero without
+    /// a ring.
+    pub fn fs_ring_stats(&self) -> crate::event::ring::RingStats {
+        self.shared.sources.ring.stats()
+    }
+
     /// How many processors have nothing to run: they stopped spinning for
     /// work and sleep, marked willing to yield their core (scheduler
     /// activations' idle processors, which a processor allocator may take

@@ -39,6 +39,7 @@ pub struct Builder {
     stand_ins: bool,
     account_cpu: bool,
     on_deadlock: Deadlock,
+    io_uring: bool,
 }
 
 /// The time slice when [`Builder::time_slice`] is not called and
@@ -77,6 +78,7 @@ impl Runtime {
             take_over_unannounced: true,
             stand_ins: std::env::var_os("FERRY_STAND_INS").is_none_or(|v| v != "0"),
             account_cpu: false,
+            io_uring: true,
         }
     }
 }
@@ -252,6 +254,17 @@ impl Builder {
         self
     }
 
+    /// Whether [`crate::fs`] may submit file operations to an io_uring
+    /// (made at the first one) instead of handing each to a kernel thread
+    /// through [`crate::blocking`]. On by default; off, or with
+    /// `FERRY_IO_URING=0` in the environment, or where the kernel refuses
+    /// io_uring, files take the blocking handoff
+    /// ([`Handle::fs_backend`](crate::Handle::fs_backend) says which).
+    pub fn io_uring(&mut self, on: bool) -> &mut Self {
+        self.io_uring = on;
+        self
+    }
+
     /// The processor count this builder starts with, and the most it may
     /// grow to.
     fn processor_counts(&self) -> (usize, usize) {
@@ -290,7 +303,7 @@ impl Builder {
 
     /// The runtime's shared state, with processors `..count` starting.
     fn build_shared(&self, count: usize, max: usize) -> Arc<Shared> {
-        Shared::build(&Config {
+        let shared = Shared::build(&Config {
             max_processors: max,
             start: count,
             stack_size: self.stack_size,
@@ -302,7 +315,9 @@ impl Builder {
             stand_ins: self.stand_ins,
             account_cpu: self.account_cpu,
             on_deadlock: self.on_deadlock,
-        })
+        });
+        shared.sources.ring.allow(self.io_uring);
+        shared
     }
 
     /// Starts the watch (an activation that keeps the monitor), a first

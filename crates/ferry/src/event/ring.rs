@@ -1,0 +1,597 @@
+//! File operations through io_uring: one ring per runtime, made at the
+//! first file operation, whose completions are an event source (see the
+//! parent module).
+//!
+//! This room owns the ring, its eventfd, the operation records in flight
+//! and the reaping of completions; it must not park a thread or decide
+//! how a file operation falls back (`fs` does both): it starts an
+//! operation ([`Uring::start`]), and wakes the record's owner when the
+//! kernel completes it.
+//!
+//! # The ring and the crate
+//!
+//! The `io-uring` crate (tokio-rs) maps the queues and spells the
+//! submission entries; rustix's `io_uring` module has the system calls
+//! and structures only, so mapping the rings and the memory ordering of
+//! their heads and tails would be ours to write and get right.
+//!
+//! # Submission and reaping
+//!
+//! | who | holds | does |
+//! |-----|-------|------|
+//! | a thread starting an operation | the submission lock | pushes one entry, then `io_uring_enter` (a read of a cached page often completes inside it) |
+//! | the same thread, right after its submission | the completion lock (`try_lock`) | reaps as below: a read of a cached page is then done before the thread would park |
+//! | a processor, at every switch and in its idle spin ([`Every::Switch`]) while operations are in flight | the completion lock (`try_lock`: one reaper at a time, the others go on) | takes up to [`REAP`] completions, lets go of the lock, then completes their records |
+//! | the idle poller | — | blocks in the reactor's `epoll_wait`, whose set holds the ring's eventfd (`IORING_REGISTER_EVENTFD`): a completion ends the wait, and the processor reaps as a busy one would |
+//!
+//! One lock per queue, not one ring per processor: a ring per processor
+//! would need each processor's eventfd in the epoll set and a completion
+//! would still have to reach the owner wherever it runs; submissions are
+//! a few hundred nanoseconds under the lock against microseconds in the
+//! kernel. [`Source::is_ready`] is one load while nothing is in flight
+//! (the count of operations in flight) and a `try_lock` and two loads of
+//! the completion queue otherwise.
+//!
+//! A thread waiting on the ring counts as a waiter of the reactor
+//! (`Reactor::wait_begins`), so the idle poller waits in `epoll_wait`
+//! while operations are in flight, and the deadlock watch counts it as
+//! waiting on something outside the runtime.
+//!
+//! # Records and their buffers
+//!
+//! A record is boxed and owns the memory the kernel reads or writes (the
+//! data, the path); `user_data` is its address. The owner copies data in
+//! before and out after, so a record never points into a thread's stack.
+//! Its completion word ([`state`]) says who frees it: the owner once the
+//! completion arrived, or, if the owner was terminated while parked, the
+//! reaper when the completion arrives (or the terminator, if it already
+//! did). The kernel thus never writes freed memory, and a terminated
+//! thread's record is freed once the kernel is done with it. Records in
+//! flight when the runtime ends are leaked, never freed under the kernel.
+
+/// The atomics `state` uses (its loom model swaps in loom's).
+mod atomic {
+    pub(crate) use std::sync::atomic::{AtomicU32, Ordering};
+}
+
+pub(crate) mod state;
+
+use std::cell::UnsafeCell;
+use std::ffi::CString;
+use std::fmt;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use io_uring::{IoUring, opcode, squeue, types};
+
+use super::readiness::{Reactor, Readiness};
+use super::{Deliver, Every, Source};
+use crate::header::Unparker;
+
+/// Submission queue entries (the completion queue is twice as long).
+const ENTRIES: u32 = 256;
+/// Completions one reap takes at most before it lets go of the lock.
+pub(crate) const REAP: usize = 64;
+/// The largest read or write one operation makes (a longer one is short,
+/// as `read(2)` may be).
+pub(crate) const MAX_IO: usize = 1 << 21;
+
+/// How a runtime's [`crate::fs`] runs its file operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Backend {
+    /// Submitted to the runtime's io_uring: a waiting thread lends no
+    /// kernel thread.
+    IoUring,
+    /// Handed to a kernel thread through [`crate::blocking`], because of
+    /// the reason given.
+    Blocking(Fallback),
+}
+
+/// Why a runtime's file operations do not use io_uring.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Fallback {
+    /// [`Builder::io_uring(false)`](crate::Builder::io_uring).
+    Builder,
+    /// The environment variable `FERRY_IO_URING` is `0`.
+    Environment,
+    /// `io_uring_setup` (or registering the ring's eventfd) failed with
+    /// this `errno`: `EPERM` where `kernel.io_uring_disabled` or a seccomp
+    /// filter forbids it, `ENOSYS` on a kernel without it.
+    Kernel(i32),
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Backend::IoUring => f.write_str("io_uring"),
+            Backend::Blocking(Fallback::Builder) => {
+                f.write_str("blocking handoff (Builder::io_uring(false))")
+            }
+            Backend::Blocking(Fallback::Environment) => {
+                f.write_str("blocking handoff (FERRY_IO_URING=0)")
+            }
+            Backend::Blocking(Fallback::Kernel(errno)) => write!(
+                f,
+                "blocking handoff (io_uring unavailable: {})",
+                io::Error::from_raw_os_error(*errno)
+            ),
+        }
+    }
+}
+
+/// Counts of one runtime's ring ([`crate::Handle::fs_ring_stats`]); all
+/// zero without a ring. A snapshot.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RingStats {
+    /// Operations completed (reaped) since the ring was made.
+    pub completed: u64,
+    /// Operations submitted and not yet reaped.
+    pub in_flight: usize,
+    /// Operation records alive: in flight, or completed and not yet taken
+    /// by their thread. A thread terminated while it waited leaves none
+    /// once its operation completed.
+    pub records: usize,
+    /// Reads served on the calling thread by `preadv2` with `RWF_NOWAIT`
+    /// (the data was in the page cache), with no ring entry.
+    pub reads_without_ring: u64,
+}
+
+/// One file operation to start; the borrowed data is copied into the
+/// record.
+#[derive(Debug, Clone)]
+pub(crate) enum Request<'a> {
+    /// Reads up to `len` bytes from `fd` at `offset` (`None`: at the file
+    /// position, which it advances).
+    Read {
+        fd: RawFd,
+        len: usize,
+        offset: Option<u64>,
+    },
+    /// Writes `data` to `fd` at `offset` (`None`: at the file position).
+    Write {
+        fd: RawFd,
+        data: &'a [u8],
+        offset: Option<u64>,
+    },
+    /// Opens `path` (relative to the working directory) with `flags`
+    /// and `mode`.
+    Open {
+        path: &'a CString,
+        flags: i32,
+        mode: u32,
+    },
+    /// `fsync`, or `fdatasync` if `data_only`.
+    Fsync { fd: RawFd, data_only: bool },
+}
+
+/// An operation record (see the module docs).
+struct Op {
+    /// The completion word ([`state`]).
+    word: AtomicU32,
+    /// The completion's result (`res`), stored before `word` says DONE.
+    result: AtomicI32,
+    /// Whom the completion wakes.
+    who: Unparker,
+    /// The data the kernel reads or writes.
+    buf: UnsafeCell<Vec<u8>>,
+    /// The path an open reads.
+    path: Option<CString>,
+    /// The ring's count of records, which outlives every record (a ring
+    /// is dropped only with its runtime; records then in flight leak).
+    records: *const AtomicUsize,
+}
+
+impl Drop for Op {
+    fn drop(&mut self) {
+        // SAFETY: see the field.
+        unsafe { (*self.records).fetch_sub(1, Relaxed) };
+    }
+}
+
+/// The owner's handle on an operation in flight.
+pub(crate) struct Pending(NonNull<Op>);
+
+// SAFETY: the handle names a boxed record that only its owner frees after
+// the completion, and whose shared fields are atomics.
+unsafe impl Send for Pending {}
+
+impl Pending {
+    /// Whether the completion arrived.
+    pub(crate) fn is_done(&self) -> bool {
+        // SAFETY: the record lives until `finish` or an abandon frees it,
+        // and neither has run (the handle exists, and its thread runs).
+        state::is_done(unsafe { &self.0.as_ref().word })
+    }
+
+    /// The address a terminator's [`abandon`] takes.
+    pub(crate) fn as_ptr(&self) -> *const () {
+        self.0.as_ptr().cast_const().cast()
+    }
+
+    /// After [`Pending::is_done`]: the result (bytes, or a new descriptor)
+    /// and the record's buffer; frees the record.
+    pub(crate) fn finish(self) -> (io::Result<u32>, Vec<u8>) {
+        debug_assert!(self.is_done());
+        // SAFETY: done, so the kernel and the reaper let go of the record
+        // (the reaper's last touch is the swap `is_done` saw), and only
+        // this handle names it: it was `Box::into_raw`'d in `start`.
+        let op = unsafe { Box::from_raw(self.0.as_ptr()) };
+        let res = op.result.load(Relaxed);
+        let result = if res < 0 {
+            Err(io::Error::from_raw_os_error(-res))
+        } else {
+            Ok(res.unsigned_abs())
+        };
+        let mut op = op;
+        (result, std::mem::take(op.buf.get_mut()))
+    }
+}
+
+/// The terminator's side of a record whose owner stopped for good: frees
+/// it if the completion already arrived, else leaves that to the reaper.
+///
+/// # Safety
+/// `op` is [`Pending::as_ptr`] of a handle whose thread has stopped for
+/// good, never finished, and this is called once for it.
+pub(crate) unsafe fn abandon(op: *const ()) {
+    let op = op.cast::<Op>();
+    // SAFETY: the record lives until both the reaper and this abandon
+    // passed its word (the contract: never finished).
+    if state::abandon(unsafe { &(*op).word }) {
+        // SAFETY: the reaper is done with it, and the owner never runs.
+        drop(unsafe { Box::from_raw(op.cast_mut()) });
+    }
+}
+
+/// One runtime's ring.
+pub(crate) struct Uring {
+    ring: IoUring,
+    sq: Mutex<()>,
+    cq: Mutex<()>,
+    /// Operations submitted and not yet reaped.
+    in_flight: AtomicUsize,
+    /// Completions reaped since the ring was made.
+    completed: AtomicU64,
+    /// Records alive.
+    records: AtomicUsize,
+    /// Reads served without the ring ([`Uring::read_now`]).
+    reads_now: AtomicU64,
+    /// The reactor whose epoll set holds `eventfd`.
+    reactor: Arc<Reactor>,
+    /// Registered with the ring; closed after it.
+    _eventfd: OwnedFd,
+}
+
+impl Uring {
+    fn new(readiness: &Readiness) -> io::Result<Uring> {
+        let ring = IoUring::builder()
+            .setup_cqsize(ENTRIES * 2)
+            .dontfork()
+            .build(ENTRIES)?;
+        let eventfd = rustix::event::eventfd(
+            0,
+            rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+        )?;
+        ring.submitter().register_eventfd(eventfd.as_raw_fd())?;
+        let reactor = Arc::clone(readiness.reactor()?);
+        reactor.watch(std::os::fd::AsFd::as_fd(&eventfd))?;
+        Ok(Uring {
+            ring,
+            sq: Mutex::new(()),
+            cq: Mutex::new(()),
+            in_flight: AtomicUsize::new(0),
+            completed: AtomicU64::new(0),
+            records: AtomicUsize::new(0),
+            reads_now: AtomicU64::new(0),
+            reactor,
+            _eventfd: eventfd,
+        })
+    }
+
+    /// The reactor (whose waiters the ring's waiters count among).
+    pub(crate) fn reactor(&self) -> &Reactor {
+        &self.reactor
+    }
+
+    /// The ring's counts.
+    pub(crate) fn stats(&self) -> RingStats {
+        RingStats {
+            completed: self.completed.load(Relaxed),
+            in_flight: self.in_flight.load(Relaxed),
+            records: self.records.load(Relaxed),
+            reads_without_ring: self.reads_now.load(Relaxed),
+        }
+    }
+
+    /// A read that would not block, on the calling thread: `preadv2` of
+    /// `buf` at `offset` (`None`: the file position) with `RWF_NOWAIT`,
+    /// which the kernel serves from the page cache or refuses with
+    /// `EAGAIN`. `None` when the read must go to the ring: `EAGAIN` (not
+    /// all cached: the kernel may still have returned fewer bytes, which
+    /// is a short read, as `read(2)` may make), `EOPNOTSUPP` (the file
+    /// does not take the flag), `ENOSYS`, or `EINTR` (the ring path
+    /// decides about retries).
+    pub(crate) fn read_now(
+        &self,
+        fd: BorrowedFd<'_>,
+        buf: &mut [u8],
+        offset: Option<u64>,
+    ) -> Option<io::Result<usize>> {
+        use rustix::io::{Errno, ReadWriteFlags};
+        // `u64::MAX` is the kernel's -1: the file position, advanced.
+        let at = offset.unwrap_or(u64::MAX);
+        let res = rustix::io::preadv2(
+            fd,
+            &mut [io::IoSliceMut::new(buf)],
+            at,
+            ReadWriteFlags::NOWAIT,
+        );
+        match res {
+            Err(Errno::AGAIN | Errno::OPNOTSUPP | Errno::NOSYS | Errno::INTR) => None,
+            Err(e) => Some(Err(e.into())),
+            Ok(n) => {
+                self.reads_now.fetch_add(1, Relaxed);
+                Some(Ok(n))
+            }
+        }
+    }
+
+    /// Starts `req`, whose completion wakes `who`.
+    ///
+    /// # Errors
+    /// `io_uring_enter`'s error other than a full completion queue or an
+    /// interruption (which it retries); the operation was then not
+    /// started.
+    pub(crate) fn start(&self, req: Request<'_>, who: Unparker) -> io::Result<Pending> {
+        let (buf, path) = match &req {
+            Request::Read { len, .. } => (vec![0; (*len).min(MAX_IO)], None),
+            Request::Write { data, .. } => (data[..data.len().min(MAX_IO)].to_vec(), None),
+            Request::Open { path, .. } => (Vec::new(), Some((*path).clone())),
+            Request::Fsync { .. } => (Vec::new(), None),
+        };
+        let op = Box::new(Op {
+            word: state::new(),
+            result: AtomicI32::new(0),
+            who,
+            buf: UnsafeCell::new(buf),
+            path,
+            records: &raw const self.records,
+        });
+        self.records.fetch_add(1, Relaxed);
+        let at = |offset: Option<u64>| offset.unwrap_or(u64::MAX);
+        // The kernel's view of the buffer; the Vec's heap memory stays put
+        // while the box moves.
+        let (ptr, len) = {
+            // SAFETY: nobody else sees the record yet.
+            let buf = unsafe { &mut *op.buf.get() };
+            (
+                buf.as_mut_ptr(),
+                u32::try_from(buf.len()).unwrap_or(u32::MAX),
+            )
+        };
+        let entry = match req {
+            Request::Read { fd, offset, .. } => opcode::Read::new(types::Fd(fd), ptr, len)
+                .offset(at(offset))
+                .build(),
+            Request::Write { fd, offset, .. } => {
+                opcode::Write::new(types::Fd(fd), ptr.cast_const(), len)
+                    .offset(at(offset))
+                    .build()
+            }
+            Request::Open { flags, mode, .. } => {
+                let path = op.path.as_ref().expect("an open's record holds its path");
+                opcode::OpenAt::new(types::Fd(libc::AT_FDCWD), path.as_ptr())
+                    .flags(flags | libc::O_CLOEXEC)
+                    .mode(mode)
+                    .build()
+            }
+            Request::Fsync { fd, data_only } => {
+                let flags = if data_only {
+                    types::FsyncFlags::DATASYNC
+                } else {
+                    types::FsyncFlags::empty()
+                };
+                opcode::Fsync::new(types::Fd(fd)).flags(flags).build()
+            }
+        };
+        let op = NonNull::from(Box::leak(op));
+        let entry = entry.user_data(op.as_ptr() as u64);
+        self.in_flight.fetch_add(1, Release);
+        if let Err(e) = self.submit(&entry) {
+            self.in_flight.fetch_sub(1, Relaxed);
+            // SAFETY: never submitted: only this frame names the record.
+            drop(unsafe { Box::from_raw(op.as_ptr()) });
+            return Err(e);
+        }
+        Ok(Pending(op))
+    }
+
+    /// Pushes `entry` and enters the kernel, under the submission lock.
+    fn submit(&self, entry: &squeue::Entry) -> io::Result<()> {
+        let _sq = self.sq.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            // SAFETY: the submission lock makes this the only view of the
+            // submission queue; the entry's buffers live in its record
+            // until the completion.
+            let pushed = unsafe {
+                let mut sq = self.ring.submission_shared();
+                let pushed = sq.push(entry).is_ok();
+                sq.sync();
+                pushed
+            };
+            match self.ring.submitter().submit() {
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EINTR | libc::EBUSY | libc::EAGAIN)
+                    ) =>
+                {
+                    // Completions the kernel could not post yet: reap and
+                    // try again (the entry, if pushed, stays queued).
+                    self.reap();
+                    std::thread::yield_now();
+                    if pushed {
+                        continue;
+                    }
+                }
+                Err(e) if !pushed => return Err(e),
+                // Pushed and the enter failed otherwise: the entry stays
+                // in the queue, and the next enter submits it.
+                Err(_) => return Ok(()),
+            }
+            if pushed {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Whether completions wait to be reaped.
+    fn has_completions(&self) -> bool {
+        if self.in_flight.load(Acquire) == 0 {
+            return false;
+        }
+        match self.cq.try_lock() {
+            // SAFETY: the completion lock makes this the only view.
+            Ok(_cq) => !unsafe { self.ring.completion_shared() }.is_empty(),
+            Err(_) => false,
+        }
+    }
+
+    /// Reaps what completed (up to [`REAP`] per pass, the lock released
+    /// between passes) and wakes the owners; returns how many. Nothing if
+    /// another processor reaps.
+    pub(crate) fn reap(&self) -> usize {
+        let mut total = 0;
+        loop {
+            let mut done = [(0u64, 0i32); REAP];
+            let n = {
+                let Ok(_cq) = self.cq.try_lock() else {
+                    return total;
+                };
+                // SAFETY: the completion lock makes this the only view; its
+                // drop publishes the new head.
+                let cq = unsafe { self.ring.completion_shared() };
+                let mut n = 0;
+                for cqe in cq.take(REAP) {
+                    done[n] = (cqe.user_data(), cqe.result());
+                    n += 1;
+                }
+                n
+            };
+            for &(data, res) in &done[..n] {
+                let op = data as *mut Op;
+                // SAFETY: `data` is the address of a record `start` leaked
+                // and submitted; it lives until its word's second party
+                // (the owner's `finish`, or an abandon) let go, and this
+                // is the first.
+                unsafe {
+                    (*op).result.store(res, Relaxed);
+                    let who = (*op).who.clone();
+                    if state::complete(&(*op).word) {
+                        drop(Box::from_raw(op));
+                    } else {
+                        who.unpark();
+                    }
+                }
+            }
+            self.in_flight.fetch_sub(n, Release);
+            self.completed.fetch_add(n as u64, Relaxed);
+            total += n;
+            if n < REAP {
+                return total;
+            }
+        }
+    }
+}
+
+/// The ring source of one runtime: the ring once made, or why there is
+/// none.
+pub(crate) struct Ring {
+    made: OnceLock<Result<Arc<Uring>, Fallback>>,
+    /// Whether the builder allows the ring (set before threads run).
+    allowed: AtomicBool,
+}
+
+impl Ring {
+    pub(crate) fn new() -> Ring {
+        Ring {
+            made: OnceLock::new(),
+            allowed: AtomicBool::new(true),
+        }
+    }
+
+    /// Allows or forbids the ring ([`crate::Builder::io_uring`]); only
+    /// before the first file operation.
+    pub(crate) fn allow(&self, on: bool) {
+        self.allowed.store(on, Relaxed);
+    }
+
+    /// The ring if it is made.
+    #[inline]
+    fn get(&self) -> Option<&Arc<Uring>> {
+        self.made.get().and_then(|m| m.as_ref().ok())
+    }
+
+    /// The ring, made now if this is the first ask, or why there is none.
+    pub(crate) fn get_or_make(&self, readiness: &Readiness) -> Result<&Arc<Uring>, &Fallback> {
+        self.made
+            .get_or_init(|| {
+                if !self.allowed.load(Relaxed) {
+                    return Err(Fallback::Builder);
+                }
+                if std::env::var_os("FERRY_IO_URING").is_some_and(|v| v == "0") {
+                    return Err(Fallback::Environment);
+                }
+                Uring::new(readiness)
+                    .map(Arc::new)
+                    .map_err(|e| Fallback::Kernel(e.raw_os_error().unwrap_or(libc::EIO)))
+            })
+            .as_ref()
+    }
+
+    /// How file operations run (makes the ring if nobody asked yet).
+    pub(crate) fn backend(&self, readiness: &Readiness) -> Backend {
+        match self.get_or_make(readiness) {
+            Ok(_) => Backend::IoUring,
+            Err(why) => Backend::Blocking(why.clone()),
+        }
+    }
+
+    /// The ring's counts (zero without a ring).
+    pub(crate) fn stats(&self) -> RingStats {
+        self.get().map_or_else(RingStats::default, |u| u.stats())
+    }
+}
+
+/// Threads waiting on the ring are woken when a processor reaps at a
+/// switch or in its idle spin, or when the poller's `epoll_wait` returns
+/// for the ring's eventfd and its processor reaps.
+impl Source for Ring {
+    const EVERY: Every = Every::Switch;
+
+    #[inline]
+    fn is_ready(&self) -> bool {
+        self.get().is_some_and(|u| u.has_completions())
+    }
+
+    fn deliver(&self, _to: &mut dyn Deliver) {
+        // The woken threads reach their processors through their own
+        // scheduler, not through `to`.
+        if let Some(u) = self.get() {
+            u.reap();
+        }
+    }
+
+    fn until_next(&self) -> Option<Duration> {
+        None
+    }
+}

@@ -1,0 +1,281 @@
+//! `ferry::fs` through io_uring against the blocking handoff: the ring is
+//! really used (its completions count, and no thread blocks in the
+//! kernel), both paths give std's errors and short reads, and a thread
+//! terminated while its operation is in the ring leaves no record behind
+//! once the kernel completes it. `ring_and_handoff_pread_4k` (ignored)
+//! prints a latency and throughput comparison; no test measures time.
+//!
+//! Where the kernel refuses io_uring the ring cases say so and check the
+//! fallback instead.
+
+use std::io::{self, Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use ferry::fs::{self, Backend, Fallback, File, OpenOptions};
+use ferry::{Handle, Runtime};
+
+mod common;
+use common::WATCHDOG;
+
+/// A path in the temporary directory unique to this process and `name`,
+/// removed (if it exists) when dropped.
+struct TempPath(PathBuf);
+
+impl TempPath {
+    fn new(name: &str) -> TempPath {
+        let path =
+            std::env::temp_dir().join(format!("ferry-fs-ring-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        TempPath(path)
+    }
+}
+
+impl Drop for TempPath {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Runs `f` on a one-processor runtime with the ring on or off, under the
+/// watchdog; `f` is told whether the ring is the path.
+fn on<T: Send + 'static>(what: &str, ring: bool, f: impl FnOnce(bool) -> T + Send + 'static) -> T {
+    let what = format!("{what} (io_uring {ring})");
+    common::within(WATCHDOG, &what, move || {
+        Runtime::builder()
+            .processors(1)
+            .io_uring(ring)
+            .run(move || {
+                let used = match Handle::current().fs_backend() {
+                    Backend::IoUring => true,
+                    Backend::Blocking(Fallback::Kernel(errno)) if ring => {
+                        eprintln!("io_uring refused here (errno {errno}): checking the fallback");
+                        false
+                    }
+                    Backend::Blocking(_) => false,
+                    other => panic!("unexpected backend {other:?}"),
+                };
+                f(used)
+            })
+            .unwrap()
+    })
+}
+
+#[test]
+fn ring_operations_complete_in_the_ring_and_lend_no_kernel_thread() {
+    let tmp = TempPath::new("used");
+    std::fs::write(&tmp.0, vec![7u8; 8192]).unwrap();
+    let path = tmp.0.clone();
+    on("ring_used", true, move |used| {
+        if !used {
+            return;
+        }
+        let h = Handle::current();
+        let (before, blocked) = (h.fs_ring_stats(), h.upcall_stats().blocked.count);
+        let file = File::open(&path).unwrap();
+        let mut buf = [0u8; 4096];
+        for i in 0..10u64 {
+            assert_eq!(file.read_at(&mut buf, (i % 2) * 4096).unwrap(), 4096);
+            assert!(buf.iter().all(|&b| b == 7));
+        }
+        file.sync_all().unwrap();
+        let after = h.fs_ring_stats();
+        // One open, one fsync, and each of the ten reads either served
+        // from the page cache without the ring or completed in it.
+        let now = after.reads_without_ring - before.reads_without_ring;
+        assert_eq!(after.completed - before.completed, 2 + (10 - now));
+        assert!(
+            now > 0,
+            "no read of a cached file was served without the ring"
+        );
+        assert_eq!((after.in_flight, after.records), (0, 0));
+        assert_eq!(
+            h.upcall_stats().blocked.count,
+            blocked,
+            "a ring operation lent a kernel thread"
+        );
+    });
+}
+
+#[test]
+fn a_read_that_would_block_goes_to_the_ring() {
+    on("pipe", true, move |used| {
+        if !used {
+            return;
+        }
+        let h = Handle::current();
+        let before = h.fs_ring_stats();
+        let (r, mut w) = std::io::pipe().unwrap();
+        let mut r = File::from(std::fs::File::from(std::os::fd::OwnedFd::from(r)));
+        let reader = ferry::spawn(move || {
+            let mut buf = [0u8; 16];
+            let n = r.read(&mut buf).unwrap();
+            buf[..n].to_vec()
+        });
+        // The reader finds the pipe empty (`RWF_NOWAIT` refuses, or the
+        // pipe does not take the flag) and parks on a ring read.
+        while h.fs_ring_stats().in_flight == 0 {
+            ferry::yield_now();
+        }
+        w.write_all(b"ring").unwrap();
+        assert_eq!(reader.join().unwrap(), b"ring");
+        let after = h.fs_ring_stats();
+        assert_eq!(after.completed - before.completed, 1);
+        assert_eq!(after.reads_without_ring, before.reads_without_ring);
+        assert_eq!((after.in_flight, after.records), (0, 0));
+    });
+}
+
+#[test]
+fn the_blocking_path_uses_no_ring() {
+    let tmp = TempPath::new("unused");
+    std::fs::write(&tmp.0, b"abc").unwrap();
+    let path = tmp.0.clone();
+    on("no_ring", false, move |used| {
+        assert!(!used);
+        assert_eq!(
+            Handle::current().fs_backend(),
+            Backend::Blocking(Fallback::Builder)
+        );
+        assert_eq!(fs::read(&path).unwrap(), b"abc");
+        assert_eq!(Handle::current().fs_ring_stats(), Default::default());
+    });
+}
+
+#[test]
+fn errors_and_short_reads_match_std_on_both_paths() {
+    for ring in [true, false] {
+        let tmp = TempPath::new(&format!("errors-{ring}"));
+        let missing = TempPath::new(&format!("missing-{ring}"));
+        std::fs::write(&tmp.0, b"0123456789").unwrap();
+        // What std says for a write to a file opened read-only.
+        let std_err = std::fs::File::open(&tmp.0)
+            .unwrap()
+            .write(b"x")
+            .unwrap_err()
+            .raw_os_error();
+        let (path, missing) = (tmp.0.clone(), missing.0.clone());
+        on("errors", ring, move |_| {
+            assert_eq!(
+                File::open(&missing).unwrap_err().kind(),
+                io::ErrorKind::NotFound
+            );
+            assert_eq!(
+                fs::read(&missing).unwrap_err().kind(),
+                io::ErrorKind::NotFound
+            );
+            let mut f = File::open(&path).unwrap();
+            let mut buf = [0u8; 100];
+            assert_eq!(f.read_at(&mut buf, 5).unwrap(), 5, "short at the end");
+            assert_eq!(&buf[..5], b"56789");
+            assert_eq!(f.read_at(&mut buf, 10).unwrap(), 0, "at the end");
+            assert_eq!(f.read(&mut buf).unwrap(), 10);
+            assert_eq!(f.read(&mut buf).unwrap(), 0, "the position is at the end");
+            assert_eq!(f.write(b"x").unwrap_err().raw_os_error(), std_err);
+            assert_eq!(f.write_at(b"x", 0).unwrap_err().raw_os_error(), std_err);
+            let e = OpenOptions::new().open(&path).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "no access mode");
+            assert_eq!(
+                File::create_new(&path).unwrap_err().kind(),
+                io::ErrorKind::AlreadyExists
+            );
+        });
+    }
+}
+
+#[test]
+fn a_thread_terminated_in_the_ring_leaves_no_record() {
+    on("terminated", true, |used| {
+        if !used {
+            return;
+        }
+        let h = Handle::current();
+        let (reader, mut writer) = std::io::pipe().unwrap();
+        let reader = File::from_std(std::fs::File::from(std::os::fd::OwnedFd::from(reader)));
+        let waiter = ferry::spawn(move || {
+            let mut buf = [0u8; 16];
+            let _ = (&reader).read(&mut buf);
+        });
+        while h.fs_ring_stats().in_flight == 0 {
+            ferry::yield_now();
+        }
+        assert_eq!(h.fs_ring_stats().records, 1);
+        // SAFETY: the waiter's frame holds nothing whose destructor must
+        // run, and nothing outside points into it but ferry's own wait.
+        unsafe { waiter.thread().terminate(()) }.unwrap();
+        assert!(waiter.join().is_ok());
+        assert_eq!(
+            h.fs_ring_stats().records,
+            1,
+            "the kernel still owns the buffer"
+        );
+        writer.write_all(b"late").unwrap();
+        while h.fs_ring_stats().in_flight != 0 {
+            ferry::yield_now();
+        }
+        assert_eq!(h.fs_ring_stats().records, 0, "the reaper freed the record");
+    });
+}
+
+/// `FERRY_IO_URING=0` forces the fallback (a child process, since the
+/// environment is the whole process's).
+#[test]
+fn the_environment_turns_the_ring_off() {
+    if std::env::var_os("FERRY_FS_RING_CHILD").is_some() {
+        let backend = Runtime::builder()
+            .processors(1)
+            .run(|| Handle::current().fs_backend())
+            .unwrap();
+        assert_eq!(backend, Backend::Blocking(Fallback::Environment));
+        return;
+    }
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "the_environment_turns_the_ring_off", "--quiet"])
+        .env("FERRY_FS_RING_CHILD", "1")
+        .env("FERRY_IO_URING", "0")
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// 4 KiB `pread`s of a cached file, one thread and eight at once, through
+/// the ring and through the blocking handoff; prints the numbers.
+#[test]
+#[ignore = "a measurement: cargo test --release --test fs_ring -- --ignored --nocapture"]
+fn ring_and_handoff_pread_4k() {
+    let tmp = TempPath::new("bench");
+    std::fs::write(&tmp.0, vec![1u8; 1 << 20]).unwrap();
+    for ring in [true, false] {
+        let path = tmp.0.clone();
+        on("bench", ring, move |used| {
+            const N: u64 = 20_000;
+            let file = std::sync::Arc::new(File::open(&path).unwrap());
+            let mut buf = [0u8; 4096];
+            for i in 0..1000 {
+                file.read_at(&mut buf, (i % 256) * 4096).unwrap();
+            }
+            let t = Instant::now();
+            for i in 0..N {
+                file.read_at(&mut buf, (i % 256) * 4096).unwrap();
+            }
+            let one = t.elapsed().as_nanos() as f64 / N as f64;
+            let t = Instant::now();
+            let threads: Vec<_> = (0..8u64)
+                .map(|k| {
+                    let file = std::sync::Arc::clone(&file);
+                    ferry::spawn(move || {
+                        let mut buf = [0u8; 4096];
+                        for i in 0..N / 8 {
+                            file.read_at(&mut buf, ((i + k) % 256) * 4096).unwrap();
+                        }
+                    })
+                })
+                .collect();
+            threads.into_iter().for_each(|t| t.join().unwrap());
+            let per_s = N as f64 / t.elapsed().as_secs_f64();
+            let path = if used { "io_uring" } else { "blocking handoff" };
+            println!("{path:>16}: 1 thread {one:8.0} ns/pread; 8 threads {per_s:10.0} preads/s");
+        });
+    }
+}
