@@ -289,6 +289,36 @@ impl Injector {
         Ok(())
     }
 
+    /// Queues every thread of `chain` at the back of its level, in the
+    /// chain's order, under one lock; gives the chain back if the injector
+    /// is closed. Never allocates.
+    pub(crate) fn push_chain(&self, mut chain: Chain) -> Result<(), Chain> {
+        if chain.len == 0 {
+            return Ok(());
+        }
+        let mut lists = self.lists.lock().unwrap_or_else(PoisonError::into_inner);
+        if lists.closed {
+            return Err(chain);
+        }
+        for l in 0..LEVELS {
+            let head = std::mem::replace(&mut chain.head[l], ptr::null_mut());
+            if head.is_null() {
+                continue;
+            }
+            let tail = std::mem::replace(&mut chain.tail[l], ptr::null_mut());
+            if lists.tail[l].is_null() {
+                lists.head[l] = head;
+            } else {
+                // SAFETY: the tail is a queued live block whose link is ours
+                // under the lock.
+                unsafe { (*lists.tail[l]).queue_next.store(head, Relaxed) };
+            }
+            lists.tail[l] = tail;
+        }
+        self.len.fetch_add(std::mem::take(&mut chain.len), Release);
+        Ok(())
+    }
+
     /// Takes the oldest thread of the highest level.
     pub(crate) fn pop(&self) -> Option<Thread> {
         self.pop_at_least(LEVELS - 1)
@@ -331,6 +361,83 @@ impl Injector {
                 None => return,
             }
         }
+    }
+}
+
+/// Threads linked through their `Header::queue_next`, one FIFO per
+/// priority level, built without a lock and handed to the injector whole
+/// ([`Injector::push_chain`]). Owns the references of the threads in it;
+/// dropping a chain drops them.
+pub(crate) struct Chain {
+    head: [*mut Header; LEVELS],
+    tail: [*mut Header; LEVELS],
+    len: usize,
+}
+
+// SAFETY: the pointers are thread references the chain owns (a `Thread` is
+// `Send`), and only the chain's owner touches their links.
+unsafe impl Send for Chain {}
+
+impl Default for Chain {
+    fn default() -> Self {
+        Chain::new()
+    }
+}
+
+impl Chain {
+    /// An empty chain.
+    pub(crate) const fn new() -> Chain {
+        Chain {
+            head: [ptr::null_mut(); LEVELS],
+            tail: [ptr::null_mut(); LEVELS],
+            len: 0,
+        }
+    }
+
+    /// Links `t` at the back of its level. `t` must be in no queue (a
+    /// runnable thread is in one queue at a time, and this is its queue
+    /// now).
+    pub(crate) fn push(&mut self, t: Thread) {
+        let l = t.priority().level();
+        let p = t.into_raw();
+        // SAFETY: `p` is live (the chain owns its reference now) and in no
+        // other queue, so its link is ours.
+        unsafe { (*p).queue_next.store(ptr::null_mut(), Relaxed) };
+        if self.tail[l].is_null() {
+            self.head[l] = p;
+        } else {
+            // SAFETY: the tail is a live block of this chain (as above).
+            unsafe { (*self.tail[l]).queue_next.store(p, Relaxed) };
+        }
+        self.tail[l] = p;
+        self.len += 1;
+    }
+
+    /// How many threads the chain holds.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Takes the oldest thread of the highest level.
+    pub(crate) fn pop(&mut self) -> Option<Thread> {
+        let l = (0..LEVELS).find(|&l| !self.head[l].is_null())?;
+        let h = self.head[l];
+        // SAFETY: a linked pointer is a live block whose reference the chain
+        // owns; its link is ours.
+        let next = unsafe { (*h).queue_next.load(Relaxed) };
+        self.head[l] = next;
+        if next.is_null() {
+            self.tail[l] = ptr::null_mut();
+        }
+        self.len -= 1;
+        // SAFETY: the chain gives up the reference it owned, once.
+        Some(unsafe { Thread::from_raw(h) })
+    }
+}
+
+impl Drop for Chain {
+    fn drop(&mut self) {
+        while self.pop().is_some() {}
     }
 }
 

@@ -5,7 +5,7 @@
 //!
 //! This room owns the decisions only; the queues are [`super::queue`]'s.
 
-use super::{Cx, Event, LEVELS, Policy, Priority, Ready};
+use super::{Chain, Cx, Event, LEVELS, Policy, Priority, Ready};
 use crate::header::Thread;
 
 /// A processor looks at the injector before its own `Normal` threads once
@@ -44,6 +44,11 @@ const NEXT_STREAK_MAX: u32 = 8;
 ///   a timer woke (no thread hands over to them, and several due at once
 ///   keep their deadlines' order), go to the back of their priority's ring
 ///   (the injector when the ring is full);
+/// - a batch of threads woken together (a condition variable's
+///   `notify_all`, a barrier) goes to the back of the rings in the batch's
+///   order, never to the slot (one slot cannot hold a batch, and the last
+///   of it would run first), and what the rings have no room for is
+///   spliced into the injector in one piece, still in order;
 /// - scheduler-activation events (004 §4.2): an `Unblocked` thread is
 ///   queued as a woken one, a `Preempted` one goes to the back of its ring
 ///   (it had its turn); `Blocked` and processor changes need no queue work
@@ -112,6 +117,27 @@ impl Policy for WorkStealing {
             }
         }
         Self::push_back(cx, t);
+    }
+
+    fn ready_batch(&mut self, cx: &Cx<'_>, mut batch: Chain) {
+        // Each level's ring first, while it has room; from the first
+        // thread it has none for, the rest of that level, in order, is
+        // spliced into the injector under one lock (a thief may free ring
+        // slots meanwhile: taking them would reorder the batch).
+        let mut rest = Chain::new();
+        let mut full = [false; LEVELS];
+        while let Some(t) = batch.pop() {
+            let level = t.priority().level();
+            if full[level] {
+                rest.push(t);
+            } else if let Err(t) = cx.queue.push_back(level, t) {
+                full[level] = true;
+                rest.push(t);
+            }
+        }
+        // Closed only once every processor stopped (see `push_back`): the
+        // chain's threads are then abandoned, as at the end.
+        drop(cx.injector.push_chain(rest));
     }
 
     fn next(&mut self, cx: &Cx<'_>) -> Option<Thread> {
