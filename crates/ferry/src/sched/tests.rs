@@ -299,6 +299,44 @@ fn a_closed_injector_gives_a_chain_back_and_an_open_one_takes_it_whole() {
 }
 
 #[test]
+fn a_processor_with_an_empty_ring_takes_its_share_of_the_injector_in_order() {
+    let mut rt = Runtime::new(2);
+    for i in 0..101 {
+        rt.injector
+            .push(normal(i))
+            .unwrap_or_else(|_| panic!("open"));
+    }
+    // Two processors: one runs, and half the injector moves to its ring.
+    assert_eq!(rt.next(0), Some(0));
+    assert_eq!(rt.injector.len(), 50);
+    assert!(!rt.queues[0].is_empty(Priority::Normal.level()));
+    // The other one, its ring empty too, takes the next thread and half
+    // of what is left (25 of 50) without stealing...
+    assert_eq!(rt.next_local(1), Some(51), "its own share first");
+    assert_eq!(rt.injector.len(), 24);
+    let mut ran = rt.drain(0);
+    // ...and the first one, with the injector's rest after the ring.
+    assert_eq!(ran[..50], (1..51).collect::<Vec<_>>());
+    ran.extend(rt.drain(1));
+    ran.sort_unstable();
+    let mut expect: Vec<u64> = (1..101).collect();
+    expect.retain(|&i| i != 51);
+    assert_eq!(ran, expect, "each ran once");
+    // A full ring leaves the share in the injector.
+    let mut rt = Runtime::new(1);
+    for i in 0..RING_SLOTS as u64 {
+        rt.ready(0, normal(i), Ready::Yielded);
+    }
+    for i in 0..10 {
+        rt.injector
+            .push(normal(1000 + i))
+            .unwrap_or_else(|_| panic!("open"));
+    }
+    let ran = rt.drain(0);
+    assert_eq!(ran.len(), RING_SLOTS + 10, "each ran once");
+}
+
+#[test]
 fn next_local_never_steals_and_next_does() {
     let mut rt = Runtime::new(2);
     rt.ready(1, normal(1), Ready::Yielded);
