@@ -58,7 +58,7 @@
 //! one processor at a time (Go's rule). A batch made runnable at once
 //! (`Processor::make_ready_batch`) calls `Set::notify_work_n` instead, with
 //! the same handshake, which wakes as many sleepers as the batch has
-//! threads beyond the one this processor runs (Go's `injectglist`). Lost wakeups are excluded by an
+//! threads (Go's `injectglist`). Lost wakeups are excluded by an
 //! asymmetric Dekker handshake: the idler publishes itself (spinning count
 //! down, sleeper count up), issues `heavy_fence` and looks for work once
 //! more; the notifier has published its work and issues `light_fence` before
@@ -537,8 +537,7 @@ impl Processor {
     /// Makes every thread of `batch` runnable on this processor at once,
     /// as the policy places a batch (`Policy::ready_batch`: never the
     /// next-to-run slot), and wakes as many
-    /// sleeping processors as there is work for beyond this one
-    /// ([`Set::notify_work_n`]).
+    /// sleeping processors as there is work for ([`Set::notify_work_n`]).
     pub(crate) fn make_ready_batch(&self, mut tok: OwnerToken<'_>, batch: Chain) {
         let n = batch.len();
         if n == 0 {
@@ -546,9 +545,10 @@ impl Processor {
         }
         self.with_policy(tok.rb(), |policy, cx| policy.ready_batch(cx, batch));
         let shared = self.shared();
-        // This processor runs one of them; the others are for sleepers.
-        if shared.processors.len() > 1 && n > 1 {
-            shared.notify_work_n(n - 1);
+        // This processor goes on with the waker, so each of them is work
+        // for a sleeper (as for `make_ready`).
+        if shared.processors.len() > 1 {
+            shared.notify_work_n(n);
         }
     }
 
