@@ -79,11 +79,12 @@
 //! instead of three times, its signal once instead of twice. The level is
 //! never held across the program's code (`ParkWait`'s `ready` closure runs
 //! outside it, and a woken thread's reference is dropped after it). A batch
-//! of wakes (`notify_all`, a barrier's or a lock's batch) enters once per
-//! chunk of [`WAKE_CHUNK`] waiters, not once per waiter nor once for the
-//! whole batch: one chunk is queued together, in order, with one lock of
-//! the injector and as many processor wakes as there is work for, and the
-//! level (which holds preemption off) lasts a few microseconds.
+//! of wakes (`notify_all`, a barrier's or a lock's batch; `batch`) enters
+//! once per chunk of [`WAKE_CHUNK`](batch::WAKE_CHUNK) waiters, not once
+//! per waiter nor once for the whole batch: one chunk is queued together,
+//! in order, with one lock of the injector and as many processor wakes as
+//! there is work for, and the level (which holds preemption off) lasts a
+//! few microseconds.
 
 use std::cell::{Cell, UnsafeCell};
 use std::marker::PhantomPinned;
@@ -92,14 +93,14 @@ use std::ptr::{self, NonNull};
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::{Acquire, Release};
 
-use crate::header::park_word;
 use crate::header::wait_record::{
     WaitRecord, register as register_wait, unregister as unregister_wait,
 };
 use crate::header::{Header, Unparker};
-use crate::sched::Chain;
 use crate::upcall::Entered;
 use crate::waits::WaitsOn;
+
+mod batch;
 
 /// One entry into the runtime for a whole wait or wake of a primitive.
 ///
@@ -525,134 +526,6 @@ impl WaitList {
             ..WaitList::new()
         };
         batch
-    }
-
-    /// Wakes every waiter of a batch detached with [`WaitList::take`],
-    /// leaving `entry` first; call it with the entry that detached the
-    /// batch, after dropping the spinlock. The waiters are woken in chunks
-    /// of up to [`WAKE_CHUNK`], each inside one entry of its own: each
-    /// waiter is popped and its park word changed by its own
-    /// read-modify-write, as one wake does, and the chunk's parked threads
-    /// are queued together (`Processor::make_ready_batch`: in order, never
-    /// in the next-to-run slot, with as many sleeping processors woken as
-    /// there is work for). A waiter that needs a wake of its own (a kernel
-    /// thread, another runtime's thread, or a thread not yet parked, which
-    /// gets a token) ends its chunk and is woken as `Entry::unpark` wakes
-    /// one. Off a processor each waiter is woken on its own. The batch is
-    /// registered with the calling ferry thread meanwhile, so that if it
-    /// is terminated between two chunks, its terminator wakes the rest.
-    ///
-    /// # Safety
-    /// The waiters of this batch never [`remove`](WaitList::remove)
-    /// themselves (they only leave when woken), so no one but the caller
-    /// touches their links.
-    pub(crate) unsafe fn wake_all(self, entry: Entry) {
-        if self.is_empty() {
-            return;
-        }
-        let batch = Batch {
-            record: WaitRecord::new(Batch::abandon_record),
-            list: UnsafeCell::new(self),
-        };
-        let me = entry.thread_header();
-        if let Some(h) = me {
-            // SAFETY: our own block, alive while we run; `batch` stays on
-            // this frame until unregistered below.
-            unsafe { register_wait(&h.as_ref().waits, &batch.record) };
-        }
-        drop(entry);
-        // SAFETY: only this thread touches the batch while it runs (its
-        // terminator only once it has stopped for good, which cannot
-        // happen inside an entry, where every chunk is popped and queued).
-        while unsafe { wake_chunk(&mut *batch.list.get()) } {}
-        if let Some(h) = me {
-            // SAFETY: as above.
-            unsafe { unregister_wait(&h.as_ref().waits, &batch.record) };
-        }
-    }
-}
-
-/// Waiters of a batch queued under one entry (the size of a processor's
-/// ring, so that one chunk fits an empty ring): long enough to take the
-/// injector's lock and the sleepers' once per chunk rather than once per
-/// thread, short enough that the entry's critical level, which keeps
-/// preemption off, lasts a few microseconds.
-pub(crate) const WAKE_CHUNK: usize = crate::sched::RING_SLOTS;
-
-/// Wakes the next chunk of `list` inside one entry (see
-/// [`WaitList::wake_all`]); false once the list is empty.
-///
-/// # Safety
-/// As [`WaitList::wake_all`]: the list is a batch the caller owns.
-unsafe fn wake_chunk(list: &mut WaitList) -> bool {
-    let e = Entry::enter();
-    let Some(entered) = e.0 else {
-        // Off a processor: one wake at a time, as `Entry::unpark` makes it.
-        return match list.pop_front() {
-            Some(w) => {
-                w.unpark();
-                true
-            }
-            None => false,
-        };
-    };
-    let mut chain = Chain::new();
-    // The waiter that ends the chunk early: a thread of this runtime that
-    // got a token (its reference is dropped outside the level: it may be
-    // the last), or anyone woken as `unpark` wakes.
-    let mut token_left = None;
-    let mut wake_after = None;
-    while chain.len() < WAKE_CHUNK {
-        let Some(Wake(who)) = list.pop_front() else {
-            break;
-        };
-        match who {
-            Unparker::Ferry(t) if ptr::eq(entered.p.shared(), &t.shared().set) => {
-                if park_word::unpark(&t.header().state) {
-                    chain.push(t);
-                } else {
-                    token_left = Some(t);
-                    break;
-                }
-            }
-            other => {
-                wake_after = Some(other);
-                break;
-            }
-        }
-    }
-    let mut entered = entered;
-    entered.p.make_ready_batch(entered.tok.rb(), chain);
-    drop(entered);
-    drop(token_left);
-    if let Some(who) = wake_after {
-        who.unpark();
-    }
-    !list.is_empty()
-}
-
-/// A batch of waiters being woken, registered with the waking thread.
-#[repr(C)]
-struct Batch {
-    record: WaitRecord,
-    list: UnsafeCell<WaitList>,
-}
-
-impl Batch {
-    /// The terminator's side: wakes what is left of the batch.
-    ///
-    /// # Safety
-    /// `r` is the record of a live batch whose waker has stopped for good.
-    unsafe fn abandon_record(r: &WaitRecord) -> bool {
-        // SAFETY: `Batch` is `repr(C)` with `record` first, and records of
-        // this kind are only made by `wake_all`.
-        let batch = unsafe { &*ptr::from_ref(r).cast::<Batch>() };
-        // SAFETY: the waker never runs again, so the batch is ours.
-        let list = unsafe { &mut *batch.list.get() };
-        while let Some(w) = list.pop_front() {
-            w.unpark();
-        }
-        true
     }
 }
 
