@@ -33,6 +33,8 @@ pub(crate) struct Counters {
     pub(crate) unannounced: AtomicU64,
     /// Takeovers (of either kind) made by the processor's stand-in.
     pub(crate) by_stand_in: AtomicU64,
+    /// Sleeping processors woken because work was published.
+    pub(crate) processor_wakes: AtomicU64,
 }
 
 impl Counters {
@@ -45,6 +47,7 @@ impl Counters {
             reclaimed: AtomicU64::new(0),
             unannounced: AtomicU64::new(0),
             by_stand_in: AtomicU64::new(0),
+            processor_wakes: AtomicU64::new(0),
         }
     }
 
@@ -77,6 +80,7 @@ impl Counters {
             reclaimed_blocking_calls: self.reclaimed.load(Relaxed),
             unannounced_blocks: self.unannounced.load(Relaxed),
             stand_in_takeovers: self.by_stand_in.load(Relaxed),
+            processor_wakes: self.processor_wakes.load(Relaxed),
         }
     }
 }
@@ -125,4 +129,9 @@ pub struct UpcallStats {
     /// spare kernel thread that waits on its core (see
     /// [`Builder::stand_ins`](crate::Builder::stand_ins)).
     pub stand_in_takeovers: u64,
+    /// Sleeping processors woken because threads became runnable (a
+    /// spawn, a wake, a batch of wakes, or a spinner that found work and
+    /// handed its watch on); not counted: wakes to look at new event
+    /// sources, or at shutdown.
+    pub processor_wakes: u64,
 }

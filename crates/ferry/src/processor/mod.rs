@@ -55,7 +55,10 @@
 //! (or the injector) then calls `Set::notify_work`, which wakes a sleeper
 //! only when nobody spins: a spinner will find the work. The last spinner to
 //! find work wakes one sleeper in its place, so that a burst of work spreads
-//! one processor at a time (Go's rule). Lost wakeups are excluded by an
+//! one processor at a time (Go's rule). A batch made runnable at once
+//! (`Processor::make_ready_batch`) calls `Set::notify_work_n` instead, with
+//! the same handshake, which wakes as many sleepers as the batch has
+//! threads (Go's `injectglist`). Lost wakeups are excluded by an
 //! asymmetric Dekker handshake: the idler publishes itself (spinning count
 //! down, sleeper count up), issues `heavy_fence` and looks for work once
 //! more; the notifier has published its work and issues `light_fence` before
@@ -104,7 +107,7 @@ use std::time::Instant;
 use crate::arch::{self, Context};
 use crate::header::{Header, SmallBlock, Thread, ThreadId};
 use crate::sched::Event;
-use crate::sched::{self, Cx, NextSlot, Policy, Ready, RunQueue, WorkStealing};
+use crate::sched::{self, Chain, Cx, NextSlot, Policy, Ready, RunQueue, WorkStealing};
 use crate::stack::{LocalStacks, Stack, StackCache};
 
 /// Freed small thread blocks each processor keeps for its next spawns,
@@ -528,6 +531,24 @@ impl Processor {
         // With one processor, this one (running now) is the one to run it.
         if shared.processors.len() > 1 {
             shared.notify_work();
+        }
+    }
+
+    /// Makes every thread of `batch` runnable on this processor at once,
+    /// as the policy places a batch (`Policy::ready_batch`: never the
+    /// next-to-run slot), and wakes as many
+    /// sleeping processors as there is work for ([`Set::notify_work_n`]).
+    pub(crate) fn make_ready_batch(&self, mut tok: OwnerToken<'_>, batch: Chain) {
+        let n = batch.len();
+        if n == 0 {
+            return;
+        }
+        self.with_policy(tok.rb(), |policy, cx| policy.ready_batch(cx, batch));
+        let shared = self.shared();
+        // This processor goes on with the waker, so each of them is work
+        // for a sleeper (as for `make_ready`).
+        if shared.processors.len() > 1 {
+            shared.notify_work_n(n);
         }
     }
 

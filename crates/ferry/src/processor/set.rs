@@ -154,6 +154,23 @@ impl Set {
         }
     }
 
+    /// `n` threads of work were just published together by a processor
+    /// (a batch, `Processor::make_ready_batch`): wakes up to `n` sleeping
+    /// processors, as many as sleep, unless one is spinning (it will find
+    /// the work and, finding it, wake the next: `spinning_exit_found_work`).
+    /// Go's `injectglist` wakes the same way (`startIdle(n)`, bounded by
+    /// the idle count).
+    pub(crate) fn notify_work_n(&self, n: usize) {
+        if n == 0 || !self.idle.notify_work() {
+            return;
+        }
+        for _ in 0..n {
+            if !self.wake_sleeper() {
+                return;
+            }
+        }
+    }
+
     /// [`Set::notify_work`], from a kernel thread that drives no
     /// processor.
     pub(crate) fn notify_work_anywhere(&self) {
@@ -185,12 +202,15 @@ impl Set {
         }
     }
 
-    /// Wakes one sleeping processor, if any sleeps.
+    /// Wakes one sleeping processor, if any sleeps; false if none did.
     #[cold]
-    fn wake_sleeper(&self) {
-        if let Some(i) = self.idle.take_sleeper() {
-            self.processors[i].wake();
-        }
+    fn wake_sleeper(&self) -> bool {
+        let Some(i) = self.idle.take_sleeper() else {
+            return false;
+        };
+        self.counters.processor_wakes.fetch_add(1, Relaxed);
+        self.processors[i].wake();
+        true
     }
 
     /// The calling processor starts spinning for work in `idle`.

@@ -33,7 +33,7 @@ mod queue;
 mod tests;
 mod work_stealing;
 
-pub(crate) use queue::{Injector, NEXT_STEAL_AFTER, NextSlot, RunQueue};
+pub(crate) use queue::{Chain, Injector, NEXT_STEAL_AFTER, NextSlot, RING_SLOTS, RunQueue};
 pub(crate) use work_stealing::WorkStealing;
 
 use crate::header::Thread;
@@ -83,6 +83,11 @@ pub(crate) struct Cx<'a> {
 pub(crate) trait Policy {
     /// `t` became runnable on this processor for `why`: put it in a queue.
     fn ready(&mut self, cx: &Cx<'_>, t: Thread, why: Ready);
+
+    /// Every thread of `batch` became runnable together on this processor
+    /// (a batch of woken waiters): queue them all, in the batch's order
+    /// (within each priority level), never in the next-to-run slot.
+    fn ready_batch(&mut self, cx: &Cx<'_>, batch: Chain);
 
     /// The thread this processor should run next, taken out of its queue;
     /// `None` when there is nothing to run (the processor then idles).

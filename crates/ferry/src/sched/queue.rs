@@ -188,6 +188,11 @@ impl RunQueue {
             .any(|(_, rings)| rings.iter().any(|r| !r.is_empty()))
     }
 
+    /// How many processors the run queues were built for.
+    pub(crate) fn processors(&self) -> usize {
+        self.victims.len() + 1
+    }
+
     /// Indices of the other processors.
     pub(crate) fn victim_indices(&self) -> impl Iterator<Item = usize> + '_ {
         self.victims.iter().map(|(i, _)| *i)
@@ -216,8 +221,9 @@ impl RunQueue {
 /// | `closed == true` | [`Injector::close`], once every processor stopped | nobody runs a thread queued now: [`Injector::push`] gives it back |
 pub(crate) struct Injector {
     lists: Mutex<Lists>,
-    /// How many threads wait, readable without the lock (a hint).
-    len: AtomicUsize,
+    /// How many threads wait on each level, readable without the lock (a
+    /// hint): a look for a level finds an empty one without the lock.
+    len: [AtomicUsize; LEVELS],
 }
 
 /// The injector's lists: each a head and a tail of threads given up with
@@ -250,6 +256,18 @@ impl Lists {
         // SAFETY: the list gives up the reference it owned, once.
         Some(unsafe { Thread::from_raw(h) })
     }
+
+    /// Puts `t` back first on level `l` (a thread just popped).
+    fn push_front(&mut self, l: usize, t: Thread) {
+        let p = t.into_raw();
+        // SAFETY: `p` is live (the list owns its reference again) and in no
+        // other queue; its link is ours under the lock.
+        unsafe { (*p).queue_next.store(self.head[l], Relaxed) };
+        if self.head[l].is_null() {
+            self.tail[l] = p;
+        }
+        self.head[l] = p;
+    }
 }
 
 impl Injector {
@@ -260,7 +278,7 @@ impl Injector {
                 tail: [ptr::null_mut(); LEVELS],
                 closed: false,
             }),
-            len: AtomicUsize::new(0),
+            len: Default::default(),
         }
     }
 
@@ -285,7 +303,37 @@ impl Injector {
             unsafe { (*tail).queue_next.store(p, Relaxed) };
         }
         lists.tail[level] = p;
-        self.len.fetch_add(1, Release);
+        self.len[level].fetch_add(1, Release);
+        Ok(())
+    }
+
+    /// Queues every thread of `chain` at the back of its level, in the
+    /// chain's order, under one lock; gives the chain back if the injector
+    /// is closed. Never allocates.
+    pub(crate) fn push_chain(&self, mut chain: Chain) -> Result<(), Chain> {
+        if chain.len() == 0 {
+            return Ok(());
+        }
+        let mut lists = self.lists.lock().unwrap_or_else(PoisonError::into_inner);
+        if lists.closed {
+            return Err(chain);
+        }
+        for l in 0..LEVELS {
+            let head = std::mem::replace(&mut chain.head[l], ptr::null_mut());
+            if head.is_null() {
+                continue;
+            }
+            let tail = std::mem::replace(&mut chain.tail[l], ptr::null_mut());
+            if lists.tail[l].is_null() {
+                lists.head[l] = head;
+            } else {
+                // SAFETY: the tail is a queued live block whose link is ours
+                // under the lock.
+                unsafe { (*lists.tail[l]).queue_next.store(head, Relaxed) };
+            }
+            lists.tail[l] = tail;
+            self.len[l].fetch_add(std::mem::take(&mut chain.len[l]), Release);
+        }
         Ok(())
     }
 
@@ -296,18 +344,60 @@ impl Injector {
 
     /// Takes the oldest thread of level `level` or above (more urgent).
     pub(crate) fn pop_at_least(&self, level: usize) -> Option<Thread> {
-        if self.len.load(Acquire) == 0 {
+        if self.len_at_least(level) == 0 {
             return None;
         }
         let mut lists = self.lists.lock().unwrap_or_else(PoisonError::into_inner);
-        let t = (0..=level).find_map(|l| lists.pop(l))?;
-        self.len.fetch_sub(1, Release);
+        let (l, t) = (0..=level).find_map(|l| lists.pop(l).map(|t| (l, t)))?;
+        self.len[l].fetch_sub(1, Release);
         Some(t)
+    }
+
+    /// Takes the oldest thread of level `level` or above, as
+    /// [`Injector::pop_at_least`], and, under the same lock, hands up to
+    /// `more` of the threads queued behind it on its level to `keep`, in
+    /// order (Go's `globrunqget`: a processor that finds its own queue
+    /// empty takes its share of the injector at once, not one lock per
+    /// thread). A thread `keep` gives back stays first in the injector,
+    /// and the rest with it.
+    pub(crate) fn pop_share(
+        &self,
+        level: usize,
+        more: usize,
+        mut keep: impl FnMut(Thread) -> Result<(), Thread>,
+    ) -> Option<Thread> {
+        if self.len_at_least(level) == 0 {
+            return None;
+        }
+        let mut lists = self.lists.lock().unwrap_or_else(PoisonError::into_inner);
+        let l = (0..=level).find(|&l| !lists.head[l].is_null())?;
+        let first = lists.pop(l)?;
+        let mut taken = 1;
+        while taken <= more {
+            let Some(t) = lists.pop(l) else { break };
+            if let Err(t) = keep(t) {
+                lists.push_front(l, t);
+                break;
+            }
+            taken += 1;
+        }
+        self.len[l].fetch_sub(taken, Release);
+        Some(first)
+    }
+
+    /// How many threads look queued (a hint).
+    pub(crate) fn len(&self) -> usize {
+        self.len_at_least(LEVELS - 1)
+    }
+
+    /// How many threads of level `level` or above look queued (a hint).
+    fn len_at_least(&self, level: usize) -> usize {
+        self.len[..=level].iter().map(|n| n.load(Acquire)).sum()
     }
 
     /// Whether threads look queued.
     pub(crate) fn has_work(&self) -> bool {
-        self.len.load(Ordering::Acquire) != 0
+        self.len.iter().any(|n| n.load(Ordering::Acquire) != 0)
     }
 
     /// Closes the injector (a later [`Injector::push`] gives its thread
@@ -321,16 +411,93 @@ impl Injector {
         loop {
             let t = {
                 let mut lists = self.lists.lock().unwrap_or_else(PoisonError::into_inner);
-                (0..LEVELS).find_map(|l| lists.pop(l))
+                (0..LEVELS).find_map(|l| lists.pop(l).map(|t| (l, t)))
             };
             match t {
-                Some(t) => {
-                    self.len.fetch_sub(1, Release);
+                Some((l, t)) => {
+                    self.len[l].fetch_sub(1, Release);
                     f(t);
                 }
                 None => return,
             }
         }
+    }
+}
+
+/// Threads linked through their `Header::queue_next`, one FIFO per
+/// priority level, built without a lock and handed to the injector whole
+/// ([`Injector::push_chain`]). Owns the references of the threads in it;
+/// dropping a chain drops them.
+pub(crate) struct Chain {
+    head: [*mut Header; LEVELS],
+    tail: [*mut Header; LEVELS],
+    len: [usize; LEVELS],
+}
+
+// SAFETY: the pointers are thread references the chain owns (a `Thread` is
+// `Send`), and only the chain's owner touches their links.
+unsafe impl Send for Chain {}
+
+impl Default for Chain {
+    fn default() -> Self {
+        Chain::new()
+    }
+}
+
+impl Chain {
+    /// An empty chain.
+    pub(crate) const fn new() -> Chain {
+        Chain {
+            head: [ptr::null_mut(); LEVELS],
+            tail: [ptr::null_mut(); LEVELS],
+            len: [0; LEVELS],
+        }
+    }
+
+    /// Links `t` at the back of its level. `t` must be in no queue (a
+    /// runnable thread is in one queue at a time, and this is its queue
+    /// now).
+    pub(crate) fn push(&mut self, t: Thread) {
+        let l = t.priority().level();
+        let p = t.into_raw();
+        // SAFETY: `p` is live (the chain owns its reference now) and in no
+        // other queue, so its link is ours.
+        unsafe { (*p).queue_next.store(ptr::null_mut(), Relaxed) };
+        if self.tail[l].is_null() {
+            self.head[l] = p;
+        } else {
+            // SAFETY: the tail is a live block of this chain (as above).
+            unsafe { (*self.tail[l]).queue_next.store(p, Relaxed) };
+        }
+        self.tail[l] = p;
+        self.len[l] += 1;
+    }
+
+    /// How many threads the chain holds.
+    pub(crate) fn len(&self) -> usize {
+        self.len.iter().sum()
+    }
+
+    /// Takes the oldest thread of the highest level.
+    pub(crate) fn pop(&mut self) -> Option<Thread> {
+        let l = (0..LEVELS).find(|&l| !self.head[l].is_null())?;
+        let h = self.head[l];
+        // SAFETY: a linked pointer is a live block whose reference the chain
+        // owns; its link is ours.
+        let next = unsafe { (*h).queue_next.load(Relaxed) };
+        self.head[l] = next;
+        if next.is_null() {
+            self.tail[l] = ptr::null_mut();
+        }
+        self.len[l] -= 1;
+        // SAFETY: the chain gives up the reference it owned, once.
+        Some(unsafe { Thread::from_raw(h) })
+    }
+}
+
+impl Drop for Chain {
+    fn drop(&mut self) {
+        while self.pop().is_some() {}
     }
 }
 

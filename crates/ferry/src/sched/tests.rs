@@ -8,7 +8,9 @@ use std::any::Any;
 use std::sync::Arc;
 
 use super::queue::RING_SLOTS;
-use super::{Cx, Event, Injector, NextSlot, Policy, Priority, Ready, RunQueue, WorkStealing};
+use super::{
+    Chain, Cx, Event, Injector, NextSlot, Policy, Priority, Ready, RunQueue, WorkStealing,
+};
 use crate::arch::Context;
 use crate::header::raw::{self, Block, Spec};
 use crate::header::{Schedule, Thread, ThreadId};
@@ -232,6 +234,106 @@ fn a_full_ring_overflows_to_the_injector() {
     ran.sort_unstable();
     assert_eq!(ran, (0..total).collect::<Vec<_>>(), "each ran once");
     assert!(!rt.injector.has_work());
+}
+
+/// A chain of `ids`, in order.
+fn chain(ids: impl IntoIterator<Item = Thread>) -> Chain {
+    let mut c = Chain::new();
+    for t in ids {
+        c.push(t);
+    }
+    c
+}
+
+#[test]
+fn a_batch_fills_the_ring_in_order_then_the_injector_and_never_the_slot() {
+    let mut rt = Runtime::new(2);
+    // A thread already in the ring takes one slot of it.
+    rt.ready(0, normal(1000), Ready::Yielded);
+    let total = RING_SLOTS as u64 + 10;
+    let (policy, cx) = rt.on(0);
+    policy.ready_batch(&cx, chain((0..total).map(normal)));
+    assert!(rt.next[0].is_empty(), "a batch never takes the slot");
+    // What did not fit went to the injector, whole and in order.
+    let spilled: Vec<u64> = std::iter::from_fn(|| id(rt.injector.pop())).collect();
+    assert_eq!(spilled, (RING_SLOTS as u64 - 1..total).collect::<Vec<_>>());
+    let mut expect = vec![1000];
+    expect.extend(0..RING_SLOTS as u64 - 1);
+    assert_eq!(rt.drain(0), expect, "the ring holds the rest, in order");
+}
+
+#[test]
+fn a_batch_keeps_each_level_in_order_and_high_first() {
+    let mut rt = Runtime::new(1);
+    let threads = [
+        normal(1),
+        thread(2, Priority::High),
+        normal(3),
+        thread(4, Priority::Low),
+        thread(5, Priority::High),
+    ];
+    let (policy, cx) = rt.on(0);
+    policy.ready_batch(&cx, chain(threads));
+    assert_eq!(rt.drain(0), [2, 5, 1, 3, 4]);
+}
+
+#[test]
+fn a_closed_injector_gives_a_chain_back_and_an_open_one_takes_it_whole() {
+    let injector = Injector::new();
+    assert!(injector.push_chain(Chain::new()).is_ok(), "an empty chain");
+    assert!(!injector.has_work());
+    injector
+        .push_chain(chain([normal(1), thread(2, Priority::High), normal(3)]))
+        .unwrap_or_else(|_| panic!("an open injector takes a chain"));
+    injector
+        .push_chain(chain([normal(4)]))
+        .unwrap_or_else(|_| panic!("and another after it"));
+    let mut seen = Vec::new();
+    injector.close(|t| seen.push(t.id().as_u64()));
+    assert_eq!(seen, [2, 1, 3, 4], "levels first, each in order");
+    let back = injector
+        .push_chain(chain([normal(5), normal(6)]))
+        .expect_err("a closed injector gives the chain back");
+    assert_eq!(back.len(), 2);
+    assert!(!injector.has_work());
+}
+
+#[test]
+fn a_processor_with_an_empty_ring_takes_its_share_of_the_injector_in_order() {
+    let mut rt = Runtime::new(2);
+    for i in 0..101 {
+        rt.injector
+            .push(normal(i))
+            .unwrap_or_else(|_| panic!("open"));
+    }
+    // Two processors: one runs, and half the injector moves to its ring.
+    assert_eq!(rt.next(0), Some(0));
+    assert_eq!(rt.injector.len(), 50);
+    assert!(!rt.queues[0].is_empty(Priority::Normal.level()));
+    // The other one, its ring empty too, takes the next thread and half
+    // of what is left (25 of 50) without stealing...
+    assert_eq!(rt.next_local(1), Some(51), "its own share first");
+    assert_eq!(rt.injector.len(), 24);
+    let mut ran = rt.drain(0);
+    // ...and the first one, with the injector's rest after the ring.
+    assert_eq!(ran[..50], (1..51).collect::<Vec<_>>());
+    ran.extend(rt.drain(1));
+    ran.sort_unstable();
+    let mut expect: Vec<u64> = (1..101).collect();
+    expect.retain(|&i| i != 51);
+    assert_eq!(ran, expect, "each ran once");
+    // A full ring leaves the share in the injector.
+    let mut rt = Runtime::new(1);
+    for i in 0..RING_SLOTS as u64 {
+        rt.ready(0, normal(i), Ready::Yielded);
+    }
+    for i in 0..10 {
+        rt.injector
+            .push(normal(1000 + i))
+            .unwrap_or_else(|_| panic!("open"));
+    }
+    let ran = rt.drain(0);
+    assert_eq!(ran.len(), RING_SLOTS + 10, "each ran once");
 }
 
 #[test]

@@ -5,7 +5,7 @@
 //!
 //! This room owns the decisions only; the queues are [`super::queue`]'s.
 
-use super::{Cx, Event, LEVELS, Policy, Priority, Ready};
+use super::{Chain, Cx, Event, LEVELS, Policy, Priority, RING_SLOTS, Ready};
 use crate::header::Thread;
 
 /// A processor looks at the injector before its own `Normal` threads once
@@ -24,6 +24,10 @@ const INJECTOR_FIRST_EVERY: u32 = 61;
 /// pick that finds the slot full looks at them before it (Tokio bounds its
 /// LIFO slot the same way; Go makes its `runnext` inherit the time slice).
 const NEXT_STREAK_MAX: u32 = 8;
+
+/// The most threads a processor moves from the injector to its ring in one
+/// take, beyond the one it runs (half a ring).
+const INJECTOR_SHARE_MAX: usize = RING_SLOTS / 2;
 
 /// The default [`Policy`]:
 ///
@@ -44,6 +48,11 @@ const NEXT_STREAK_MAX: u32 = 8;
 ///   a timer woke (no thread hands over to them, and several due at once
 ///   keep their deadlines' order), go to the back of their priority's ring
 ///   (the injector when the ring is full);
+/// - a batch of threads woken together (a condition variable's
+///   `notify_all`, a barrier) goes to the back of the rings in the batch's
+///   order, never to the slot (one slot cannot hold a batch, and the last
+///   of it would run first), and what the rings have no room for is
+///   spliced into the injector in one piece, still in order;
 /// - scheduler-activation events (004 §4.2): an `Unblocked` thread is
 ///   queued as a woken one, a `Preempted` one goes to the back of its ring
 ///   (it had its turn); `Blocked` and processor changes need no queue work
@@ -57,7 +66,11 @@ const NEXT_STREAK_MAX: u32 = 8;
 ///   [`NEXT_STREAK_MAX`] picks or more (not before a spawned thread's,
 ///   which would break their order; it was put there only when the slot and
 ///   its level's ring were empty, and holds it for one run); the injector
-///   gives a `Normal` or `High` thread there, never a `Low` one.
+///   gives a `Normal` or `High` thread there, never a `Low` one; a
+///   processor that finds its `Normal` ring empty takes, with the
+///   injector's thread it runs, an even share of the threads queued
+///   behind it (at most half a ring) into its ring, in order, under one
+///   lock.
 #[derive(Debug, Default)]
 pub(crate) struct WorkStealing {
     picks: u32,
@@ -79,6 +92,14 @@ impl WorkStealing {
         if let Some(displaced) = cx.next.replace(t) {
             Self::push_back(cx, displaced);
         }
+    }
+
+    /// How many threads beyond the one it runs a processor whose ring is
+    /// empty takes from the injector at once: an even share among the
+    /// processors (Go's `globrunqget`: `len / gomaxprocs + 1`), at most
+    /// half a ring, so that a later overflow still finds room.
+    fn share(cx: &Cx<'_>) -> usize {
+        (cx.injector.len() / cx.queue.processors()).min(INJECTOR_SHARE_MAX)
     }
 
     fn push_back(cx: &Cx<'_>, t: Thread) {
@@ -112,6 +133,27 @@ impl Policy for WorkStealing {
             }
         }
         Self::push_back(cx, t);
+    }
+
+    fn ready_batch(&mut self, cx: &Cx<'_>, mut batch: Chain) {
+        // Each level's ring first, while it has room; from the first
+        // thread it has none for, the rest of that level, in order, is
+        // spliced into the injector under one lock (a thief may free ring
+        // slots meanwhile: taking them would reorder the batch).
+        let mut rest = Chain::new();
+        let mut full = [false; LEVELS];
+        while let Some(t) = batch.pop() {
+            let level = t.priority().level();
+            if full[level] {
+                rest.push(t);
+            } else if let Err(t) = cx.queue.push_back(level, t) {
+                full[level] = true;
+                rest.push(t);
+            }
+        }
+        // Closed only once every processor stopped (see `push_back`): the
+        // chain's threads are then abandoned, as at the end.
+        drop(cx.injector.push_chain(rest));
     }
 
     fn next(&mut self, cx: &Cx<'_>) -> Option<Thread> {
@@ -153,7 +195,12 @@ impl Policy for WorkStealing {
         if let Some(t) = cx.queue.pop(normal) {
             return Some(t);
         }
-        if let Some(t) = cx.injector.pop_at_least(normal) {
+        // The `Normal` ring is empty: take this processor's share of the
+        // injector's level at once, into the ring, in order.
+        if let Some(t) = cx.injector.pop_share(normal, Self::share(cx), |t| {
+            let level = t.priority().level();
+            cx.queue.push_back(level, t)
+        }) {
             return Some(t);
         }
         // Deferred, the slot's `Normal` thread still goes before any `Low`.

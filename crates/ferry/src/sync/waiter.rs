@@ -65,10 +65,10 @@
 //! terminator sees `woken` (or the batch) and passes the wake on. After the
 //! site returns, nothing outside the thread points at the waiter, and the
 //! terminator drops the waiter's reference to its thread; the thread's
-//! stack can then be freed. A batch's waker wakes each waiter inside one
-//! entry (pop and unpark together), so it is stopped only between two
-//! wakes, with the batch whole; if it is terminated there, its terminator
-//! wakes the rest of the batch.
+//! stack can then be freed. A batch's waker pops and unparks a chunk of
+//! waiters inside one entry (each pop with its unpark), so it is stopped
+//! only between two chunks, with the rest of the batch whole; if it is
+//! terminated there, its terminator wakes the rest of the batch.
 //!
 //! # One entry per wait or wake
 //!
@@ -78,9 +78,13 @@
 //! its steps inside that level: a condition variable's wait enters once
 //! instead of three times, its signal once instead of twice. The level is
 //! never held across the program's code (`ParkWait`'s `ready` closure runs
-//! outside it, and a woken thread's reference is dropped after it), nor
-//! across a batch of wakes (`notify_all`, a barrier's or a lock's batch:
-//! each wake enters on its own).
+//! outside it, and a woken thread's reference is dropped after it). A batch
+//! of wakes (`notify_all`, a barrier's or a lock's batch; `batch`) enters
+//! once per chunk of [`WAKE_CHUNK`](batch::WAKE_CHUNK) waiters, not once
+//! per waiter nor once for the whole batch: one chunk is queued together,
+//! in order, with one lock of the injector and as many processor wakes as
+//! there is work for, and the level (which holds preemption off) lasts a
+//! few microseconds.
 
 use std::cell::{Cell, UnsafeCell};
 use std::marker::PhantomPinned;
@@ -95,6 +99,8 @@ use crate::header::wait_record::{
 use crate::header::{Header, Unparker};
 use crate::upcall::Entered;
 use crate::waits::WaitsOn;
+
+mod batch;
 
 /// One entry into the runtime for a whole wait or wake of a primitive.
 ///
@@ -520,74 +526,6 @@ impl WaitList {
             ..WaitList::new()
         };
         batch
-    }
-
-    /// Wakes every waiter of a batch detached with [`WaitList::take`],
-    /// leaving `entry` first; call it with the entry that detached the
-    /// batch, after dropping the spinlock. Each wake enters on its own, pop
-    /// and unpark together (a batch is no place to keep preemption off, but
-    /// one wake is); the batch is registered with the calling ferry thread
-    /// meanwhile, so that if it is terminated between two wakes, its
-    /// terminator wakes the rest.
-    ///
-    /// # Safety
-    /// The waiters of this batch never [`remove`](WaitList::remove)
-    /// themselves (they only leave when woken), so no one but the caller
-    /// touches their links.
-    pub(crate) unsafe fn wake_all(self, entry: Entry) {
-        if self.is_empty() {
-            return;
-        }
-        let batch = Batch {
-            record: WaitRecord::new(Batch::abandon_record),
-            list: UnsafeCell::new(self),
-        };
-        let me = entry.thread_header();
-        if let Some(h) = me {
-            // SAFETY: our own block, alive while we run; `batch` stays on
-            // this frame until unregistered below.
-            unsafe { register_wait(&h.as_ref().waits, &batch.record) };
-        }
-        drop(entry);
-        loop {
-            let e = Entry::enter();
-            // SAFETY: only this thread touches the batch while it runs (its
-            // terminator only once it has stopped for good, which cannot
-            // happen inside the entry).
-            let Some(w) = (unsafe { &mut *batch.list.get() }).pop_front() else {
-                break;
-            };
-            e.unpark(w);
-        }
-        if let Some(h) = me {
-            // SAFETY: as above.
-            unsafe { unregister_wait(&h.as_ref().waits, &batch.record) };
-        }
-    }
-}
-
-/// A batch of waiters being woken, registered with the waking thread.
-#[repr(C)]
-struct Batch {
-    record: WaitRecord,
-    list: UnsafeCell<WaitList>,
-}
-
-impl Batch {
-    /// The terminator's side: wakes what is left of the batch.
-    ///
-    /// # Safety
-    /// `r` is the record of a live batch whose waker has stopped for good.
-    unsafe fn abandon_record(r: &WaitRecord) -> bool {
-        // SAFETY: `Batch` is `repr(C)` with `record` first, and records of
-        // this kind are only made by `wake_all`.
-        let batch = unsafe { &*ptr::from_ref(r).cast::<Batch>() };
-        // SAFETY: the waker never runs again, so the batch is ours.
-        let list = unsafe { &mut *batch.list.get() };
-        while let Some(w) = list.pop_front() {
-            w.unpark();
-        }
-        true
     }
 }
 
