@@ -93,6 +93,10 @@ enum Command {
     /// The server process of `urpc` (started by it, not by hand)
     #[command(name = "urpc-serve", hide = true)]
     UrpcServe(urpc::ServeArgs),
+    /// One ferry run of `scale`, in a process of its own (started by it,
+    /// not by hand)
+    #[command(name = "scale-ferry", hide = true)]
+    ScaleFerry(scale::OnceArgs),
 }
 
 impl Command {
@@ -108,6 +112,7 @@ impl Command {
             Command::Net(_) => "net",
             Command::NetServe(_) => "net-serve",
             Command::NetLoad(_) => "net-load",
+            Command::ScaleFerry(_) => "scale-ferry",
         }
     }
 
@@ -123,6 +128,7 @@ impl Command {
             Command::Net(a) => &a.common,
             Command::NetServe(a) => &a.common,
             Command::NetLoad(a) => &a.common,
+            Command::ScaleFerry(a) => &a.common,
         }
     }
 }
@@ -133,6 +139,7 @@ fn main() -> ExitCode {
         Command::UrpcServe(args) => return urpc::serve_main(args),
         Command::NetServe(args) => return net::serve_main(args),
         Command::NetLoad(args) => return net::load_main(args),
+        Command::ScaleFerry(args) => return scale::once_main(args),
         _ => {}
     }
     let (name, common) = (cli.command.name(), cli.command.common());
@@ -149,6 +156,7 @@ fn main() -> ExitCode {
         Command::UrpcServe(args) => return urpc::serve_main(args),
         Command::NetServe(args) => return net::serve_main(args),
         Command::NetLoad(args) => return net::load_main(args),
+        Command::ScaleFerry(args) => return scale::once_main(args),
     };
     let during = machine::interference_since(before);
     let report = match result {

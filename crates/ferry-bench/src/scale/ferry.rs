@@ -4,12 +4,78 @@
 //! thread waits on a second condition variable of the same mutex until all
 //! are blocked, opens the gate with `notify_all` and joins every handle.
 //!
-//! This module owns ferry's run only; it prints nothing.
+//! Each run is a fresh process, as each of Go's is: the benchmark starts
+//! itself again (`scale-ferry`, hidden), which makes one runtime, runs
+//! once and prints its per-thread times and memory in the Go program's
+//! format. A run inside the benchmark's own process would find the stacks
+//! of earlier runs resident in the stack cache, and count neither their
+//! memory nor their first touch.
+//!
+//! This module owns ferry's run only; the parent prints nothing, the child
+//! prints its sample.
 
+use std::process::{Command, ExitCode};
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::{Sample, resident_bytes};
+
+/// The arguments of the hidden `scale-ferry` subcommand (one run, started
+/// by `scale`, not by hand).
+#[derive(Debug, Clone, clap::Args)]
+pub struct OnceArgs {
+    /// Unused; there for the shape every subcommand shares.
+    #[command(flatten)]
+    pub common: crate::common::Common,
+    /// Threads.
+    #[arg(long)]
+    pub n: usize,
+    /// Processors.
+    #[arg(long)]
+    pub processors: usize,
+}
+
+/// The child's side: one run, printed as `spawn_ns`, `join_ns` and `bytes`
+/// lines (per thread), or the failure on stderr.
+pub fn once_main(args: &OnceArgs) -> ExitCode {
+    match run_here(args.n, args.processors) {
+        Ok(s) => {
+            println!("spawn_ns {}", s.spawn_ns);
+            println!("join_ns {}", s.join_ns);
+            if let Some(b) = s.bytes {
+                println!("bytes {b}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(why) => {
+            eprintln!("{why}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// One run of `n` threads on `processors` processors, in a fresh process.
+pub fn run(n: usize, processors: usize) -> Result<Sample, String> {
+    let me =
+        std::env::current_exe().map_err(|e| format!("cannot find the benchmark's binary: {e}"))?;
+    let out = Command::new(me)
+        .args([
+            "scale-ferry",
+            "--n",
+            &n.to_string(),
+            "--processors",
+            &processors.to_string(),
+        ])
+        .output()
+        .map_err(|e| format!("cannot start a ferry run: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "the ferry run failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    super::peers::parse_go(&String::from_utf8_lossy(&out.stdout), n)
+}
 
 /// The gate's state, under the mutex.
 #[derive(Debug, Default)]
@@ -30,8 +96,8 @@ struct Shared {
     all_blocked: ferry::sync::Condvar,
 }
 
-/// One run of `n` threads on `processors` processors.
-pub fn run(n: usize, processors: usize) -> Result<Sample, String> {
+/// One run of `n` threads on `processors` processors, in this process.
+fn run_here(n: usize, processors: usize) -> Result<Sample, String> {
     ferry::Runtime::builder()
         .processors(processors)
         .run(move || block_all(n))

@@ -17,6 +17,7 @@
 //! [`ferry`] and [`peers`].
 
 mod ferry;
+pub use ferry::{OnceArgs, once_main};
 mod peers;
 
 use std::collections::HashMap;
