@@ -2,14 +2,6 @@
 //! (a condition variable's `notify_all`): each terminated waiter ends with
 //! its termination value, every other waiter is woken exactly once, and
 //! no wake is lost.
-//!
-//! Ignored: this scenario exposes an open memory-safety bug of
-//! `Thread::terminate` racing a wake. About one run in four crashes the
-//! process (SIGSEGV): the terminator's `ended::clear` calls a registered
-//! wait record whose memory holds something else by then. It crashes with
-//! the per-waiter wake as with the batched one, with stand-ins and
-//! unannounced takeovers off, and with one runtime per process. Run it
-//! with `cargo test -p ferry --test batch_terminate -- --ignored`.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::SeqCst;
@@ -31,7 +23,6 @@ const N: usize = 2_000;
 /// so that a waiter terminated after its wake, wherever it stops, holds
 /// nothing another thread needs.
 #[test]
-#[ignore = "open bug: terminate racing a wake can crash (see the file's docs)"]
 fn terminating_waiters_while_their_batch_is_woken_loses_no_wake() {
     common::within(
         WATCHDOG,

@@ -53,6 +53,12 @@ pub(crate) struct WaitRecord {
     /// that is no wait of the thread's own (a batch it is waking).
     what: u32,
     on: usize,
+    /// Whether the record is in its thread's list: set by [`register`],
+    /// cleared by [`unregister`]. Copied by a move, so a moved copy of a
+    /// registered record says so, and its `unregister` (which finds
+    /// another address at the head) fails its debug assertion rather than
+    /// leave the original registered after its frame is gone.
+    registered: Cell<bool>,
 }
 
 impl WaitRecord {
@@ -73,6 +79,7 @@ impl WaitRecord {
             outer: Cell::new(ptr::null()),
             what,
             on,
+            registered: Cell::new(false),
         }
     }
 
@@ -129,19 +136,32 @@ pub(crate) unsafe fn waits_on(waits: &AtomicPtr<WaitRecord>) -> Option<(u32, usi
 ///
 /// # Safety
 /// `waits` is the word of the running thread that calls; `r` stays where
-/// it is, alive, until [`unregister`]ed (or the thread is terminated).
+/// it is (pinned, or a local never moved), alive, until [`unregister`]ed
+/// at that address (or the thread is terminated). Unregistering a moved
+/// copy leaves `r` in the list after its frame is gone, and the
+/// terminator's clean-up then calls whatever the stack holds there.
 pub(crate) unsafe fn register(waits: &AtomicPtr<WaitRecord>, r: &WaitRecord) {
+    debug_assert!(!r.registered.get(), "a wait record is registered once");
+    r.registered.set(true);
     r.outer.set(waits.load(Relaxed));
     waits.store(ptr::from_ref(r).cast_mut(), Relaxed);
 }
 
-/// Unregisters `r` if it is the innermost record (it always is when
-/// registered: waits end in the reverse order they begin).
+/// Unregisters `r` if it is registered; it is then the innermost record
+/// (waits end in the reverse order they begin). Does nothing to a record
+/// never registered (a waiter that was never queued).
 ///
 /// # Safety
 /// `waits` is the word of the running thread that calls.
 pub(crate) unsafe fn unregister(waits: &AtomicPtr<WaitRecord>, r: &WaitRecord) {
     if ptr::eq(waits.load(Relaxed), r) {
         waits.store(r.outer.get().cast_mut(), Relaxed);
+        r.registered.set(false);
+    } else {
+        debug_assert!(
+            !r.registered.get(),
+            "a registered wait record is not the innermost at its unregister: \
+             unregistered out of order, or moved after it was registered"
+        );
     }
 }

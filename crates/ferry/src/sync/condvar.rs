@@ -28,6 +28,7 @@
 //! mutex again, so a thread terminated in `wait` never holds the mutex.
 
 use std::fmt;
+use std::pin::pin;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -93,25 +94,30 @@ impl Condvar {
     /// have changed it first), so callers re-check it.
     pub fn wait<'a, T: ?Sized>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
         let mutex: &'a Mutex<T> = MutexGuard::mutex(&guard);
-        let entry = Entry::enter();
-        // SAFETY: `abandon` takes a condvar, which outlives its waits.
-        let me = entry.waiter(
-            unsafe { Site::new(Condvar::abandon, self, None::<&()>) }
-                .describing(WaitsOn::Condvar, self),
-        );
         {
-            let mut list = self.waiters.lock_entered(&entry);
-            // SAFETY: `me` is in no list and stays on this frame until
-            // `entry.wait` returns, which is after a notifier took it out
-            // (a condvar waiter never removes itself; its terminator may,
-            // for a thread that never runs again).
-            unsafe { list.push_back(&me) };
-            self.queued.store(list.len(), Relaxed);
+            let entry = Entry::enter();
+            // Pinned, and dropped where it stands at the end of this block:
+            // its drop unregisters it by its address, so a moved copy (a
+            // `drop(me)`) would leave the linked original registered with
+            // the thread after its frame is gone.
+            // SAFETY: `abandon` takes a condvar, which outlives its waits.
+            let site = unsafe { Site::new(Condvar::abandon, self, None::<&()>) }
+                .describing(WaitsOn::Condvar, self);
+            let me = pin!(entry.waiter(site));
+            {
+                let mut list = self.waiters.lock_entered(&entry);
+                // SAFETY: `me` is in no list and stays where it is (pinned)
+                // until `entry.wait` returns, which is after a notifier took
+                // it out (a condvar waiter never removes itself; its
+                // terminator may, for a thread that never runs again).
+                unsafe { list.push_back(&me) };
+                self.queued.store(list.len(), Relaxed);
+            }
+            drop(guard);
+            entry.wait(&me);
+            // The wait is over: `me` is dropped (and unregistered) here,
+            // before the mutex wait begins.
         }
-        drop(guard);
-        entry.wait(&me);
-        // The wait is over: unregistered before the mutex wait begins.
-        drop(me);
         mutex.lock()
     }
 
@@ -235,5 +241,48 @@ impl fmt::Debug for Condvar {
         f.debug_struct("Condvar")
             .field("waiters", &self.queued.load(Relaxed))
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering::Acquire;
+
+    use super::*;
+
+    /// Once a wait has returned, nothing of it is left registered with
+    /// the thread: its waiter was unregistered where it was linked (a
+    /// moved copy's unregister would leave the linked original in the
+    /// thread's list, and a later termination would call into the dead
+    /// frame).
+    #[test]
+    fn a_finished_wait_leaves_nothing_registered() {
+        crate::Runtime::builder()
+            .processors(1)
+            .run(|| {
+                let me = crate::thread::current();
+                let pair = Arc::new((Mutex::new(false), Condvar::new()));
+                let (m, cv) = &*pair;
+                // Locked before the notifier exists: the wait below waits.
+                let mut g = m.lock();
+                let p = Arc::clone(&pair);
+                let t = crate::spawn(move || {
+                    *p.0.lock() = true;
+                    p.1.notify_one();
+                });
+                assert!(me.header().waits.load(Acquire).is_null());
+                assert!(!*g);
+                while !*g {
+                    g = cv.wait(g);
+                    assert!(
+                        me.header().waits.load(Acquire).is_null(),
+                        "a finished condvar wait left a record registered"
+                    );
+                }
+                drop(g);
+                t.join().unwrap();
+            })
+            .unwrap();
     }
 }

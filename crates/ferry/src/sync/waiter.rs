@@ -531,6 +531,8 @@ impl WaitList {
 
 #[cfg(test)]
 mod tests {
+    use std::pin::pin;
+
     use super::*;
 
     /// A site for waiters no thread is terminated in.
@@ -563,27 +565,33 @@ mod tests {
                 drop(never_queued);
                 assert_eq!(me.ref_count(), base);
 
+                // A queued waiter is registered with its thread by its
+                // address: each is pinned and dropped where it stands, at
+                // the end of its block (a `drop(w)` would move it).
                 let mut list = WaitList::new();
-                let woken = entry.waiter(site());
-                // SAFETY: in no list, and it outlives its time in this one
-                // (popped below).
-                unsafe { list.push_back(&woken) };
-                let wake = list.pop_front().expect("queued above");
-                assert!(woken.is_woken());
+                let wake = {
+                    let woken = pin!(entry.waiter(site()));
+                    // SAFETY: in no list, and it outlives its time in this
+                    // one (popped below), pinned.
+                    unsafe { list.push_back(&woken) };
+                    let wake = list.pop_front().expect("queued above");
+                    assert!(woken.is_woken());
+                    wake
+                };
                 // The wake holds its own reference, which outlives the
                 // woken waiter's.
-                drop(woken);
                 assert_eq!(me.ref_count(), base + 1);
                 drop(wake);
                 assert_eq!(me.ref_count(), base);
 
-                let removed = entry.waiter(site());
-                // SAFETY: as above (removed below).
-                unsafe {
-                    list.push_back(&removed);
-                    list.remove(&removed);
+                {
+                    let removed = pin!(entry.waiter(site()));
+                    // SAFETY: as above (removed below).
+                    unsafe {
+                        list.push_back(&removed);
+                        list.remove(&removed);
+                    }
                 }
-                drop(removed);
                 assert_eq!(me.ref_count(), base);
                 assert!(list.is_empty());
             })
