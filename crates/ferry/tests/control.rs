@@ -365,6 +365,21 @@ fn unsliced<T: Send + 'static>(what: &str, n: usize, f: impl FnOnce() -> T + Sen
     })
 }
 
+/// [`unsliced`], with `ferry::fs` on its blocking handoff (no io_uring): the
+/// reader tests below are about a thread inside a blocking kernel call,
+/// which a read of `ferry::fs` is only on that path (through the ring, a
+/// read that must wait parks the thread instead; `tests/fs_ring.rs`).
+fn unsliced_blocking_fs<T: Send + 'static>(
+    what: &str,
+    n: usize,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let what = format!("{what}: a thread that was told to stop did not");
+    common::within(WATCHDOG, &what, move || {
+        rt(n).time_slice(None).io_uring(false).run(f).unwrap()
+    })
+}
+
 /// Spawns a thread that counts in a loop that never switches, until `stop`.
 fn spinner(count: &Arc<AtomicU64>, stop: &Arc<AtomicBool>) -> ferry::JoinHandle<u64> {
     let (c, s) = (Arc::clone(count), Arc::clone(stop));
@@ -503,7 +518,7 @@ fn stop_in_call(t: &ferry::Thread) {
 #[test]
 fn a_thread_in_a_blocking_read_is_stopped_in_the_call_and_stops_when_it_returns() {
     for n in [1, 2] {
-        unsliced("suspend a reader", n, || {
+        unsliced_blocking_fs("suspend a reader", n, || {
             let (r, mut w) = pipe();
             let after = Arc::new(AtomicBool::new(false));
             let h = reader(r, &after);
@@ -528,7 +543,7 @@ fn a_thread_in_a_blocking_read_is_stopped_in_the_call_and_stops_when_it_returns(
 #[test]
 fn a_thread_in_a_blocking_read_is_terminated() {
     for n in [1, 2] {
-        unsliced("terminate a reader", n, || {
+        unsliced_blocking_fs("terminate a reader", n, || {
             let (r, _w) = pipe();
             let after = Arc::new(AtomicBool::new(false));
             let h = reader(r, &after);
@@ -546,7 +561,7 @@ fn a_thread_in_a_blocking_read_is_terminated() {
 #[test]
 fn abort_makes_a_blocking_read_fail_with_eintr() {
     for n in [1, 2] {
-        unsliced("abort a reader", n, || {
+        unsliced_blocking_fs("abort a reader", n, || {
             let (r, _w) = pipe();
             let after = Arc::new(AtomicBool::new(false));
             let h = reader(r, &after);
