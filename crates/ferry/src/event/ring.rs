@@ -48,12 +48,20 @@
 //! did). The kernel thus never writes freed memory, and a terminated
 //! thread's record is freed once the kernel is done with it. Records in
 //! flight when the runtime ends are leaked, never freed under the kernel.
+//!
+//! # Cancellation
+//!
+//! A waiting owner is watched by its thread id ([`cancel`]): an abort
+//! or a terminator submits `IORING_OP_ASYNC_CANCEL` for the record, and
+//! the operation completes soon, with `-ECANCELED` (or `-EINTR`) unless
+//! it completed first, whose result then stands.
 
 /// The atomics `state` uses (its loom model swaps in loom's).
 mod atomic {
     pub(crate) use std::sync::atomic::{AtomicU32, Ordering};
 }
 
+mod cancel;
 pub(crate) mod state;
 
 use std::cell::UnsafeCell;
@@ -133,7 +141,8 @@ impl fmt::Display for Backend {
 pub struct RingStats {
     /// Operations completed (reaped) since the ring was made.
     pub completed: u64,
-    /// Operations submitted and not yet reaped.
+    /// Entries submitted (operations, and the cancels of some) and not
+    /// yet reaped.
     pub in_flight: usize,
     /// Operation records alive: in flight, or completed and not yet taken
     /// by their thread. A thread terminated while it waited leaves none
@@ -142,6 +151,10 @@ pub struct RingStats {
     /// Reads served on the calling thread by `preadv2` with `RWF_NOWAIT`
     /// (the data was in the page cache), with no ring entry.
     pub reads_without_ring: u64,
+    /// Cancels submitted for a waiting thread's operation: by
+    /// [`Thread::abort`](crate::Thread::abort), or by the termination of
+    /// a thread that waited on the ring.
+    pub cancels: u64,
 }
 
 /// One file operation to start; the borrowed data is copied into the
@@ -178,6 +191,9 @@ struct Op {
     word: AtomicU32,
     /// The completion's result (`res`), stored before `word` says DONE.
     result: AtomicI32,
+    /// Whether an abort cancelled the operation; written and read under
+    /// the ring's watch lock ([`cancel`]).
+    aborted: AtomicBool,
     /// Whom the completion wakes.
     who: Unparker,
     /// The data the kernel reads or writes.
@@ -216,22 +232,28 @@ impl Pending {
         self.0.as_ptr().cast_const().cast()
     }
 
-    /// After [`Pending::is_done`]: the result (bytes, or a new descriptor)
-    /// and the record's buffer; frees the record.
-    pub(crate) fn finish(self) -> (io::Result<u32>, Vec<u8>) {
+    /// After [`Pending::is_done`], and after the owner stopped being
+    /// watched ([`Uring::unwatch`]): the result (bytes, or a new
+    /// descriptor), the record's buffer, and whether an abort cancelled
+    /// the operation (the result is then `EINTR`; an operation that
+    /// completed before the cancel keeps its own result, and says
+    /// `false`); frees the record.
+    pub(crate) fn finish(self) -> (io::Result<u32>, Vec<u8>, bool) {
         debug_assert!(self.is_done());
         // SAFETY: done, so the kernel and the reaper let go of the record
         // (the reaper's last touch is the swap `is_done` saw), and only
         // this handle names it: it was `Box::into_raw`'d in `start`.
         let op = unsafe { Box::from_raw(self.0.as_ptr()) };
         let res = op.result.load(Relaxed);
+        let aborted = op.aborted.load(Relaxed) && (res == -libc::ECANCELED || res == -libc::EINTR);
+        let res = if aborted { -libc::EINTR } else { res };
         let result = if res < 0 {
             Err(io::Error::from_raw_os_error(-res))
         } else {
             Ok(res.unsigned_abs())
         };
         let mut op = op;
-        (result, std::mem::take(op.buf.get_mut()))
+        (result, std::mem::take(op.buf.get_mut()), aborted)
     }
 }
 
@@ -241,7 +263,7 @@ impl Pending {
 /// # Safety
 /// `op` is [`Pending::as_ptr`] of a handle whose thread has stopped for
 /// good, never finished, and this is called once for it.
-pub(crate) unsafe fn abandon(op: *const ()) {
+unsafe fn abandon(op: *const ()) {
     let op = op.cast::<Op>();
     // SAFETY: the record lives until both the reaper and this abandon
     // passed its word (the contract: never finished).
@@ -264,6 +286,10 @@ pub(crate) struct Uring {
     records: AtomicUsize,
     /// Reads served without the ring ([`Uring::read_now`]).
     reads_now: AtomicU64,
+    /// The owners that wait, by thread id ([`cancel`]).
+    watched: cancel::Watched,
+    /// Cancels submitted.
+    cancels: AtomicU64,
     /// The reactor whose epoll set holds `eventfd`.
     reactor: Arc<Reactor>,
     /// Registered with the ring; closed after it.
@@ -291,6 +317,8 @@ impl Uring {
             completed: AtomicU64::new(0),
             records: AtomicUsize::new(0),
             reads_now: AtomicU64::new(0),
+            watched: cancel::Watched::default(),
+            cancels: AtomicU64::new(0),
             reactor,
             _eventfd: eventfd,
         })
@@ -308,6 +336,7 @@ impl Uring {
             in_flight: self.in_flight.load(Relaxed),
             records: self.records.load(Relaxed),
             reads_without_ring: self.reads_now.load(Relaxed),
+            cancels: self.cancels.load(Relaxed),
         }
     }
 
@@ -360,6 +389,7 @@ impl Uring {
         let op = Box::new(Op {
             word: state::new(),
             result: AtomicI32::new(0),
+            aborted: AtomicBool::new(false),
             who,
             buf: UnsafeCell::new(buf),
             path,
@@ -487,7 +517,13 @@ impl Uring {
                 }
                 n
             };
+            let mut ops = 0;
             for &(data, res) in &done[..n] {
+                if data == cancel::CANCEL_DATA {
+                    // A cancel's own completion: its target's comes apart.
+                    continue;
+                }
+                ops += 1;
                 let op = data as *mut Op;
                 // SAFETY: `data` is the address of a record `start` leaked
                 // and submitted; it lives until its word's second party
@@ -504,7 +540,7 @@ impl Uring {
                 }
             }
             self.in_flight.fetch_sub(n, Release);
-            self.completed.fetch_add(n as u64, Relaxed);
+            self.completed.fetch_add(ops, Relaxed);
             total += n;
             if n < REAP {
                 return total;
@@ -564,6 +600,12 @@ impl Ring {
             Ok(_) => Backend::IoUring,
             Err(why) => Backend::Blocking(why.clone()),
         }
+    }
+
+    /// Aborts the ring wait of thread `thread` ([`Uring::abort`]); false
+    /// without a ring.
+    pub(crate) fn abort(&self, thread: u64) -> bool {
+        self.get().is_some_and(|u| u.abort(thread))
     }
 
     /// The ring's counts (zero without a ring).
