@@ -21,14 +21,14 @@
 //! |-----|-------|------|
 //! | a thread starting an operation | the submission lock | pushes one entry, then `io_uring_enter` (a read of a cached page often completes inside it) |
 //! | the same thread, right after its submission | the completion lock (`try_lock`) | reaps as below: a read of a cached page is then done before the thread would park |
-//! | a processor, at every switch and in its idle spin ([`Every::Switch`]) while operations are in flight | the completion lock (`try_lock`: one reaper at a time, the others go on) | takes up to [`REAP`] completions, lets go of the lock, then completes their records |
+//! | a processor, at every switch and in its idle spin ([`Every::Switch`](super::Every::Switch)) while operations are in flight | the completion lock (`try_lock`: one reaper at a time, the others go on) | takes up to [`REAP`] completions, lets go of the lock, then completes their records |
 //! | the idle poller | — | blocks in the reactor's `epoll_wait`, whose set holds the ring's eventfd (`IORING_REGISTER_EVENTFD`): a completion ends the wait, and the processor reaps as a busy one would |
 //!
 //! One lock per queue, not one ring per processor: a ring per processor
 //! would need each processor's eventfd in the epoll set and a completion
 //! would still have to reach the owner wherever it runs; submissions are
 //! a few hundred nanoseconds under the lock against microseconds in the
-//! kernel. [`Source::is_ready`] is one load while nothing is in flight
+//! kernel. [`Source::is_ready`](super::Source::is_ready) is one load while nothing is in flight
 //! (the count of operations in flight) and a `try_lock` and two loads of
 //! the completion queue otherwise.
 //!
@@ -62,7 +62,10 @@ mod atomic {
 }
 
 mod cancel;
+mod source;
 pub(crate) mod state;
+
+pub(crate) use source::Ring;
 
 use std::cell::UnsafeCell;
 use std::ffi::CString;
@@ -72,13 +75,11 @@ use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use io_uring::{IoUring, opcode, squeue, types};
 
 use super::readiness::{Reactor, Readiness};
-use super::{Deliver, Every, Source};
 use crate::header::Unparker;
 
 /// Submission queue entries (the completion queue is twice as long).
@@ -546,94 +547,5 @@ impl Uring {
                 return total;
             }
         }
-    }
-}
-
-/// The ring source of one runtime: the ring once made, or why there is
-/// none.
-pub(crate) struct Ring {
-    made: OnceLock<Result<Arc<Uring>, Fallback>>,
-    /// Whether the builder allows the ring (set before threads run).
-    allowed: AtomicBool,
-}
-
-impl Ring {
-    pub(crate) fn new() -> Ring {
-        Ring {
-            made: OnceLock::new(),
-            allowed: AtomicBool::new(true),
-        }
-    }
-
-    /// Allows or forbids the ring ([`crate::Builder::io_uring`]); only
-    /// before the first file operation.
-    pub(crate) fn allow(&self, on: bool) {
-        self.allowed.store(on, Relaxed);
-    }
-
-    /// The ring if it is made.
-    #[inline]
-    fn get(&self) -> Option<&Arc<Uring>> {
-        self.made.get().and_then(|m| m.as_ref().ok())
-    }
-
-    /// The ring, made now if this is the first ask, or why there is none.
-    pub(crate) fn get_or_make(&self, readiness: &Readiness) -> Result<&Arc<Uring>, &Fallback> {
-        self.made
-            .get_or_init(|| {
-                if !self.allowed.load(Relaxed) {
-                    return Err(Fallback::Builder);
-                }
-                if std::env::var_os("FERRY_IO_URING").is_some_and(|v| v == "0") {
-                    return Err(Fallback::Environment);
-                }
-                Uring::new(readiness)
-                    .map(Arc::new)
-                    .map_err(|e| Fallback::Kernel(e.raw_os_error().unwrap_or(libc::EIO)))
-            })
-            .as_ref()
-    }
-
-    /// How file operations run (makes the ring if nobody asked yet).
-    pub(crate) fn backend(&self, readiness: &Readiness) -> Backend {
-        match self.get_or_make(readiness) {
-            Ok(_) => Backend::IoUring,
-            Err(why) => Backend::Blocking(why.clone()),
-        }
-    }
-
-    /// Aborts the ring wait of thread `thread` ([`Uring::abort`]); false
-    /// without a ring.
-    pub(crate) fn abort(&self, thread: u64) -> bool {
-        self.get().is_some_and(|u| u.abort(thread))
-    }
-
-    /// The ring's counts (zero without a ring).
-    pub(crate) fn stats(&self) -> RingStats {
-        self.get().map_or_else(RingStats::default, |u| u.stats())
-    }
-}
-
-/// Threads waiting on the ring are woken when a processor reaps at a
-/// switch or in its idle spin, or when the poller's `epoll_wait` returns
-/// for the ring's eventfd and its processor reaps.
-impl Source for Ring {
-    const EVERY: Every = Every::Switch;
-
-    #[inline]
-    fn is_ready(&self) -> bool {
-        self.get().is_some_and(|u| u.has_completions())
-    }
-
-    fn deliver(&self, _to: &mut dyn Deliver) {
-        // The woken threads reach their processors through their own
-        // scheduler, not through `to`.
-        if let Some(u) = self.get() {
-            u.reap();
-        }
-    }
-
-    fn until_next(&self) -> Option<Duration> {
-        None
     }
 }

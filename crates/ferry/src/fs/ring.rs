@@ -24,6 +24,7 @@
 //!
 //! [`Thread::abort`]: crate::Thread::abort
 
+use std::cell::Cell;
 use std::ffi::CString;
 use std::io;
 use std::marker::PhantomPinned;
@@ -33,7 +34,7 @@ use std::path::Path;
 use std::pin::pin;
 use std::ptr;
 
-use crate::event::ring::{Pending, Request, Uring};
+use crate::event::ring::{Request, Uring};
 use crate::header::Unparker;
 use crate::header::wait_record::{WaitRecord, register, unregister};
 
@@ -51,7 +52,8 @@ fn with_ring<R>(f: impl FnOnce(&Uring) -> R) -> Option<R> {
 #[repr(C)]
 struct RingWait {
     record: WaitRecord,
-    op: *const (),
+    /// The operation's record once started; null before.
+    op: Cell<*const ()>,
     /// The waiting thread's id, by which the ring watches it.
     thread: u64,
     uring: *const Uring,
@@ -59,8 +61,9 @@ struct RingWait {
 }
 
 impl RingWait {
-    /// The terminator's side: the operation is cancelled and the record
-    /// goes to the ring, and the reactor stops counting the waiter.
+    /// The terminator's side: the operation (if started) is cancelled and
+    /// its record goes to the ring, and the reactor stops counting the
+    /// waiter.
     ///
     /// # Safety
     /// `r` is the record of a live `RingWait` whose thread has stopped for
@@ -72,9 +75,13 @@ impl RingWait {
         // SAFETY: the runtime (which holds the ring) outlives its
         // threads' waits.
         let u = unsafe { &*w.uring };
-        // SAFETY: the handle was never finished (its thread, `w.thread`,
-        // stopped in the park loop), and a record is abandoned once.
-        unsafe { u.abandon(w.thread, w.op) };
+        let op = w.op.get();
+        if !op.is_null() {
+            // SAFETY: the handle was never finished (its thread,
+            // `w.thread`, stopped before `finish`, which comes after the
+            // record is unregistered), and a record is abandoned once.
+            unsafe { u.abandon(w.thread, op) };
+        }
         u.reactor().wait_ends();
         true
     }
@@ -84,19 +91,7 @@ impl RingWait {
 /// the result and the record's buffer.
 fn run(u: &Uring, req: &Request<'_>) -> (io::Result<u32>, Vec<u8>) {
     loop {
-        let reactor = u.reactor();
-        reactor.wait_begins();
-        let pending = match u.start(req.clone(), Unparker::current()) {
-            Ok(p) => p,
-            Err(e) => {
-                reactor.wait_ends();
-                return (Err(e), Vec::new());
-            }
-        };
-        // A cached read or write often completed inside the submission:
-        // reap it now rather than at the next tick or idle look.
-        u.reap();
-        match wait(u, pending) {
+        match wait(u, req) {
             // Interrupted, and not by `Thread::abort`: again.
             (Err(e), _, false) if e.kind() == io::ErrorKind::Interrupted => continue,
             (res, buf, _) => return (res, buf),
@@ -104,13 +99,14 @@ fn run(u: &Uring, req: &Request<'_>) -> (io::Result<u32>, Vec<u8>) {
     }
 }
 
-/// Parks until `pending` completes; ends the reactor's count of this
-/// waiter. Also whether an abort cancelled the operation.
-fn wait(u: &Uring, pending: Pending) -> (io::Result<u32>, Vec<u8>, bool) {
+/// Starts `req` and parks until it completes, counted as a waiter of the
+/// reactor meanwhile: the result, the buffer, and whether an abort
+/// cancelled the operation.
+fn wait(u: &Uring, req: &Request<'_>) -> (io::Result<u32>, Vec<u8>, bool) {
     let thread_id = crate::thread::try_current().map(|me| me.id().as_u64());
     let w = pin!(RingWait {
         record: WaitRecord::new(RingWait::abandon_record),
-        op: pending.as_ptr(),
+        op: Cell::new(ptr::null()),
         thread: thread_id.unwrap_or(0),
         uring: u,
         _pinned: PhantomPinned,
@@ -122,11 +118,35 @@ fn wait(u: &Uring, pending: Pending) -> (io::Result<u32>, Vec<u8>, bool) {
         Unparker::Ferry(t) => Some(unsafe { t.as_ptr().as_ref() }),
         Unparker::Kernel(_) => None,
     };
+    // No stop between the count, the registration, the submission and
+    // the record's address stored: a thread terminated in between would
+    // leave an operation nobody cancels or a count nobody ends.
+    let critical = crate::upcall::critical_enter();
+    u.reactor().wait_begins();
     if let Some(h) = thread {
         // SAFETY: `h` is the running caller's own block, and the record
         // stays in place (pinned) until it is unregistered below.
         unsafe { register(&h.waits, &w.record) };
     }
+    let started = u.start(req.clone(), who.clone());
+    if let Ok(p) = &started {
+        w.op.set(p.as_ptr());
+    }
+    drop(critical);
+    let pending = match started {
+        Ok(p) => p,
+        Err(e) => {
+            if let Some(h) = thread {
+                // SAFETY: registered above by this thread.
+                unsafe { unregister(&h.waits, &w.record) };
+            }
+            u.reactor().wait_ends();
+            return (Err(e), Vec::new(), false);
+        }
+    };
+    // A cached read or write often completed inside the submission: reap
+    // it now rather than at the next tick or idle look.
+    u.reap();
     if let Some(id) = thread_id {
         u.watch(id, &pending);
     }
