@@ -41,10 +41,20 @@ impl Drop for TempPath {
 /// Runs `f` on a one-processor runtime with the ring on or off, under the
 /// watchdog; `f` is told whether the ring is the path.
 fn on<T: Send + 'static>(what: &str, ring: bool, f: impl FnOnce(bool) -> T + Send + 'static) -> T {
-    let what = format!("{what} (io_uring {ring})");
+    on_processors(what, 1, ring, f)
+}
+
+/// As [`on`], on `processors` processors.
+fn on_processors<T: Send + 'static>(
+    what: &str,
+    processors: usize,
+    ring: bool,
+    f: impl FnOnce(bool) -> T + Send + 'static,
+) -> T {
+    let what = format!("{what} (io_uring {ring}, P={processors})");
     common::within(WATCHDOG, &what, move || {
         Runtime::builder()
-            .processors(1)
+            .processors(processors)
             .io_uring(ring)
             .run(move || {
                 let used = match Handle::current().fs_backend() {
@@ -184,37 +194,134 @@ fn errors_and_short_reads_match_std_on_both_paths() {
     }
 }
 
+/// A pipe's read end as a ferry file, and its write end.
+fn pipe() -> (File, io::PipeWriter) {
+    let (r, w) = std::io::pipe().unwrap();
+    let r = File::from_std(std::fs::File::from(std::os::fd::OwnedFd::from(r)));
+    (r, w)
+}
+
+/// Waits (yielding) until `n` operations are in flight in the ring.
+fn until_in_flight(h: &Handle, n: usize) {
+    while h.fs_ring_stats().in_flight != n {
+        ferry::yield_now();
+    }
+}
+
 #[test]
-fn a_thread_terminated_in_the_ring_leaves_no_record() {
-    on("terminated", true, |used| {
+fn a_thread_terminated_in_the_ring_returns_promptly_and_leaves_no_record() {
+    for processors in [1, 2] {
+        on_processors("terminated", processors, true, |used| {
+            if !used {
+                return;
+            }
+            let h = Handle::current();
+            let before = h.fs_ring_stats();
+            // The write end stays open and empty: only the cancel ends
+            // the read.
+            let (reader, _writer) = pipe();
+            let waiter = ferry::spawn(move || {
+                let mut buf = [0u8; 16];
+                (&reader).read(&mut buf).map_err(|e| e.kind())
+            });
+            until_in_flight(&h, 1);
+            assert_eq!(h.fs_ring_stats().records, 1);
+            // SAFETY: the waiter's frame holds nothing whose destructor
+            // must run, and nothing outside points into it but ferry's
+            // own wait.
+            unsafe { waiter.thread().terminate(Ok::<usize, io::ErrorKind>(4242)) }.unwrap();
+            assert_eq!(waiter.join().unwrap(), Ok(4242), "the termination value");
+            // The cancel completes the read; a processor reaps it and
+            // frees the abandoned record.
+            until_in_flight(&h, 0);
+            let after = h.fs_ring_stats();
+            assert_eq!(after.records, 0, "the reaper freed the record");
+            assert_eq!(after.cancels - before.cancels, 1);
+            assert_eq!(after.completed - before.completed, 1);
+        });
+    }
+}
+
+#[test]
+fn an_abort_cancels_a_ring_read_of_an_empty_pipe() {
+    for processors in [1, 2] {
+        on_processors("abort", processors, true, move |used| {
+            if !used {
+                return;
+            }
+            let h = Handle::current();
+            let before = h.fs_ring_stats();
+            let (reader, mut writer) = pipe();
+            let waiter = ferry::spawn(move || {
+                let mut buf = [0u8; 16];
+                let first = (&reader).read(&mut buf).map_err(|e| e.kind());
+                // The file is still usable after the abort.
+                let n = (&reader).read(&mut buf).unwrap();
+                (first, buf[..n].to_vec())
+            });
+            until_in_flight(&h, 1);
+            // On one processor the reader parked before this runs: it
+            // waits in the ring. On two it may still be between its
+            // submission and its wait, where there is nothing to abort
+            // (false); the watchdog fails an abort that never lands.
+            if processors == 1 {
+                assert!(waiter.thread().abort(), "the thread waits in the ring");
+            } else {
+                while !waiter.thread().abort() {
+                    ferry::yield_now();
+                }
+            }
+            // The second read waits in the ring again.
+            while h.fs_ring_stats().completed - before.completed != 1
+                || h.fs_ring_stats().in_flight != 1
+            {
+                ferry::yield_now();
+            }
+            writer.write_all(b"after").unwrap();
+            let (first, data) = waiter.join().unwrap();
+            assert_eq!(first, Err(io::ErrorKind::Interrupted));
+            assert_eq!(data, b"after");
+            until_in_flight(&h, 0);
+            let after = h.fs_ring_stats();
+            assert_eq!((after.records, after.in_flight), (0, 0));
+            assert_eq!(after.cancels - before.cancels, 1);
+            assert_eq!(after.completed - before.completed, 2);
+            assert!(!ferry::current().abort(), "a thread in no wait");
+        });
+    }
+}
+
+#[test]
+fn an_abort_after_the_read_completed_leaves_its_data() {
+    on("abort late", true, |used| {
         if !used {
             return;
         }
         let h = Handle::current();
-        let (reader, mut writer) = std::io::pipe().unwrap();
-        let reader = File::from_std(std::fs::File::from(std::os::fd::OwnedFd::from(reader)));
+        let before = h.fs_ring_stats();
+        let (reader, mut writer) = pipe();
         let waiter = ferry::spawn(move || {
             let mut buf = [0u8; 16];
-            let _ = (&reader).read(&mut buf);
+            let n = (&reader).read(&mut buf).unwrap();
+            buf[..n].to_vec()
         });
-        while h.fs_ring_stats().in_flight == 0 {
+        until_in_flight(&h, 1);
+        // Held once its completion wakes it: it is still in its ring wait,
+        // its operation complete, when the abort comes.
+        let t = waiter.thread();
+        t.suspend();
+        t.wait_suspended(true);
+        writer.write_all(b"data").unwrap();
+        while h.fs_ring_stats().completed == before.completed {
             ferry::yield_now();
         }
-        assert_eq!(h.fs_ring_stats().records, 1);
-        // SAFETY: the waiter's frame holds nothing whose destructor must
-        // run, and nothing outside points into it but ferry's own wait.
-        unsafe { waiter.thread().terminate(()) }.unwrap();
-        assert!(waiter.join().is_ok());
-        assert_eq!(
-            h.fs_ring_stats().records,
-            1,
-            "the kernel still owns the buffer"
-        );
-        writer.write_all(b"late").unwrap();
-        while h.fs_ring_stats().in_flight != 0 {
-            ferry::yield_now();
-        }
-        assert_eq!(h.fs_ring_stats().records, 0, "the reaper freed the record");
+        assert!(t.abort(), "the thread has not left its ring wait");
+        t.resume();
+        assert_eq!(waiter.join().unwrap(), b"data", "the read's own result");
+        until_in_flight(&h, 0);
+        let after = h.fs_ring_stats();
+        assert_eq!(after.records, 0);
+        assert_eq!(after.cancels - before.cancels, 1);
     });
 }
 

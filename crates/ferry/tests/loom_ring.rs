@@ -12,11 +12,19 @@
 //! value). Loom reports any of these accesses that is not ordered after
 //! the free's predecessor (a free while the reaper may still write, a read
 //! of freed memory), and a count of frees checks that there is one.
+//!
+//! The cancel (`src/event/ring/cancel.rs`) adds the watch lock: an
+//! aborter names the record in a cancel only under the lock and while
+//! the owner is watched; the owner unwatches under the lock before it
+//! frees; a terminator unwatches and cancels under the lock, then
+//! abandons. The cancel's naming of the record reads a second cell,
+//! which a free writes, so loom reports a cancel that may name a freed
+//! record; a variant whose owner frees before it unwatches must fail.
 
 use loom::cell::UnsafeCell;
-use loom::sync::Arc;
 use loom::sync::atomic::AtomicUsize;
 use loom::sync::atomic::Ordering::Relaxed;
+use loom::sync::{Arc, Mutex};
 
 /// What `state` reaches through `super::atomic`.
 mod atomic {
@@ -41,6 +49,11 @@ struct Record {
     memory: UnsafeCell<i32>,
     /// Frees made.
     frees: AtomicUsize,
+    /// Whether the record is freed: written by a free, read by a cancel
+    /// that names the record.
+    freed: UnsafeCell<bool>,
+    /// The watch lock's entry for the owner: whether it is watched.
+    watched: Mutex<bool>,
 }
 
 impl Record {
@@ -49,6 +62,8 @@ impl Record {
             word: state::new(),
             memory: UnsafeCell::new(0),
             frees: AtomicUsize::new(0),
+            freed: UnsafeCell::new(false),
+            watched: Mutex::new(true),
         }
     }
 
@@ -59,6 +74,42 @@ impl Record {
             assert_ne!(*m, FREED, "freed twice");
             *m = FREED;
         });
+        // SAFETY: as above.
+        self.freed.with_mut(|f| unsafe { *f = true });
+    }
+
+    /// A cancel naming the record, under the watch lock.
+    fn name_in_cancel(&self) {
+        // SAFETY: the model's claim: a cancel names a live record.
+        self.freed
+            .with(|f| assert!(!unsafe { *f }, "a cancel named a freed record"));
+    }
+
+    /// An aborter: cancels the operation if the owner is watched.
+    fn abort(&self) {
+        let watched = self.watched.lock().unwrap();
+        if *watched {
+            self.name_in_cancel();
+        }
+        drop(watched);
+    }
+
+    /// The owner that runs: waits for DONE, unwatches (after the free if
+    /// `broken`), takes the result and frees.
+    fn own(&self, broken: bool) {
+        while !state::is_done(&self.word) {
+            loom::thread::yield_now();
+        }
+        if !broken {
+            *self.watched.lock().unwrap() = false;
+        }
+        // SAFETY: done: the reaper's write is visible and it let go.
+        let got = self.memory.with(|m| unsafe { *m });
+        assert_eq!(got, RESULT);
+        self.free();
+        if broken {
+            *self.watched.lock().unwrap() = false;
+        }
     }
 
     /// The reaper: stores the result, completes, frees if abandoned.
@@ -120,5 +171,63 @@ fn a_terminated_owner_s_record_is_freed_once_by_whoever_comes_second() {
             "freed {} times",
             r.frees.load(Relaxed)
         );
+    });
+}
+
+/// Runs an owner (correct, or freeing before it unwatches), a reaper and
+/// an aborter.
+fn owner_reaper_aborter(broken: bool) {
+    loom::model(move || {
+        let r = Arc::new(Record::new());
+        let reaper = {
+            let r = Arc::clone(&r);
+            loom::thread::spawn(move || r.reap())
+        };
+        let aborter = {
+            let r = Arc::clone(&r);
+            loom::thread::spawn(move || r.abort())
+        };
+        r.own(broken);
+        reaper.join().unwrap();
+        aborter.join().unwrap();
+        assert_eq!(r.frees.load(Relaxed), 1);
+    });
+}
+
+#[test]
+fn an_abort_names_a_live_record_whatever_the_completion_does() {
+    owner_reaper_aborter(false);
+}
+
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn an_owner_that_frees_before_it_unwatches_lets_a_cancel_name_a_freed_record() {
+    owner_reaper_aborter(true);
+}
+
+#[test]
+fn a_terminator_cancels_a_live_record_and_it_is_freed_once() {
+    loom::model(|| {
+        let r = Arc::new(Record::new());
+        let reaper = {
+            let r = Arc::clone(&r);
+            loom::thread::spawn(move || r.reap())
+        };
+        let aborter = {
+            let r = Arc::clone(&r);
+            loom::thread::spawn(move || r.abort())
+        };
+        // The terminator: unwatch and cancel under the lock, then abandon.
+        {
+            let mut watched = r.watched.lock().unwrap();
+            *watched = false;
+            r.name_in_cancel();
+        }
+        if state::abandon(&r.word) {
+            r.free();
+        }
+        reaper.join().unwrap();
+        aborter.join().unwrap();
+        assert_eq!(r.frees.load(Relaxed), 1);
     });
 }

@@ -21,14 +21,14 @@
 //! |-----|-------|------|
 //! | a thread starting an operation | the submission lock | pushes one entry, then `io_uring_enter` (a read of a cached page often completes inside it) |
 //! | the same thread, right after its submission | the completion lock (`try_lock`) | reaps as below: a read of a cached page is then done before the thread would park |
-//! | a processor, at every switch and in its idle spin ([`Every::Switch`]) while operations are in flight | the completion lock (`try_lock`: one reaper at a time, the others go on) | takes up to [`REAP`] completions, lets go of the lock, then completes their records |
+//! | a processor, at every switch and in its idle spin ([`Every::Switch`](super::Every::Switch)) while operations are in flight | the completion lock (`try_lock`: one reaper at a time, the others go on) | takes up to [`REAP`] completions, lets go of the lock, then completes their records |
 //! | the idle poller | — | blocks in the reactor's `epoll_wait`, whose set holds the ring's eventfd (`IORING_REGISTER_EVENTFD`): a completion ends the wait, and the processor reaps as a busy one would |
 //!
 //! One lock per queue, not one ring per processor: a ring per processor
 //! would need each processor's eventfd in the epoll set and a completion
 //! would still have to reach the owner wherever it runs; submissions are
 //! a few hundred nanoseconds under the lock against microseconds in the
-//! kernel. [`Source::is_ready`] is one load while nothing is in flight
+//! kernel. [`Source::is_ready`](super::Source::is_ready) is one load while nothing is in flight
 //! (the count of operations in flight) and a `try_lock` and two loads of
 //! the completion queue otherwise.
 //!
@@ -48,13 +48,24 @@
 //! did). The kernel thus never writes freed memory, and a terminated
 //! thread's record is freed once the kernel is done with it. Records in
 //! flight when the runtime ends are leaked, never freed under the kernel.
+//!
+//! # Cancellation
+//!
+//! A waiting owner is watched by its thread id ([`cancel`]): an abort
+//! or a terminator submits `IORING_OP_ASYNC_CANCEL` for the record, and
+//! the operation completes soon, with `-ECANCELED` (or `-EINTR`) unless
+//! it completed first, whose result then stands.
 
 /// The atomics `state` uses (its loom model swaps in loom's).
 mod atomic {
     pub(crate) use std::sync::atomic::{AtomicU32, Ordering};
 }
 
+mod cancel;
+mod source;
 pub(crate) mod state;
+
+pub(crate) use source::Ring;
 
 use std::cell::UnsafeCell;
 use std::ffi::CString;
@@ -64,13 +75,11 @@ use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use io_uring::{IoUring, opcode, squeue, types};
 
 use super::readiness::{Reactor, Readiness};
-use super::{Deliver, Every, Source};
 use crate::header::Unparker;
 
 /// Submission queue entries (the completion queue is twice as long).
@@ -133,7 +142,8 @@ impl fmt::Display for Backend {
 pub struct RingStats {
     /// Operations completed (reaped) since the ring was made.
     pub completed: u64,
-    /// Operations submitted and not yet reaped.
+    /// Entries submitted (operations, and the cancels of some) and not
+    /// yet reaped.
     pub in_flight: usize,
     /// Operation records alive: in flight, or completed and not yet taken
     /// by their thread. A thread terminated while it waited leaves none
@@ -142,6 +152,10 @@ pub struct RingStats {
     /// Reads served on the calling thread by `preadv2` with `RWF_NOWAIT`
     /// (the data was in the page cache), with no ring entry.
     pub reads_without_ring: u64,
+    /// Cancels submitted for a waiting thread's operation: by
+    /// [`Thread::abort`](crate::Thread::abort), or by the termination of
+    /// a thread that waited on the ring.
+    pub cancels: u64,
 }
 
 /// One file operation to start; the borrowed data is copied into the
@@ -178,6 +192,9 @@ struct Op {
     word: AtomicU32,
     /// The completion's result (`res`), stored before `word` says DONE.
     result: AtomicI32,
+    /// Whether an abort cancelled the operation; written and read under
+    /// the ring's watch lock ([`cancel`]).
+    aborted: AtomicBool,
     /// Whom the completion wakes.
     who: Unparker,
     /// The data the kernel reads or writes.
@@ -216,22 +233,28 @@ impl Pending {
         self.0.as_ptr().cast_const().cast()
     }
 
-    /// After [`Pending::is_done`]: the result (bytes, or a new descriptor)
-    /// and the record's buffer; frees the record.
-    pub(crate) fn finish(self) -> (io::Result<u32>, Vec<u8>) {
+    /// After [`Pending::is_done`], and after the owner stopped being
+    /// watched ([`Uring::unwatch`]): the result (bytes, or a new
+    /// descriptor), the record's buffer, and whether an abort cancelled
+    /// the operation (the result is then `EINTR`; an operation that
+    /// completed before the cancel keeps its own result, and says
+    /// `false`); frees the record.
+    pub(crate) fn finish(self) -> (io::Result<u32>, Vec<u8>, bool) {
         debug_assert!(self.is_done());
         // SAFETY: done, so the kernel and the reaper let go of the record
         // (the reaper's last touch is the swap `is_done` saw), and only
         // this handle names it: it was `Box::into_raw`'d in `start`.
         let op = unsafe { Box::from_raw(self.0.as_ptr()) };
         let res = op.result.load(Relaxed);
+        let aborted = op.aborted.load(Relaxed) && (res == -libc::ECANCELED || res == -libc::EINTR);
+        let res = if aborted { -libc::EINTR } else { res };
         let result = if res < 0 {
             Err(io::Error::from_raw_os_error(-res))
         } else {
             Ok(res.unsigned_abs())
         };
         let mut op = op;
-        (result, std::mem::take(op.buf.get_mut()))
+        (result, std::mem::take(op.buf.get_mut()), aborted)
     }
 }
 
@@ -241,7 +264,7 @@ impl Pending {
 /// # Safety
 /// `op` is [`Pending::as_ptr`] of a handle whose thread has stopped for
 /// good, never finished, and this is called once for it.
-pub(crate) unsafe fn abandon(op: *const ()) {
+unsafe fn abandon(op: *const ()) {
     let op = op.cast::<Op>();
     // SAFETY: the record lives until both the reaper and this abandon
     // passed its word (the contract: never finished).
@@ -264,6 +287,10 @@ pub(crate) struct Uring {
     records: AtomicUsize,
     /// Reads served without the ring ([`Uring::read_now`]).
     reads_now: AtomicU64,
+    /// The owners that wait, by thread id ([`cancel`]).
+    watched: cancel::Watched,
+    /// Cancels submitted.
+    cancels: AtomicU64,
     /// The reactor whose epoll set holds `eventfd`.
     reactor: Arc<Reactor>,
     /// Registered with the ring; closed after it.
@@ -291,6 +318,8 @@ impl Uring {
             completed: AtomicU64::new(0),
             records: AtomicUsize::new(0),
             reads_now: AtomicU64::new(0),
+            watched: cancel::Watched::default(),
+            cancels: AtomicU64::new(0),
             reactor,
             _eventfd: eventfd,
         })
@@ -308,6 +337,7 @@ impl Uring {
             in_flight: self.in_flight.load(Relaxed),
             records: self.records.load(Relaxed),
             reads_without_ring: self.reads_now.load(Relaxed),
+            cancels: self.cancels.load(Relaxed),
         }
     }
 
@@ -360,6 +390,7 @@ impl Uring {
         let op = Box::new(Op {
             word: state::new(),
             result: AtomicI32::new(0),
+            aborted: AtomicBool::new(false),
             who,
             buf: UnsafeCell::new(buf),
             path,
@@ -487,7 +518,13 @@ impl Uring {
                 }
                 n
             };
+            let mut ops = 0;
             for &(data, res) in &done[..n] {
+                if data == cancel::CANCEL_DATA {
+                    // A cancel's own completion: its target's comes apart.
+                    continue;
+                }
+                ops += 1;
                 let op = data as *mut Op;
                 // SAFETY: `data` is the address of a record `start` leaked
                 // and submitted; it lives until its word's second party
@@ -504,94 +541,11 @@ impl Uring {
                 }
             }
             self.in_flight.fetch_sub(n, Release);
-            self.completed.fetch_add(n as u64, Relaxed);
+            self.completed.fetch_add(ops, Relaxed);
             total += n;
             if n < REAP {
                 return total;
             }
         }
-    }
-}
-
-/// The ring source of one runtime: the ring once made, or why there is
-/// none.
-pub(crate) struct Ring {
-    made: OnceLock<Result<Arc<Uring>, Fallback>>,
-    /// Whether the builder allows the ring (set before threads run).
-    allowed: AtomicBool,
-}
-
-impl Ring {
-    pub(crate) fn new() -> Ring {
-        Ring {
-            made: OnceLock::new(),
-            allowed: AtomicBool::new(true),
-        }
-    }
-
-    /// Allows or forbids the ring ([`crate::Builder::io_uring`]); only
-    /// before the first file operation.
-    pub(crate) fn allow(&self, on: bool) {
-        self.allowed.store(on, Relaxed);
-    }
-
-    /// The ring if it is made.
-    #[inline]
-    fn get(&self) -> Option<&Arc<Uring>> {
-        self.made.get().and_then(|m| m.as_ref().ok())
-    }
-
-    /// The ring, made now if this is the first ask, or why there is none.
-    pub(crate) fn get_or_make(&self, readiness: &Readiness) -> Result<&Arc<Uring>, &Fallback> {
-        self.made
-            .get_or_init(|| {
-                if !self.allowed.load(Relaxed) {
-                    return Err(Fallback::Builder);
-                }
-                if std::env::var_os("FERRY_IO_URING").is_some_and(|v| v == "0") {
-                    return Err(Fallback::Environment);
-                }
-                Uring::new(readiness)
-                    .map(Arc::new)
-                    .map_err(|e| Fallback::Kernel(e.raw_os_error().unwrap_or(libc::EIO)))
-            })
-            .as_ref()
-    }
-
-    /// How file operations run (makes the ring if nobody asked yet).
-    pub(crate) fn backend(&self, readiness: &Readiness) -> Backend {
-        match self.get_or_make(readiness) {
-            Ok(_) => Backend::IoUring,
-            Err(why) => Backend::Blocking(why.clone()),
-        }
-    }
-
-    /// The ring's counts (zero without a ring).
-    pub(crate) fn stats(&self) -> RingStats {
-        self.get().map_or_else(RingStats::default, |u| u.stats())
-    }
-}
-
-/// Threads waiting on the ring are woken when a processor reaps at a
-/// switch or in its idle spin, or when the poller's `epoll_wait` returns
-/// for the ring's eventfd and its processor reaps.
-impl Source for Ring {
-    const EVERY: Every = Every::Switch;
-
-    #[inline]
-    fn is_ready(&self) -> bool {
-        self.get().is_some_and(|u| u.has_completions())
-    }
-
-    fn deliver(&self, _to: &mut dyn Deliver) {
-        // The woken threads reach their processors through their own
-        // scheduler, not through `to`.
-        if let Some(u) = self.get() {
-            u.reap();
-        }
-    }
-
-    fn until_next(&self) -> Option<Duration> {
-        None
     }
 }

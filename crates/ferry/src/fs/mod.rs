@@ -87,6 +87,29 @@
 //! retried: a single operation returns `Interrupted` (a composite one goes
 //! on, as std retries it).
 //!
+//! # Abort and termination
+//!
+//! [`Thread::abort`](crate::Thread::abort) and
+//! [`Thread::terminate`](crate::Thread::terminate) reach a thread waiting
+//! in a file operation on either path:
+//!
+//! - **Blocking handoff**: the thread's kernel thread is in the system
+//!   call. An abort interrupts it with a signal (`EINTR`); a terminate
+//!   aborts it the same way and stops the thread when the call returns.
+//! - **Ring**: the thread is parked, and no kernel thread waits. An abort
+//!   submits `IORING_OP_ASYNC_CANCEL` for its operation, which completes
+//!   with `-ECANCELED` (or `-EINTR`), and the call returns `Interrupted`;
+//!   an operation that completed before the cancel keeps its result. A
+//!   terminate stops the parked thread at once, and cancels its
+//!   operation the same way; the operation's buffer, which the ring owns,
+//!   is freed when the cancelled completion is reaped
+//!   ([`RingStats::records`]).
+//!
+//! Either way a read of an empty pipe, or of a FIFO or terminal with
+//! nothing to read, is ended. An operation the kernel cannot interrupt (a
+//! disk read in uninterruptible sleep, or a regular file's read the ring
+//! already started) runs to its end first.
+//!
 //! # Why errno is safe here
 //!
 //! A failing system call reports its error in `errno`, which lives in the

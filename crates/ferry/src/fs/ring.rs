@@ -10,16 +10,21 @@
 //!
 //! # Termination and abort
 //!
-//! A thread parked on an operation registers a [`WaitRecord`] whose
-//! `abandon` gives the record to the ring (see `event::ring`): the kernel
-//! keeps writing the record's own buffer, never the thread's stack, and
-//! the record is freed when the completion arrives. [`Thread::abort`]
-//! does not cut an operation in the ring short: the thread returns when
-//! the kernel completes it (a regular file's read, write, open or fsync
-//! always does).
+//! A thread parked on an operation is watched by the ring for
+//! [`Thread::abort`], which cancels the operation
+//! (`IORING_OP_ASYNC_CANCEL`): the call returns
+//! [`Interrupted`](io::ErrorKind::Interrupted), not retried, unless the
+//! operation completed first (its result then stands). The thread also
+//! registers a [`WaitRecord`] whose `abandon` cancels the operation the
+//! same way and gives the record to the ring (see `event::ring`): the
+//! kernel keeps writing the record's own buffer, never the thread's
+//! stack, and the record is freed when the (cancelled) completion
+//! arrives. An operation the kernel cannot cancel once started (a
+//! regular file's read in progress) runs to its end.
 //!
 //! [`Thread::abort`]: crate::Thread::abort
 
+use std::cell::Cell;
 use std::ffi::CString;
 use std::io;
 use std::marker::PhantomPinned;
@@ -29,8 +34,7 @@ use std::path::Path;
 use std::pin::pin;
 use std::ptr;
 
-use crate::event::readiness::Reactor;
-use crate::event::ring::{self, Pending, Request, Uring};
+use crate::event::ring::{Request, Uring};
 use crate::header::Unparker;
 use crate::header::wait_record::{WaitRecord, register, unregister};
 
@@ -48,14 +52,18 @@ fn with_ring<R>(f: impl FnOnce(&Uring) -> R) -> Option<R> {
 #[repr(C)]
 struct RingWait {
     record: WaitRecord,
-    op: *const (),
-    reactor: *const Reactor,
+    /// The operation's record once started; null before.
+    op: Cell<*const ()>,
+    /// The waiting thread's id, by which the ring watches it.
+    thread: u64,
+    uring: *const Uring,
     _pinned: PhantomPinned,
 }
 
 impl RingWait {
-    /// The terminator's side: the record goes to the ring, and the
-    /// reactor stops counting the waiter.
+    /// The terminator's side: the operation (if started) is cancelled and
+    /// its record goes to the ring, and the reactor stops counting the
+    /// waiter.
     ///
     /// # Safety
     /// `r` is the record of a live `RingWait` whose thread has stopped for
@@ -64,12 +72,17 @@ impl RingWait {
         // SAFETY: `RingWait` is `repr(C)` with `record` first, and records
         // of this kind are only made by `wait`.
         let w = unsafe { &*ptr::from_ref(r).cast::<RingWait>() };
-        // SAFETY: the handle was never finished (its thread stopped in the
-        // park loop), and a record is abandoned once.
-        unsafe { ring::abandon(w.op) };
-        // SAFETY: the ring holds the reactor, and the runtime outlives
-        // its threads' waits.
-        unsafe { (*w.reactor).wait_ends() };
+        // SAFETY: the runtime (which holds the ring) outlives its
+        // threads' waits.
+        let u = unsafe { &*w.uring };
+        let op = w.op.get();
+        if !op.is_null() {
+            // SAFETY: the handle was never finished (its thread,
+            // `w.thread`, stopped before `finish`, which comes after the
+            // record is unregistered), and a record is abandoned once.
+            unsafe { u.abandon(w.thread, op) };
+        }
+        u.reactor().wait_ends();
         true
     }
 }
@@ -78,33 +91,24 @@ impl RingWait {
 /// the result and the record's buffer.
 fn run(u: &Uring, req: &Request<'_>) -> (io::Result<u32>, Vec<u8>) {
     loop {
-        let reactor = u.reactor();
-        reactor.wait_begins();
-        let pending = match u.start(req.clone(), Unparker::current()) {
-            Ok(p) => p,
-            Err(e) => {
-                reactor.wait_ends();
-                return (Err(e), Vec::new());
-            }
-        };
-        // A cached read or write often completed inside the submission:
-        // reap it now rather than at the next tick or idle look.
-        u.reap();
-        let out = wait(reactor, pending);
-        match out {
-            (Err(e), _) if e.kind() == io::ErrorKind::Interrupted => continue,
-            out => return out,
+        match wait(u, req) {
+            // Interrupted, and not by `Thread::abort`: again.
+            (Err(e), _, false) if e.kind() == io::ErrorKind::Interrupted => continue,
+            (res, buf, _) => return (res, buf),
         }
     }
 }
 
-/// Parks until `pending` completes; ends the reactor's count of this
-/// waiter.
-fn wait(reactor: &Reactor, pending: Pending) -> (io::Result<u32>, Vec<u8>) {
+/// Starts `req` and parks until it completes, counted as a waiter of the
+/// reactor meanwhile: the result, the buffer, and whether an abort
+/// cancelled the operation.
+fn wait(u: &Uring, req: &Request<'_>) -> (io::Result<u32>, Vec<u8>, bool) {
+    let thread_id = crate::thread::try_current().map(|me| me.id().as_u64());
     let w = pin!(RingWait {
         record: WaitRecord::new(RingWait::abandon_record),
-        op: pending.as_ptr(),
-        reactor,
+        op: Cell::new(ptr::null()),
+        thread: thread_id.unwrap_or(0),
+        uring: u,
         _pinned: PhantomPinned,
     });
     let w: &RingWait = &w;
@@ -114,19 +118,49 @@ fn wait(reactor: &Reactor, pending: Pending) -> (io::Result<u32>, Vec<u8>) {
         Unparker::Ferry(t) => Some(unsafe { t.as_ptr().as_ref() }),
         Unparker::Kernel(_) => None,
     };
+    // No stop between the count, the registration, the submission and
+    // the record's address stored: a thread terminated in between would
+    // leave an operation nobody cancels or a count nobody ends.
+    let critical = crate::upcall::critical_enter();
+    u.reactor().wait_begins();
     if let Some(h) = thread {
         // SAFETY: `h` is the running caller's own block, and the record
         // stays in place (pinned) until it is unregistered below.
         unsafe { register(&h.waits, &w.record) };
     }
+    let started = u.start(req.clone(), who.clone());
+    if let Ok(p) = &started {
+        w.op.set(p.as_ptr());
+    }
+    drop(critical);
+    let pending = match started {
+        Ok(p) => p,
+        Err(e) => {
+            if let Some(h) = thread {
+                // SAFETY: registered above by this thread.
+                unsafe { unregister(&h.waits, &w.record) };
+            }
+            u.reactor().wait_ends();
+            return (Err(e), Vec::new(), false);
+        }
+    };
+    // A cached read or write often completed inside the submission: reap
+    // it now rather than at the next tick or idle look.
+    u.reap();
+    if let Some(id) = thread_id {
+        u.watch(id, &pending);
+    }
     while !pending.is_done() {
         crate::thread::park();
+    }
+    if let Some(id) = thread_id {
+        u.unwatch(id);
     }
     if let Some(h) = thread {
         // SAFETY: registered above by this thread.
         unsafe { unregister(&h.waits, &w.record) };
     }
-    reactor.wait_ends();
+    u.reactor().wait_ends();
     pending.finish()
 }
 

@@ -154,7 +154,10 @@ impl Thread {
     /// wrappers ([`crate::fs`], [`crate::net`], [`crate::process`]) return
     /// [`Interrupted`](std::io::ErrorKind::Interrupted) instead of retrying it.
     /// A thread parked on a socket of [`crate::net`] (no kernel call) is
-    /// woken, and its call returns `Interrupted` too.
+    /// woken, and its call returns `Interrupted` too; so is a thread
+    /// parked on a file operation in the io_uring of [`crate::fs`], whose
+    /// operation is cancelled (unless it completed first: its result then
+    /// stands).
     /// Returns once the system call was interrupted or the call is over;
     /// `true` if the thread was in a blocking call, `false` if it was in
     /// none (then nothing is done, and nothing is remembered for a later
@@ -174,9 +177,12 @@ impl Thread {
         loop {
             match crate::upcall::abort_step(self.shared(), h) {
                 crate::upcall::AbortStep::NotInCall => {
-                    // A wait on a socket of `crate::net` is no blocking
-                    // call: the reactor ends it (`Interrupted`).
-                    return sent || self.shared().sources.readiness.abort(self.id().as_u64());
+                    // A wait on a socket of `crate::net` or on the ring of
+                    // `crate::fs` is no blocking call: the reactor ends the
+                    // first, a cancel the second (`Interrupted`).
+                    let sources = &self.shared().sources;
+                    let id = self.id().as_u64();
+                    return sent || sources.readiness.abort(id) || sources.ring.abort(id);
                 }
                 crate::upcall::AbortStep::Interrupted => return true,
                 crate::upcall::AbortStep::Sent => sent = true,
