@@ -147,14 +147,21 @@ fn wait(u: &Uring, req: &Request<'_>) -> (io::Result<u32>, Vec<u8>, bool) {
     // A cached read or write often completed inside the submission: reap
     // it now rather than at the next tick or idle look.
     u.reap();
+    // The watch lock is taken in critical sections: a thread stopped for
+    // good while holding it (a termination interrupts a running thread)
+    // would leave its terminator waiting on it for ever.
     if let Some(id) = thread_id {
+        let critical = crate::upcall::critical_enter();
         u.watch(id, &pending);
+        drop(critical);
     }
     while !pending.is_done() {
         crate::thread::park();
     }
     if let Some(id) = thread_id {
+        let critical = crate::upcall::critical_enter();
         u.unwatch(id);
+        drop(critical);
     }
     if let Some(h) = thread {
         // SAFETY: registered above by this thread.
