@@ -335,6 +335,12 @@ impl Shared {
             super::wake_stand_in(p);
         }
         self.activations.wake_pool();
+        // And every activation's own sleep, whatever its role: a sleeper
+        // no word names any more (a stand-in whose processor's word moved
+        // on) would otherwise keep the run from ending, since no sleep of
+        // the runtime has a timeout. Each looks at the shutdown flag when
+        // it wakes.
+        self.activations.for_each(|a| a.wake_up());
         self.monitor.unpark();
     }
 
