@@ -123,16 +123,16 @@
 //! address (std declares `__errno_location` `ffi_const`) before a switch
 //! inside `blocking` and reuse it after one; see [`crate::thread`].
 
+mod open;
 mod ring;
 
-use std::fmt;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 pub use crate::event::ring::{Backend, Fallback, RingStats};
-use ring::Flags;
+pub use open::OpenOptions;
 
 /// Runs one system-call-sized operation through [`crate::blocking`], again
 /// as long as it fails with [`io::ErrorKind::Interrupted`].
@@ -465,153 +465,6 @@ impl From<std::fs::File> for File {
 impl From<File> for std::fs::File {
     fn from(file: File) -> std::fs::File {
         file.0
-    }
-}
-
-/// Options for opening a file, as [`std::fs::OpenOptions`] (with the Unix
-/// `mode` and `custom_flags` of [`OpenOptionsExt`]); [`OpenOptions::open`]
-/// runs through [`crate::blocking`].
-///
-/// ```
-/// use std::io::Write;
-///
-/// ferry::run(|| {
-///     let path = std::env::temp_dir().join(format!("ferry-options-doc-{}", std::process::id()));
-///     let mut log = ferry::fs::File::options()
-///         .create(true)
-///         .append(true)
-///         .mode(0o600)
-///         .open(&path)
-///         .unwrap();
-///     log.write_all(b"one line\n").unwrap();
-///     std::fs::remove_file(&path).unwrap();
-/// })
-/// .unwrap();
-/// ```
-#[derive(Clone)]
-pub struct OpenOptions {
-    std: std::fs::OpenOptions,
-    /// The same options, for the ring; `None` if made from std's (whose
-    /// options cannot be read): such an open takes the blocking handoff.
-    flags: Option<Flags>,
-}
-
-impl OpenOptions {
-    /// Every option off (and mode `0o666` before the umask), as
-    /// [`std::fs::OpenOptions::new`].
-    pub fn new() -> OpenOptions {
-        OpenOptions {
-            std: std::fs::OpenOptions::new(),
-            flags: Some(Flags::NEW),
-        }
-    }
-
-    /// Open for reading.
-    pub fn read(&mut self, read: bool) -> &mut OpenOptions {
-        self.std.read(read);
-        self.mirror(|f| f.read = read);
-        self
-    }
-
-    /// Open for writing.
-    pub fn write(&mut self, write: bool) -> &mut OpenOptions {
-        self.std.write(write);
-        self.mirror(|f| f.write = write);
-        self
-    }
-
-    /// Open for appending: every write goes to the end of the file (implies
-    /// writing).
-    pub fn append(&mut self, append: bool) -> &mut OpenOptions {
-        self.std.append(append);
-        self.mirror(|f| f.append = append);
-        self
-    }
-
-    /// Truncate the file to 0 bytes when it is opened (needs writing).
-    pub fn truncate(&mut self, truncate: bool) -> &mut OpenOptions {
-        self.std.truncate(truncate);
-        self.mirror(|f| f.truncate = truncate);
-        self
-    }
-
-    /// Create the file if it does not exist (needs writing or appending).
-    pub fn create(&mut self, create: bool) -> &mut OpenOptions {
-        self.std.create(create);
-        self.mirror(|f| f.create = create);
-        self
-    }
-
-    /// Create the file, failing if it exists (needs writing or appending;
-    /// overrides `create` and `truncate`).
-    pub fn create_new(&mut self, create_new: bool) -> &mut OpenOptions {
-        self.std.create_new(create_new);
-        self.mirror(|f| f.create_new = create_new);
-        self
-    }
-
-    /// Permission bits for a file this open creates (before the umask), as
-    /// [`OpenOptionsExt::mode`].
-    pub fn mode(&mut self, mode: u32) -> &mut OpenOptions {
-        OpenOptionsExt::mode(&mut self.std, mode);
-        self.mirror(|f| f.mode = mode);
-        self
-    }
-
-    /// Extra `open` flags (`O_NOFOLLOW`, `O_DIRECT`, ...), as
-    /// [`OpenOptionsExt::custom_flags`].
-    pub fn custom_flags(&mut self, flags: i32) -> &mut OpenOptions {
-        OpenOptionsExt::custom_flags(&mut self.std, flags);
-        self.mirror(|f| f.custom = flags);
-        self
-    }
-
-    /// Opens `path` with these options, as [`std::fs::OpenOptions::open`];
-    /// retried if interrupted (it may block on a FIFO or a network file
-    /// system).
-    ///
-    /// # Errors
-    /// As [`std::fs::OpenOptions::open`]: [`io::ErrorKind::NotFound`],
-    /// [`io::ErrorKind::AlreadyExists`] with `create_new`,
-    /// [`io::ErrorKind::InvalidInput`] for a contradictory set of options,
-    /// and so on.
-    pub fn open<P: AsRef<Path>>(&self, path: P) -> io::Result<File> {
-        let path = path.as_ref();
-        let ring_open = self
-            .flags
-            .and_then(|f| Some((f.open_flags()?, f.mode)))
-            .and_then(|(flags, mode)| ring::open(path, flags, mode));
-        if let Some(file) = ring_open {
-            return file.map(File);
-        }
-        call(|| self.std.open(path)).map(File)
-    }
-
-    fn mirror(&mut self, set: impl FnOnce(&mut Flags)) {
-        if let Some(f) = &mut self.flags {
-            set(f);
-        }
-    }
-}
-
-impl Default for OpenOptions {
-    fn default() -> OpenOptions {
-        OpenOptions::new()
-    }
-}
-
-impl From<std::fs::OpenOptions> for OpenOptions {
-    fn from(options: std::fs::OpenOptions) -> OpenOptions {
-        OpenOptions {
-            std: options,
-            flags: None,
-        }
-    }
-}
-
-impl fmt::Debug for OpenOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.std.fmt(f)
     }
 }
 

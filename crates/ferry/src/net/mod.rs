@@ -7,7 +7,7 @@
 //! ready; its processor runs other threads meanwhile, and no kernel
 //! thread is spent per waiting socket.
 //!
-//! This module owns the socket types and their waiting ([`io`]); it must
+//! This module owns the socket types and their waiting (`net/io.rs`); it must
 //! not block a processor in the kernel: every socket is non-blocking
 //! (accepted ones with `SOCK_NONBLOCK`, reads and writes with
 //! `MSG_DONTWAIT`), and the only blocking calls left (resolving a host
