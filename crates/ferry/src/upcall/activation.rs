@@ -405,7 +405,8 @@ impl Activation {
     /// retired (a spare beyond the pool's reserve idle for
     /// [`RETIRE_AFTER`]).
     ///
-    /// The wait has no timeout otherwise: an idle runtime wakes nobody.
+    /// Otherwise the wait is bounded only by [`SPARE_BACKSTOP`] (a second):
+    /// an idle runtime wakes each reserve spare once a second, nothing more.
     /// Shutdown is never missed: `Set::mark_shut_down` is a `SeqCst` store
     /// before `wake_pool` takes the pool's lock, and this side arms `wake`
     /// (`SeqCst`), fences, then reads the flag. A spare in the pool when
@@ -426,7 +427,10 @@ impl Activation {
             }
             if !shared.activations.beyond_reserve(shared) {
                 idle_since = None;
-                self.sleep(None);
+                // Bounded by a backstop: a run's end has been seen to leave
+                // a spare of the reserve asleep, its wake not found (see
+                // `SPARE_BACKSTOP`).
+                self.sleep(Some(SPARE_BACKSTOP));
                 crate::probe_mark!(crate::probe::SPARE_AWAKE);
                 continue;
             }
@@ -750,3 +754,12 @@ unsafe impl Driver for Driving<'_> {
         true
     }
 }
+
+/// The longest a spare of the pool's reserve sleeps before it looks at its
+/// assignment and the shutdown flag again by itself. Every wake that
+/// should end its sleep is sent (an assignment, `wake_pool` and the
+/// wake of every activation at shutdown), yet a run's end under a short
+/// time slice was once seen to leave such a spare asleep; the backstop
+/// bounds that to a second, at the cost of one wakeup a second per
+/// reserve spare of an idle runtime.
+const SPARE_BACKSTOP: std::time::Duration = std::time::Duration::from_secs(1);
