@@ -63,6 +63,27 @@ impl Ratio {
     }
 }
 
+/// The median of the row of `case` and `system` in `rows`, if there is one
+/// with samples.
+pub fn row_median(rows: &[Row], case: &str, system: &str) -> Option<f64> {
+    rows.iter()
+        .find(|r| r.case == case && r.system == system)
+        .and_then(Row::median)
+}
+
+/// A goal line's verdict: ferry's median `f` over the peer's `p` as a ratio
+/// and whether `met(f, p)`; "not measured (not met)" without both.
+pub fn ratio_verdict(f: Option<f64>, p: Option<f64>, met: fn(f64, f64) -> bool) -> String {
+    match (f, p) {
+        (Some(f), Some(p)) if p > 0.0 => format!(
+            "{:.2}x ({})",
+            f / p,
+            if met(f, p) { "met" } else { "not met" }
+        ),
+        _ => "not measured (not met)".to_owned(),
+    }
+}
+
 /// One table of a report.
 #[derive(Debug, Clone, Default)]
 pub struct Section {

@@ -50,7 +50,7 @@ use plotters::style::RGBColor;
 use crate::common::{Common, Defaults};
 use crate::measure::{Stats, interleaved};
 use crate::plot;
-use crate::report::{Error, Ratio, Report, Section};
+use crate::report::{Error, Ratio, Report, Section, ratio_verdict, row_median};
 use crate::row::{Row, Unit};
 use crate::watchdog::hang;
 
@@ -383,11 +383,6 @@ fn connections_of(case: &str) -> &str {
 /// when `met(ferry, peer)`.
 fn goals(rows: &[Row], what: &str, met: fn(f64, f64) -> bool, sign: &str) -> String {
     let mut out = String::new();
-    let median = |case: &str, system: &str| {
-        rows.iter()
-            .find(|r| r.case == case && r.system == system)
-            .and_then(Row::median)
-    };
     let mut cases: Vec<&str> = rows.iter().map(|r| r.case.as_str()).collect();
     cases.dedup();
     let ferry = System::Ferry.label();
@@ -397,14 +392,11 @@ fn goals(rows: &[Row], what: &str, met: fn(f64, f64) -> bool, sign: &str) -> Str
             if !has(peer) || !has(ferry) {
                 continue;
             }
-            let verdict = match (median(case, ferry), median(case, peer)) {
-                (Some(f), Some(p)) if p > 0.0 => format!(
-                    "{:.2}x ({})",
-                    f / p,
-                    if met(f, p) { "met" } else { "not met" }
-                ),
-                _ => "not measured (not met)".to_owned(),
-            };
+            let verdict = ratio_verdict(
+                row_median(rows, case, ferry),
+                row_median(rows, case, peer),
+                met,
+            );
             let c = connections_of(case);
             let _ = writeln!(out, "goal: {what}, {c}: {ferry} {sign} {peer}: {verdict}");
         }

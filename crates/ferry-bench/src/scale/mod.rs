@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use crate::common::{Common, MEDIAN_OF_FIVE};
 use crate::measure::interleaved;
-use crate::report::{Error, Ratio, Report, Section};
+use crate::report::{Error, Ratio, Report, Section, ratio_verdict, row_median};
 use crate::row::{Row, Unit};
 
 /// The experiment's name.
@@ -243,23 +243,16 @@ fn row(
 /// One goal line per (case, P): ferry's median over Go's, at most 1 met.
 fn goals(rows: &[Row], what: &str) -> String {
     let mut out = String::new();
-    let median = |case: &str, system: &str| {
-        rows.iter()
-            .find(|r| r.case == case && r.system == system)
-            .and_then(Row::median)
-    };
     let mut cases: Vec<&str> = rows.iter().map(|r| r.case.as_str()).collect();
     cases.dedup();
     for case in cases {
         for p in [1, 2] {
             let (ferry, go) = (System::Ferry(p).label(), System::Go(p).label());
-            let verdict = match (median(case, &ferry), median(case, &go)) {
-                (Some(f), Some(g)) if g > 0.0 => {
-                    let r = f / g;
-                    format!("{r:.2}x ({})", if r <= 1.0 { "met" } else { "not met" })
-                }
-                _ => "not measured (not met)".to_owned(),
-            };
+            let verdict = ratio_verdict(
+                row_median(rows, case, &ferry),
+                row_median(rows, case, &go),
+                |f, g| f <= g,
+            );
             let _ = writeln!(out, "goal: {what}, {case}: {ferry} <= {go}: {verdict}");
         }
     }
