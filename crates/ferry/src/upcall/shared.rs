@@ -363,8 +363,13 @@ impl Shared {
 
     /// Stops every processor's scheduler loop.
     pub(crate) fn shut_down(&self) {
+        // Not preempted while it holds the pool's and the activations'
+        // locks: a ferry thread stopped there by its time slice would never
+        // run again (the processors are stopping) and keep them for ever.
+        let critical = super::critical_enter();
         self.set.mark_shut_down();
         self.wake_everyone();
+        drop(critical);
     }
 }
 
