@@ -101,6 +101,8 @@ mod waits;
 /// ```
 pub use ferry_macros::interface;
 pub use runtime::{Builder, Handle, Runtime, run};
-pub use thread::{JoinHandle, Panic, Thread, ThreadId, current, park, sleep, spawn, yield_now};
+pub use thread::{
+    JoinHandle, Panic, Thread, ThreadId, alerted, current, park, sleep, spawn, yield_now,
+};
 pub use upcall::blocking;
 pub use upcall::deadlock::Deadlock;

@@ -262,20 +262,28 @@ pub(crate) fn cycles() -> u64 {
     unsafe { core::arch::x86_64::_rdtsc() }
 }
 
-/// Converts a difference of [`cycles`] to time, with the counter's rate
-/// measured once against the monotonic clock (over 2 ms, the first time
-/// it is needed).
-pub(crate) fn cycles_to_duration(cycles: u64) -> std::time::Duration {
+/// Nanoseconds per [`cycles`] tick, measured once against the monotonic
+/// clock (over 2 ms, the first time it is needed).
+fn ns_per_cycle() -> f64 {
     static NS_PER_CYCLE: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
-    let rate = *NS_PER_CYCLE.get_or_init(|| {
+    *NS_PER_CYCLE.get_or_init(|| {
         let (t0, c0) = (std::time::Instant::now(), self::cycles());
         while t0.elapsed() < std::time::Duration::from_millis(2) {
             std::hint::spin_loop();
         }
         let (ns, c) = (t0.elapsed().as_nanos() as f64, self::cycles() - c0);
         ns / (c.max(1) as f64)
-    });
-    std::time::Duration::from_nanos((cycles as f64 * rate) as u64)
+    })
+}
+
+/// Converts a difference of [`cycles`] to time.
+pub(crate) fn cycles_to_duration(cycles: u64) -> std::time::Duration {
+    std::time::Duration::from_nanos((cycles as f64 * ns_per_cycle()) as u64)
+}
+
+/// Converts time to a difference of [`cycles`].
+pub(crate) fn duration_to_cycles(d: std::time::Duration) -> u64 {
+    (d.as_nanos() as f64 / ns_per_cycle()) as u64
 }
 
 /// Sleeps on `word` while it holds `expected`: until [`futex_wake_one`] on

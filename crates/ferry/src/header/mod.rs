@@ -198,7 +198,19 @@ impl Thread {
 
     /// The thread's scheduling priority.
     pub fn priority(&self) -> Priority {
-        self.header().priority
+        Priority::from_level(self.header().priority.load(Relaxed))
+    }
+
+    /// Changes the thread's scheduling priority; it takes effect the next
+    /// time the thread is queued (a thread waiting in a run queue keeps its
+    /// place until it runs). A thread serving a call on an
+    /// [`rpc::Activation`](crate::rpc::Activation) runs at its caller's
+    /// priority and cannot be raised above it: see
+    /// [`thread::set_priority`](crate::thread::set_priority).
+    pub fn set_priority(&self, priority: Priority) {
+        self.header()
+            .priority
+            .store(priority.level() as u8, Relaxed);
     }
 
     /// Gives the thread a wakeup token: if it is parked it becomes runnable,
@@ -415,6 +427,15 @@ impl Priority {
             Priority::High => 0,
             Priority::Normal => 1,
             Priority::Low => 2,
+        }
+    }
+
+    /// The priority of ring `level` (anything past `Low` is `Low`).
+    pub(crate) fn from_level(level: u8) -> Priority {
+        match level {
+            0 => Priority::High,
+            1 => Priority::Normal,
+            _ => Priority::Low,
         }
     }
 }

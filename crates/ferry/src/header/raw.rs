@@ -60,7 +60,9 @@ use std::ptr;
 use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, fence};
+use std::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, fence,
+};
 
 use super::locals::LocalTable;
 use super::wait_record::WaitRecord;
@@ -90,7 +92,12 @@ pub(crate) struct Header {
     pub(crate) cpu_ticks: AtomicU64,
     /// The embedder's word (`Thread::tag`); ferry never reads it.
     pub(crate) tag: AtomicUsize,
-    pub(crate) priority: Priority,
+    /// The thread's [`Priority`] (`Priority::level` order: 0 `High`); any
+    /// thread may change it (`Thread::set_priority`), read when the thread
+    /// is queued.
+    pub(crate) priority: AtomicU8,
+    /// Alert bits (`thread::alert`'s module docs): pending, blocked.
+    pub(crate) alert: AtomicU8,
     /// Set by the thread itself as it begins to exit (`thread::begin_exit`),
     /// cleared again only if a termination came first; read by the
     /// preemption handler on the thread's own kernel thread, by a processor
@@ -131,6 +138,9 @@ pub(crate) struct Header {
     /// waits there (`sched::queue`); touched only under the injector's
     /// lock, by whoever holds the runtime's reference in that list.
     pub(crate) queue_next: AtomicPtr<Header>,
+    /// The word `rpc` keeps for the thread's logical-thread frame (its
+    /// protocol is in `rpc::logical`); 0 when the thread is in no call.
+    pub(crate) rpc: AtomicUsize,
     vtable: &'static Vtable,
 }
 
@@ -510,7 +520,8 @@ where
             control: AtomicU32::new(0),
             cpu_ticks: AtomicU64::new(0),
             tag: AtomicUsize::new(spec.tag),
-            priority: spec.priority,
+            priority: AtomicU8::new(spec.priority.level() as u8),
+            alert: AtomicU8::new(0),
             exiting: AtomicBool::new(false),
             id: spec.id,
             name: spec.name,
@@ -523,6 +534,7 @@ where
             keep_block: spec.keep_block,
             processor: AtomicPtr::new(std::ptr::null_mut()),
             queue_next: AtomicPtr::new(std::ptr::null_mut()),
+            rpc: AtomicUsize::new(0),
             vtable: &Cell::<F, T>::VTABLE,
         });
         (&raw mut (*p).stage).write(UnsafeCell::new(Stage::<F, T>::Ready(f)));

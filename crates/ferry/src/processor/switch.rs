@@ -159,6 +159,25 @@ impl Processor {
         }
     }
 
+    /// The running thread's run time, with the turn it is in now (when the
+    /// runtime accounts it).
+    pub(crate) fn running_cpu_ticks(&self, mut tok: OwnerToken<'_>, t: &Thread) -> Option<u64> {
+        let owner = self.owner(tok.rb());
+        owner.account_cpu.then(|| {
+            let turn = sys::cycles().wrapping_sub(owner.since);
+            t.header().cpu_ticks.load(Relaxed).wrapping_add(turn)
+        })
+    }
+
+    /// Adds `ticks` run on the running thread's behalf elsewhere (an
+    /// activation of a server it called) to its count. Its processor is
+    /// the only writer while it runs, and the caller holds it (entered: no
+    /// preemption in between), so a plain load and store suffice.
+    pub(crate) fn charge_running(&self, _tok: OwnerToken<'_>, t: &Thread, ticks: u64) {
+        let count = &t.header().cpu_ticks;
+        count.store(count.load(Relaxed).wrapping_add(ticks), Relaxed);
+    }
+
     /// Starts the run time of a thread the scheduler loop switches to (when
     /// the runtime accounts it): the loop's time is nobody's.
     #[inline]
@@ -360,4 +379,29 @@ pub(crate) fn switch_out_to(
     // one running us now (set in `bind`).
     unsafe { *p.owner(tok.rb()).errno = errno };
     p
+}
+
+/// The running thread's run time on processors, with its current turn and
+/// what servers charged to it; `None` off a ferry thread or when the
+/// runtime does not account run time.
+pub(crate) fn current_cpu_time() -> Option<std::time::Duration> {
+    let mut e = crate::upcall::enter()?;
+    let t = e.p.current_ref(&e.tok)?.clone();
+    let ticks = e.p.running_cpu_ticks(e.tok.rb(), &t)?;
+    Some(sys::cycles_to_duration(ticks))
+}
+
+/// Charges `d`, run on the running thread's behalf by a server, to its run
+/// time (nothing off a ferry thread or without accounting).
+pub(crate) fn charge_current(d: std::time::Duration) {
+    let Some(mut e) = crate::upcall::enter() else {
+        return;
+    };
+    if !e.p.owner(e.tok.rb()).account_cpu {
+        return;
+    }
+    let Some(t) = e.p.current_ref(&e.tok).cloned() else {
+        return;
+    };
+    e.p.charge_running(e.tok.rb(), &t, sys::duration_to_cycles(d));
 }

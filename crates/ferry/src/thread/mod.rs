@@ -60,6 +60,7 @@
 //! ferry thread; `ferry-capi`'s crate docs give the measurement and the
 //! reasons.
 
+mod alert;
 #[cfg(test)]
 mod block_cache_tests;
 mod caller_stack;
@@ -71,6 +72,8 @@ mod panic;
 mod sleep;
 mod spawn;
 
+pub(crate) use alert::{BLOCKED, Hooks, PENDING, set_hooks};
+pub use alert::{alerted, allow_alerts, clear_alert, cpu_time, set_priority};
 pub(crate) use caller_stack::{caller_stack, note_adopted_stack};
 pub use control::Suspension;
 pub use join::JoinHandle;
