@@ -517,3 +517,55 @@ pub(crate) fn mem_total() -> Option<usize> {
     let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
     kib.checked_mul(1024)
 }
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds: the clock every process of the
+/// machine shares (what `Instant` reads), for deadlines that cross
+/// processes.
+pub(crate) fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always
+    // exists (served by the vDSO, no system call).
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64).wrapping_mul(1_000_000_000) + ts.tv_nsec as u64
+}
+
+/// This process's pid and start time in clock ticks since boot
+/// (`/proc/self/stat` field 22): the pair names the process uniquely while
+/// the machine runs (a pid is reused, the pair is not). Read once; a forked
+/// child reads its own (a `pthread_atfork` handler forgets the parent's).
+/// The start time is 0 if unreadable.
+pub(crate) fn process_identity() -> (u32, u64) {
+    use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+    use std::sync::atomic::{AtomicU32, AtomicU64};
+    static PID: AtomicU32 = AtomicU32::new(0);
+    static START: AtomicU64 = AtomicU64::new(0);
+    static AT_FORK: std::sync::Once = std::sync::Once::new();
+    extern "C" fn forget() {
+        PID.store(0, Relaxed);
+    }
+    let pid = PID.load(Acquire);
+    if pid != 0 {
+        return (pid, START.load(Relaxed));
+    }
+    AT_FORK.call_once(|| {
+        // SAFETY: `forget` is a plain function touching one atomic, safe
+        // to run in a forked child.
+        unsafe { libc::pthread_atfork(None, None, Some(forget)) };
+    });
+    let pid = std::process::id();
+    let start = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            // The command name (field 2) may hold spaces: count fields
+            // after its closing parenthesis (field 3 is the first).
+            let rest = &s[s.rfind(')')? + 1..];
+            rest.split_whitespace().nth(19)?.parse().ok()
+        })
+        .unwrap_or(0);
+    START.store(start, Relaxed);
+    PID.store(pid, Release);
+    (pid, start)
+}

@@ -40,10 +40,12 @@ pub(crate) enum WaitsOn {
     Readable,
     /// A socket of [`crate::net`] to become writable.
     Writable,
+    /// The reply to a call into another process ([`crate::rpc::Client`]).
+    Reply,
 }
 
 impl WaitsOn {
-    const ALL: [WaitsOn; 10] = [
+    const ALL: [WaitsOn; 11] = [
         WaitsOn::Mutex,
         WaitsOn::Condvar,
         WaitsOn::RwLockRead,
@@ -54,6 +56,7 @@ impl WaitsOn {
         WaitsOn::Join,
         WaitsOn::Readable,
         WaitsOn::Writable,
+        WaitsOn::Reply,
     ];
 
     /// The report's words for a record (`code`, `on`); `0` is no record.
@@ -70,6 +73,7 @@ impl WaitsOn {
             Some(WaitsOn::Join) => format!("join of thread {on}"),
             Some(WaitsOn::Readable) => format!("socket to be readable (registration at {on:#x})"),
             Some(WaitsOn::Writable) => format!("socket to be writable (registration at {on:#x})"),
+            Some(WaitsOn::Reply) => format!("the reply to a call (channel at {on:#x})"),
             None => "parked with no recorded wait (ferry::park, or suspended)".to_owned(),
         }
     }

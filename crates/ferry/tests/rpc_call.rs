@@ -151,7 +151,7 @@ fn a_deadline_gives_timed_out_and_the_slot_is_reused_safely() {
             let client = Client::connect_in(&dir, "slow", 1).unwrap();
             let start = Instant::now();
             let r = client.call_with(3, &[200], &CallOptions::timeout(Duration::from_millis(20)));
-            assert!(matches!(r, Err(Error::TimedOut)), "{r:?}");
+            assert!(matches!(r, Err(Error::DeadlineExceeded)), "{r:?}");
             assert!(start.elapsed() >= Duration::from_millis(20));
             // Every later call gets its own answer, never the late one.
             for i in 0..200u8 {

@@ -97,8 +97,8 @@ fn attach_refuses_every_corrupted_header_field() {
     let cases: Vec<(usize, u64, LayoutError)> = vec![
         (0, 0, LayoutError::BadMagic { found: 0 }),
         (0, 0x1234, LayoutError::BadMagic { found: 0x1234 }),
-        (1, 1, LayoutError::BadVersion { found: 1 }),
-        (1, 3, LayoutError::BadVersion { found: 3 }),
+        (1, 2, LayoutError::BadVersion { found: 2 }),
+        (1, 4, LayoutError::BadVersion { found: 4 }),
         (1, 0, LayoutError::BadVersion { found: 0 }),
         (
             2,

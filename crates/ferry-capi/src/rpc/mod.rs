@@ -38,7 +38,10 @@ pub const FERRY_RPC_NO_TIMEOUT: u64 = 0xffff_ffff_ffff_ffff;
 pub(crate) fn code(e: &Error) -> c_int {
     match e {
         Error::PeerDied => libc::ECONNRESET,
-        Error::TimedOut => libc::ETIMEDOUT,
+        Error::TimedOut | Error::DeadlineExceeded => libc::ETIMEDOUT,
+        Error::Aborted => libc::ECANCELED,
+        Error::Busy => libc::EBUSY,
+        Error::ChainTooDeep { .. } => libc::ELOOP,
         Error::VersionMismatch { .. } => libc::EPROTONOSUPPORT,
         Error::Refused => libc::EACCES,
         Error::UnknownName => libc::ENOENT,
@@ -127,7 +130,10 @@ pub(crate) fn status(f: impl FnOnce() -> Result<(), c_int>) -> c_int {
 /// | `EPERM` | the runtime directory cannot be trusted (`UnsafeDir`) |
 /// | `EADDRINUSE` | a live server already serves this name (`NameInUse`) |
 /// | `ECONNRESET` | the peer died or hung up (`PeerDied`) |
-/// | `ETIMEDOUT` | the deadline passed (`TimedOut`) |
+/// | `ETIMEDOUT` | the deadline passed (`DeadlineExceeded`; binding: `TimedOut`) |
+/// | `ECANCELED` | the call was aborted (`Aborted`) |
+/// | `EBUSY` | the server's activations are all taken and it refuses to queue (`Busy`) |
+/// | `ELOOP` | the call's chain would be too deep (`ChainTooDeep`) |
 /// | `EMSGSIZE` | arguments or result above the channel's maximum (`TooLarge`) |
 /// | `ERANGE` | the result does not fit the caller's buffer |
 /// | `ENOSYS` | the server has no such operation (`UnknownOp`) |
@@ -150,7 +156,10 @@ pub extern "C" fn ferry_rpc_strerror(code: c_int) -> *const c_char {
         libc::EPERM => c"the runtime directory cannot be trusted",
         libc::EADDRINUSE => c"a live server already serves this interface name",
         libc::ECONNRESET => c"the peer process died or hung up",
-        libc::ETIMEDOUT => c"the peer did not answer in time",
+        libc::ETIMEDOUT => c"the peer did not answer in time (the call's deadline passed)",
+        libc::ECANCELED => c"the call was aborted before its reply came",
+        libc::EBUSY => c"the server has no activation free and refuses to queue",
+        libc::ELOOP => c"the call's chain would visit too many processes",
         libc::EMSGSIZE => c"arguments or result above the channel's maximum",
         libc::ERANGE => c"the result does not fit the buffer (the call was made)",
         libc::ENOSYS => c"the server has no such operation",

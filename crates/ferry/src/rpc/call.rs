@@ -72,6 +72,8 @@ where
 
 /// A reply's status: a result.
 pub(crate) const STATUS_OK: u32 = 0;
+/// A reply's status: refused, every activation taken ([`Error::Busy`]).
+pub(crate) const STATUS_BUSY: u32 = 5;
 
 impl Fault {
     /// The status a reply carries for this fault (never [`STATUS_OK`]).
@@ -92,6 +94,7 @@ pub(crate) fn status_error(status: u32, op: u32) -> Error {
         2 => Error::BadArgs,
         3 => Error::ServerPanicked,
         4 => Error::TooLarge,
+        STATUS_BUSY => Error::Busy,
         _ => Error::BadReply,
     }
 }
@@ -105,8 +108,9 @@ pub struct ChannelConfig {
     /// Argument and result bytes carried inline in a slot (a multiple of 8,
     /// 8 to 65,536); larger ones go to the slot's extent.
     pub inline: usize,
-    /// The largest arguments or result (the extent of each slot; a multiple
-    /// of 128 up to 16 MiB; memory a slot never uses is never touched).
+    /// The largest arguments or result (the extent of each slot holds it
+    /// and the call's context; up to 16 MiB in all; memory a slot never
+    /// uses is never touched).
     pub max_call: usize,
 }
 
@@ -126,11 +130,10 @@ impl ChannelConfig {
     /// # Errors
     /// [`Error::BadLayout`] for a configuration out of the ranges above.
     pub(crate) fn layout(&self) -> Result<ChannelLayout, Error> {
-        let extent = if self.max_call > self.inline {
-            self.max_call.next_multiple_of(LINE)
-        } else {
-            0
-        };
+        // Each payload also carries the call's context (or the reply's run
+        // time): room for the largest one, beyond `max_call`.
+        let payload = self.max_call.next_multiple_of(LINE) + super::logical::CONTEXT_ROOM;
+        let extent = if payload > self.inline { payload } else { 0 };
         ChannelLayout::with_extents(self.slots, self.inline, extent).map_err(Error::from)
     }
 }

@@ -26,7 +26,6 @@
 //! hands back for a waiter that expects nothing (forged, repeated, out of
 //! range) is ignored and counted ([`Client::refused_replies`]).
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 use std::time::Instant;
@@ -34,19 +33,22 @@ use std::time::Instant;
 use ferry_queue::mpsc::{ShmConsumer, ShmProducer};
 use ferry_queue::shm::Observer;
 
-use super::bind::{self, Credentials};
 use super::call::{CallOptions, STATUS_OK, status_error};
-use super::dir::RuntimeDir;
 use super::error::{Error, Result};
 use super::layout::Side;
+use super::logical::{self, MAX_CONTEXT, Outgoing};
 use super::memory::Memory;
-use super::slots::{ClientSlots, SlotError, Ticket};
+use super::slots::{ABORT, ALERT, ClientSlots, SlotError, Ticket};
 use super::waiter::{self, Outcome, Reply};
-use super::watch::{self, Watched};
+use super::watch::Watched;
 use crate::event::polled::{self, Polled};
 use crate::header::Unparker;
+use crate::header::wait_record::{
+    WaitRecord, register as register_wait, unregister as unregister_wait,
+};
 use crate::runtime::Handle;
 use crate::sync::{Semaphore, SpinLock};
+use crate::waits::WaitsOn;
 
 /// One slot's waiter. Its word changes out of `WAITING` and its unparker
 /// is taken under the `who` lock, and a caller arms both under it: a
@@ -58,6 +60,67 @@ struct Waiter {
     /// The generation of the call the waiter waits for.
     generation: AtomicU32,
     who: SpinLock<Option<Unparker>>,
+}
+
+/// A call sent, not yet finished.
+pub(crate) struct Sent {
+    ticket: Ticket,
+    op: u32,
+    begun: Instant,
+}
+
+/// A call being waited for, as an alert of its caller finds it.
+struct OutCall<'a> {
+    chan: &'a ClientChan,
+    ticket: Ticket,
+}
+
+impl Outgoing for OutCall<'_> {
+    fn alert(&self) {
+        self.chan.signal(&self.ticket, ALERT);
+    }
+}
+
+/// A caller's wait for its reply, registered with its thread: a thread
+/// terminated in it aborts the call (000 §5: termination splits the
+/// chain), so that the server is alerted, the slot and its permit come
+/// back, and nothing points into the dead stack.
+#[repr(C)]
+struct CallWait<'a> {
+    record: WaitRecord,
+    chan: &'a ClientChan,
+    ticket: Ticket,
+    /// The frame word of the waiting thread.
+    frame: Option<&'a std::sync::atomic::AtomicUsize>,
+}
+
+impl CallWait<'_> {
+    /// The terminator's side of the record.
+    ///
+    /// # Safety
+    /// `r` is the record of a live `CallWait` whose thread stopped for good
+    /// in it; called once.
+    unsafe fn abandon(r: &WaitRecord) -> bool {
+        // SAFETY: `CallWait` is `repr(C)` with `record` first, and records
+        // of this kind are made only in `wait_for`.
+        let w = unsafe { &*std::ptr::from_ref(r).cast::<CallWait<'_>>() };
+        if let Some(word) = w.frame {
+            logical::forget(word);
+        }
+        w.chan.terminated(w.ticket);
+        true
+    }
+}
+
+/// Splits a reply's payload into the run time the server spent and the
+/// result; `None` if it is too short to hold the first.
+fn split_spent(mut bytes: Vec<u8>) -> Option<(std::time::Duration, Vec<u8>)> {
+    let head: [u8; 8] = bytes.get(..8)?.try_into().ok()?;
+    bytes.drain(..8);
+    Some((
+        std::time::Duration::from_nanos(u64::from_ne_bytes(head)),
+        bytes,
+    ))
 }
 
 /// How a caller's wait for its reply ended.
@@ -83,15 +146,15 @@ pub(crate) struct ClientChan {
     free: Semaphore,
     /// Waiters in `WAITING` or `ABANDONED`.
     pending: AtomicUsize,
-    dead: AtomicBool,
+    pub(super) dead: AtomicBool,
     /// Replies refused (forged, repeated or out of range).
-    refused: AtomicU64,
-    max_len: usize,
-    mem: Memory,
+    pub(super) refused: AtomicU64,
+    pub(super) max_len: usize,
+    pub(super) mem: Memory,
 }
 
 impl ClientChan {
-    fn new(mem: Memory) -> Result<ClientChan> {
+    pub(super) fn new(mem: Memory) -> Result<ClientChan> {
         // SAFETY: everything built from this view is stored in the fields
         // above `mem` of the `ClientChan` being built, dropped before it,
         // and never handed out with the `'static` lifetime.
@@ -117,34 +180,49 @@ impl ClientChan {
             pending: AtomicUsize::new(0),
             dead: AtomicBool::new(false),
             refused: AtomicU64::new(0),
-            max_len: layout.slot_size().max(layout.extent_size()),
+            max_len: layout
+                .slot_size()
+                .max(layout.extent_size())
+                .saturating_sub(logical::CONTEXT_ROOM),
             mem,
         })
     }
 
-    fn call(&self, op: u32, args: &[u8], opts: &CallOptions) -> Result<Vec<u8>> {
+    pub(super) fn call(&self, op: u32, args: &[u8], opts: &CallOptions) -> Result<Vec<u8>> {
+        let sent = self.send(op, args, opts)?;
+        self.finish(sent, opts.deadline, None)
+    }
+
+    /// Sends a call: a permit, a slot, the context and the arguments
+    /// written, the waiter armed with the current thread's unparker, the
+    /// index pushed and the server rung. The caller then [`finish`]es it
+    /// (on the same thread), which gives the permit back.
+    ///
+    /// [`finish`]: ClientChan::finish
+    pub(crate) fn send(&self, op: u32, args: &[u8], opts: &CallOptions) -> Result<Sent> {
         if self.dead.load(Acquire) {
             return Err(Error::PeerDied);
         }
+        let mut context = [0u8; MAX_CONTEXT];
+        let head = logical::encode_current(opts.deadline, &mut context)?;
         if args.len() > self.max_len {
             return Err(Error::TooLarge);
         }
+        let len = head + args.len();
         self.free.acquire();
-        let ticket = match self.slots.lock().reserve(args.len()) {
+        let ticket = match self.slots.lock().reserve(len) {
             Ok(t) => t,
             Err(e) => {
                 self.free.release();
                 return Err(slot_error(e));
             }
         };
-        let result = self.make(op, args, opts, ticket);
-        self.free.release();
-        result
-    }
-
-    fn make(&self, op: u32, args: &[u8], opts: &CallOptions, ticket: Ticket) -> Result<Vec<u8>> {
         let arena = self.slots.lock().arena();
-        arena.write_call(&ticket, op, args).map_err(slot_error)?;
+        if let Err(e) = arena.write_call_parts(&ticket, op, &context[..head], args) {
+            let _ = self.slots.lock().release(&ticket);
+            self.free.release();
+            return Err(slot_error(e));
+        }
         let w = &self.waiters[ticket.index as usize];
         {
             // The unparker and the word change together (see `Waiter`).
@@ -164,48 +242,156 @@ impl ClientChan {
         if self.dead.load(Acquire) {
             self.fail_waiters();
         }
-        self.spin_for_reply(w);
-        let waited = match opts.deadline {
-            None => self.wait_reply(w, || false, crate::thread::park),
+        Ok(Sent {
+            ticket,
+            op,
+            begun: Instant::now(),
+        })
+    }
+
+    /// Waits for the reply to `sent` until `deadline` or until `abort` is
+    /// set (its setter unparks this thread), and gives the slot's permit
+    /// back. While it waits, an alert of this thread goes to the server
+    /// (the thread's frame names this call).
+    pub(crate) fn finish(
+        &self,
+        sent: Sent,
+        deadline: Option<Instant>,
+        abort: Option<&AtomicBool>,
+    ) -> Result<Vec<u8>> {
+        let result = self.wait_for(&sent, deadline, abort);
+        self.free.release();
+        result
+    }
+
+    fn wait_for(
+        &self,
+        sent: &Sent,
+        deadline: Option<Instant>,
+        abort: Option<&AtomicBool>,
+    ) -> Result<Vec<u8>> {
+        let ticket = sent.ticket;
+        let w = &self.waiters[ticket.index as usize];
+        let aborted = || abort.is_some_and(|a| a.load(Acquire));
+        let me = crate::thread::try_current();
+        let out = OutCall { chan: self, ticket };
+        let own = logical::Frame::new(None);
+        let mut entered = false;
+        let record = CallWait {
+            record: WaitRecord::describing(
+                CallWait::abandon,
+                WaitsOn::Reply as u32,
+                std::ptr::from_ref(self) as usize,
+            ),
+            chan: self,
+            ticket,
+            frame: me.as_ref().map(|t| &t.header().rpc),
+        };
+        if let Some(t) = &me {
+            // SAFETY: `t` is the running thread, and `record` stays on this
+            // frame until it is unregistered below.
+            unsafe { register_wait(&t.header().waits, &record.record) };
+            if t.header().rpc.load(Relaxed) == 0 {
+                logical::enter(t, &own);
+                entered = true;
+            }
+            // SAFETY: `t` is the current thread; `out` lives on this frame
+            // and is cleared below, before it goes.
+            unsafe { logical::set_outgoing(t, Some(&out)) };
+        }
+        if !aborted() {
+            self.spin_for_reply(w);
+        }
+        let waited = match deadline {
+            None => self.wait_reply(w, aborted, crate::thread::park),
             // The deadline's timer is taken out of the wheel as soon as the
             // wait ends, reply or not.
             Some(d) => match Handle::try_current() {
                 Some(h) => crate::thread::with_timer(&h.shared().sources.timers, d, |fired| {
-                    self.wait_reply(w, fired, crate::thread::park)
+                    self.wait_reply(w, || fired() || aborted(), crate::thread::park)
                 }),
                 // Not in a runtime: a kernel thread waits by itself.
                 None => self.wait_reply(
                     w,
-                    || Instant::now() >= d,
+                    || Instant::now() >= d || aborted(),
                     || std::thread::park_timeout(d.saturating_duration_since(Instant::now())),
                 ),
             },
         };
+        if let Some(t) = &me {
+            // SAFETY: `t` is the current thread; clearing names nothing.
+            unsafe { logical::set_outgoing(t, None) };
+            if entered {
+                logical::leave(t);
+            }
+            // SAFETY: registered above, at this address, by this thread.
+            unsafe { unregister_wait(&t.header().waits, &record.record) };
+        }
         match waited {
             Waited::Replied => {}
             Waited::Dead => {
                 w.word.finish(&self.pending);
                 return Err(Error::PeerDied);
             }
-            Waited::Abandoned => return self.abandon(w, ticket),
+            Waited::Abandoned => {
+                let why = if aborted() {
+                    Error::Aborted
+                } else {
+                    Error::DeadlineExceeded
+                };
+                return self.abandon(w, ticket, why);
+            }
         }
+        let arena = self.slots.lock().arena();
         let answer = arena.read_answer(&ticket);
         w.word.finish(&self.pending);
-        let (status, bytes) = match answer {
-            Ok(a) => a,
-            Err(_) => {
-                // The slot does not hold this call's reply although its
-                // index came back: the server broke the protocol. The slot
-                // stays out of use.
-                return Err(Error::BadReply);
-            }
+        let Ok((status, bytes)) = answer else {
+            // The slot does not hold this call's reply although its index
+            // came back: the server broke the protocol. The slot stays out
+            // of use.
+            return Err(Error::BadReply);
         };
         let _ = self.slots.lock().release(&ticket);
+        let Some((spent, result)) = split_spent(bytes) else {
+            return Err(Error::BadReply);
+        };
+        // What the server says it spent, never more than the call took
+        // (a server cannot charge a client for time that did not pass).
+        crate::processor::charge_current(spent.min(sent.begun.elapsed()));
         if status == STATUS_OK {
-            Ok(bytes)
+            Ok(result)
         } else {
-            Err(status_error(status, op))
+            Err(status_error(status, sent.op))
         }
+    }
+
+    /// The caller of `ticket` was terminated while it waited: its frame is
+    /// left (nobody may reach its stack), the call withdrawn as an abort
+    /// (the server's activation is alerted, a late reply discarded), and
+    /// its permit given back. Runs on the terminator.
+    fn terminated(&self, ticket: Ticket) {
+        let w = &self.waiters[ticket.index as usize];
+        if w.word.abandon() {
+            let _ = self.abandon(w, ticket, Error::Aborted);
+        } else {
+            match w.word.outcome() {
+                Outcome::Replied => {
+                    w.word.finish(&self.pending);
+                    let _ = self.slots.lock().release(&ticket);
+                }
+                _ => w.word.finish(&self.pending),
+            }
+        }
+        self.free.release();
+    }
+
+    /// Signals `bits` to the server for the call `ticket` (still the
+    /// caller's), and rings it.
+    pub(crate) fn signal(&self, ticket: &Ticket, bits: u32) {
+        let arena = self.slots.lock().arena();
+        arena.signal(ticket, bits);
+        self.mem.view().signals(Side::Client).fetch_add(1, Release);
+        polled::ring(self.mem.view().doorbell(Side::Server), true);
     }
 
     /// Parks (with `park`) until the reply or the peer's death comes, or
@@ -244,7 +430,10 @@ impl ClientChan {
     /// The caller's deadline passed: its waiter went from `WAITING` to
     /// `ABANDONED`.
     #[cold]
-    fn abandon(&self, w: &Waiter, ticket: Ticket) -> Result<Vec<u8>> {
+    fn abandon(&self, w: &Waiter, ticket: Ticket, why: Error) -> Result<Vec<u8>> {
+        // Tell the server first, while the slot is still this call's: its
+        // activation is alerted, and its answer will be discarded.
+        self.signal(&ticket, ALERT | ABORT);
         let mut slots = self.slots.lock();
         if !slots.arena().holds_reply(&ticket) && w.word.claim_abandoned(&self.pending) {
             // Withdrawn before the server answered: a late answer fails its
@@ -253,7 +442,7 @@ impl ClientChan {
         }
         // Else the reply is in the slot and its index on its way: the
         // poller frees the slot when it pops it (ABANDONED -> IDLE).
-        Err(Error::TimedOut)
+        Err(why)
     }
 
     /// Takes the replies off the queue (one poller at a time).
@@ -313,7 +502,7 @@ impl ClientChan {
 
     /// The peer broke the protocol in a way that leaves the channel
     /// unusable, or died: every call fails with `PeerDied`.
-    fn break_channel(&self) {
+    pub(super) fn break_channel(&self) {
         self.dead.store(true, Release);
         self.fail_waiters();
     }
@@ -359,125 +548,6 @@ impl Polled for ClientChan {
 impl Watched for ClientChan {
     fn peer_gone(&self) {
         self.break_channel();
-    }
-}
-
-/// A connection to a server's interface: one channel, in shared memory,
-/// polled by the runtime of the thread that connected. Clones share the
-/// channel; calls from many threads at once are in flight together (up to
-/// the channel's slots; further callers wait for a slot). The channel is
-/// closed when the last clone is dropped.
-#[derive(Clone)]
-pub struct Client {
-    inner: Arc<Connection>,
-}
-
-struct Connection {
-    chan: Arc<ClientChan>,
-    entry: Arc<dyn Polled>,
-    runtime: Handle,
-    watch: watch::Token,
-}
-
-impl Drop for Connection {
-    fn drop(&mut self) {
-        watch::unwatch(&self.watch);
-        self.chan.mem.close(Side::Client);
-        self.chan.break_channel();
-        self.runtime.shared().remove_polled(&self.entry);
-    }
-}
-
-impl Client {
-    /// Binds to the server of interface `name` at version hash `version`
-    /// in the user's runtime directory ([`RuntimeDir::user`]).
-    ///
-    /// # Errors
-    /// Every binding error of [`bind::connect_raw`]; [`Error::BadLayout`]
-    /// if the server's channel does not check out; [`Error::NoRuntime`]
-    /// off a ferry thread.
-    pub fn connect(name: &str, version: u64) -> Result<Client> {
-        Client::connect_in(&RuntimeDir::user()?, name, version)
-    }
-
-    /// [`Client::connect`] in `dir`.
-    ///
-    /// # Errors
-    /// As [`Client::connect`].
-    pub fn connect_in(dir: &RuntimeDir, name: &str, version: u64) -> Result<Client> {
-        let runtime = Handle::try_current().ok_or(Error::NoRuntime)?;
-        let binding = bind::connect_raw_in(dir, name, version)?;
-        let mem = Memory::client(binding)?;
-        let chan = Arc::new(ClientChan::new(mem)?);
-        let watch = watch::watch(chan.clone(), chan.mem.peer().pid, chan.mem.socket())?;
-        let entry: Arc<dyn Polled> = chan.clone();
-        runtime.shared().add_polled(entry.clone());
-        Ok(Client {
-            inner: Arc::new(Connection {
-                chan,
-                entry,
-                runtime,
-                watch,
-            }),
-        })
-    }
-
-    /// Calls operation `op` with `args` and returns the result's bytes. The
-    /// calling ferry thread parks meanwhile (its processor runs others).
-    ///
-    /// # Errors
-    /// [`Error::PeerDied`] if the server died or broke the channel;
-    /// [`Error::TooLarge`] for arguments over the channel's maximum;
-    /// [`Error::UnknownOp`], [`Error::BadArgs`], [`Error::ServerPanicked`]
-    /// as the server answered; [`Error::BadReply`] for a reply that does
-    /// not follow the protocol.
-    pub fn call(&self, op: u32, args: &[u8]) -> Result<Vec<u8>> {
-        self.inner.chan.call(op, args, &CallOptions::default())
-    }
-
-    /// [`Client::call`] with `opts`: a deadline ([`Error::TimedOut`] after
-    /// it; the slot is reclaimed safely), an urgent wake.
-    ///
-    /// # Errors
-    /// As [`Client::call`], and [`Error::TimedOut`].
-    pub fn call_with(&self, op: u32, args: &[u8], opts: &CallOptions) -> Result<Vec<u8>> {
-        self.inner.chan.call(op, args, opts)
-    }
-
-    /// The server's credentials, as the kernel reported them at binding.
-    pub fn peer(&self) -> Credentials {
-        self.inner.chan.mem.peer()
-    }
-
-    /// The interface name this client is bound to.
-    pub fn name(&self) -> &str {
-        self.inner.chan.mem.name()
-    }
-
-    /// The largest arguments or result one call may carry.
-    pub fn max_call_len(&self) -> usize {
-        self.inner.chan.max_len
-    }
-
-    /// Whether the server is known to be gone (calls fail with
-    /// [`Error::PeerDied`]).
-    pub fn is_dead(&self) -> bool {
-        self.inner.chan.dead.load(Acquire)
-    }
-
-    /// Replies refused so far (forged, repeated or out of range indices).
-    pub fn refused_replies(&self) -> u64 {
-        self.inner.chan.refused.load(Relaxed)
-    }
-}
-
-impl std::fmt::Debug for Client {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Client")
-            .field("name", &self.name())
-            .field("peer", &self.peer())
-            .field("dead", &self.is_dead())
-            .finish()
     }
 }
 

@@ -16,8 +16,26 @@ use super::layout::LayoutError;
 pub enum Error {
     /// The peer process is gone, or hung up before the exchange was over.
     PeerDied,
-    /// The peer did not answer within the time allowed.
+    /// The peer did not answer within the time allowed (binding).
     TimedOut,
+    /// The call's deadline passed before its reply came: the call was
+    /// withdrawn (its slot reclaimed safely) and the server's activation
+    /// alerted; a late reply is discarded.
+    DeadlineExceeded,
+    /// The call was aborted ([`Call::abort`](super::Call::abort)) before
+    /// its reply came: the server's activation was alerted and its reply
+    /// will be discarded.
+    Aborted,
+    /// The server's pool of activations is at its maximum and the server
+    /// chose to refuse calls then ([`WhenFull::Busy`](super::WhenFull::Busy)),
+    /// or its bounded wait line is full.
+    Busy,
+    /// The call would make its logical thread visit more than
+    /// [`MAX_CHAIN_DEPTH`](super::MAX_CHAIN_DEPTH) processes at once.
+    ChainTooDeep {
+        /// The depth the call would reach.
+        depth: usize,
+    },
     /// The two sides' interface version hashes differ: `ours` is this
     /// side's, `theirs` the peer's.
     VersionMismatch {
@@ -76,6 +94,16 @@ impl fmt::Display for Error {
         match self {
             Error::PeerDied => f.write_str("the peer process died or hung up"),
             Error::TimedOut => f.write_str("the peer did not answer in time"),
+            Error::DeadlineExceeded => {
+                f.write_str("the call's deadline passed before its reply came")
+            }
+            Error::Aborted => f.write_str("the call was aborted before its reply came"),
+            Error::Busy => f.write_str("the server has no activation free and refuses to queue"),
+            Error::ChainTooDeep { depth } => write!(
+                f,
+                "the call would make its chain {depth} processes deep (the most is {})",
+                super::MAX_CHAIN_DEPTH
+            ),
             Error::VersionMismatch { ours, theirs } => write!(
                 f,
                 "interface version mismatch: ours is {ours:#018x}, the peer's is {theirs:#018x}"

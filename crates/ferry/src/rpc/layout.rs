@@ -20,7 +20,7 @@
 //! | 128 | `q` = `bytes_needed::<u32>(n)` rounded to 128 | call queue: `ferry_queue` MP-SC of `u32` slot indices | client (push) | server (pop) |
 //! | 128 + `q` | `q` | reply queue: MP-SC of `u32` slot indices | server (push) | client (pop) |
 //! | 128 + 2`q` | 256 | doorbells: a `u32` futex word at the start of each 128-byte line, the client's then the server's; a side sleeps on its own word, the peer rings it | both | both |
-//! | 384 + 2`q` | 256 | liveness: per side (client's line, then server's) a heartbeat/epoch `u64` at +0 and a closed flag `u64` at +8 | that side | the peer |
+//! | 384 + 2`q` | 256 | liveness: per side (client's line, then server's) a heartbeat/epoch `u64` at +0, a closed flag `u64` at +8 and a signal count `u64` at +16 (bumped after each signal written into a slot) | that side | the peer |
 //! | 640 + 2`q` | `n` × [`slot_stride`]`(s)` | slot arena (see [`super::slots`]) | both | both |
 //! | after the arena, on a [`LINE`] | `n` × `x` | extents: slot `i`'s large arguments or result, when they do not fit inline, in extent `i` (`x` = the extent size, a multiple of [`LINE`], 0 for none) | both | both |
 //!
@@ -66,15 +66,16 @@ pub(crate) const LINE: usize = 128;
 /// `"FRYCHAN"` then a zero byte: the header's first word once [`init`] is done.
 pub(crate) const MAGIC: u64 = 0x4652_5943_4841_4e00;
 /// The layout version this module writes and accepts.
-pub(crate) const LAYOUT_VERSION: u64 = 2;
+pub(crate) const LAYOUT_VERSION: u64 = 3;
 /// The most slots a channel may have.
 pub(crate) const MAX_SLOTS: u32 = 1 << 16;
 /// The largest inline slot payload, in bytes.
 pub(crate) const MAX_SLOT_SIZE: usize = 1 << 16;
 /// The largest extent (a slot's out-of-line area), in bytes: 16 MiB.
 pub(crate) const MAX_EXTENT_SIZE: usize = 1 << 24;
-/// Bytes of a slot's header words (control word, then op/length word).
-pub(crate) const SLOT_HEADER: usize = 16;
+/// Bytes of a slot's header words (control word, op/length word, signal
+/// word).
+pub(crate) const SLOT_HEADER: usize = 24;
 
 /// The channel header, the first [`LINE`] bytes of the region. Every field is
 /// an atomic word because the peer may write any of them at any time; the

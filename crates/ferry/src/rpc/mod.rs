@@ -79,11 +79,15 @@
 //! [`Error::TimedOut`] after it and its slot is reclaimed safely. A call
 //! without one waits as long as the peer lives.
 
+mod activation;
 mod bind;
 mod call;
+mod chan;
 mod client;
+mod connection;
 mod dir;
 mod error;
+mod logical;
 // The helpers of the code `#[ferry::interface]` generates.
 #[doc(hidden)]
 #[path = "private.rs"]
@@ -107,12 +111,14 @@ mod atomic {
     pub(crate) use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 }
 
+pub use activation::{ActivationStats, OnPoolLow, PoolLow, WhenFull};
 pub use bind::{
     Accepted, Binding, Credentials, DEFAULT_CHANNEL_LEN, DEFAULT_HANDSHAKE_TIMEOUT, Listener,
     MAX_CHANNEL_LEN, Mapping, Policy, connect_raw, connect_raw_in, connect_raw_with,
 };
 pub use call::{CallOptions, ChannelConfig, Fault, Handler, MAX_CALL_LEN};
-pub use client::Client;
+pub use connection::{AbortHandle, Call, Client};
 pub use dir::{MAX_NAME_LEN, RuntimeDir, check_name};
 pub use error::{Error, Result};
-pub use server::{Server, ServerBuilder};
+pub use logical::{Chain, LogicalId, MAX_CHAIN_DEPTH, chain};
+pub use server::{PathStats, ServeMode, Server, ServerBuilder};

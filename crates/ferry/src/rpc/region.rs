@@ -148,6 +148,13 @@ impl<'r> ChannelView<'r> {
         &self.area(self.layout.liveness())[side.line() * LINE / 8 + 1]
     }
 
+    /// `side`'s signal count: bumped by `side` each time it signals a call
+    /// in flight (an alert or an abort in a slot's signal word), so that the
+    /// peer's poller finds signals with one load.
+    pub(crate) fn signals(&self, side: Side) -> &'r AtomicU64 {
+        &self.area(self.layout.liveness())[side.line() * LINE / 8 + 2]
+    }
+
     /// The client's end of the call queue.
     ///
     /// # Errors

@@ -1,221 +1,68 @@
-//! The server's end: [`Server`] serves one interface name; each client that
-//! binds gets a channel, an event source of the server's runtime (it
-//! implements `event::polled::Polled`), and its calls run on the server's
-//! pool of ferry threads ([`super::pool`]).
+//! The server: [`Server`] serves one interface name; each client that binds
+//! gets a channel (`chan`), an event source of the server's runtime, and
+//! its calls run as the server chose at serve time ([`ServeMode`]): on
+//! activations, as migrating calls (`activation`), or on a pool of service
+//! threads (`pool`, Mach's static model).
 //!
-//! This module owns accepting, the server's channel ends and answering; it
-//! must not decide how many threads serve (the pool does) nor how a
-//! processor polls or sleeps (`event::polled`).
-//!
-//! # A call, on the server
-//!
-//! 1. A poller (a processor at a switch, spinning idle, or woken by the
-//!    doorbell) sees the call queue non-empty, pops the slot indices (one
-//!    poller at a time per channel) and hands each to the pool.
-//! 2. A pool thread copies the call out of its slot (checked: index, state,
-//!    length), runs the [`Handler`], writes the answer into the slot
-//!    (status in the op word) with a compare-exchange on the slot's control
-//!    word, pushes the index on the reply queue and rings the client's
-//!    doorbell if the client's processors sleep.
-//!
-//! A client that breaks the protocol (a corrupt queue) or dies has its
-//! channel closed: its calls not yet answered are dropped (their answers
-//! fail the compare-exchange or go nowhere) and nothing else is affected.
+//! This module owns accepting, the server's configuration and its
+//! bookkeeping of bound clients; it must not serve a call itself (`chan`,
+//! `activation` and `pool` do).
 
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
-use ferry_queue::mpsc::{ShmConsumer, ShmProducer};
-use ferry_queue::shm::Observer;
-
+use super::activation::{ActivationStats, Activations, OnPoolLow, PoolConfig, PoolLow, WhenFull};
 use super::bind::{Credentials, Listener, Policy};
-use super::call::{ChannelConfig, Fault, Handler, STATUS_OK};
+use super::call::{ChannelConfig, Handler};
+use super::chan::{Dispatch, Entry, PathTicks, ServerChan};
 use super::dir::RuntimeDir;
 use super::error::{Error, Result};
 use super::layout::Side;
 use super::memory::Memory;
-use super::pool::{Job, Pool};
-
-/// A call for the pool: slot `index` of `chan`.
-pub(crate) struct Served {
-    chan: Arc<ServerChan>,
-    index: u32,
-}
-
-impl Job for Served {
-    fn run(self, handler: &dyn Handler) {
-        let mut index = self.index;
-        loop {
-            self.chan.serve(index, handler);
-            match self.chan.next_call() {
-                Some(next) => index = next,
-                None => return,
-            }
-        }
-    }
-}
-use super::slots::ServerSlots;
-use super::watch::{self, Watched};
-use crate::event::polled::{self, Polled};
+use super::pool::Pool;
+use super::watch;
+use crate::event::polled::Polled;
 use crate::runtime::Handle;
-use crate::sync::SpinLock;
 
-/// The server's end of one channel.
-pub(crate) struct ServerChan {
-    // The `'static` endpoints borrow `mem`: declared before it, dropped
-    // before it (see `memory`).
-    calls: SpinLock<ShmConsumer<'static, u32>>,
-    calls_seen: Observer<'static, u32>,
-    replies: SpinLock<ShmProducer<'static, u32>>,
-    slots: ServerSlots<'static>,
-    pool: Arc<Pool<Served>>,
-    closed: AtomicBool,
-    /// The server, to drop this channel as soon as its client is gone.
-    server: Weak<Shared>,
-    mem: Memory,
+/// How a server runs its calls, chosen at serve time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServeMode {
+    /// Migrating calls (000): each call occupies an activation of the
+    /// server's pool and runs as its caller's logical thread — at the
+    /// caller's priority, its run time charged back to the caller, alerts
+    /// and aborts reaching it. The default.
+    Migrating,
+    /// Mach's static model: a fixed pool of service threads takes calls
+    /// from a line in arrival order, at their own priority; the server
+    /// keeps the run time (nothing is charged back) and alerts do not cross.
+    Static,
 }
 
-impl ServerChan {
-    fn new(mem: Memory, pool: Arc<Pool<Served>>, server: Weak<Shared>) -> Result<ServerChan> {
-        // SAFETY: everything built from this view is stored in the fields
-        // above `mem` of the `ServerChan` being built, dropped before it,
-        // and never handed out with the `'static` lifetime.
-        let view = unsafe { mem.view_static() };
-        let calls = view.call_consumer()?;
-        Ok(ServerChan {
-            calls_seen: calls.observer(),
-            calls: SpinLock::new(calls),
-            replies: SpinLock::new(view.reply_producer()?),
-            slots: ServerSlots::new(&view),
-            pool,
-            closed: AtomicBool::new(false),
-            server,
-            mem,
-        })
-    }
-
-    /// Serves the call in slot `index` on the calling pool thread.
-    pub(crate) fn serve(&self, index: u32, handler: &dyn Handler) {
-        if self.closed.load(Acquire) {
-            return;
+impl ServeMode {
+    /// The default: [`ServeMode::Migrating`], or what the environment
+    /// variable `FERRY_RPC_MODE` says (`static` or `migrating`), so that
+    /// one test suite runs in both modes.
+    pub fn from_env() -> ServeMode {
+        match std::env::var("FERRY_RPC_MODE").as_deref() {
+            Ok("static") => ServeMode::Static,
+            _ => ServeMode::Migrating,
         }
-        let Ok(call) = self.slots.read_call(index) else {
-            // Not a call (withdrawn, or scribbled on): nothing to answer.
-            return;
-        };
-        let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            handler.call(call.op, &call.args)
-        }))
-        .unwrap_or(Err(Fault::Panicked));
-        if self.closed.load(Acquire) {
-            return;
-        }
-        let written = match &answer {
-            Ok(result) => match self.slots.write_answer(&call, STATUS_OK, result) {
-                Err(super::slots::SlotError::TooLarge { .. }) => {
-                    self.slots
-                        .write_answer(&call, Fault::TooLarge.status(), &[])
-                }
-                other => other,
-            },
-            Err(fault) => self.slots.write_answer(&call, fault.status(), &[]),
-        };
-        if written.is_err() {
-            // Withdrawn by the client (its deadline passed) or scribbled
-            // on: nobody waits for this answer.
-            return;
-        }
-        if self.replies.lock().try_push(index).is_err() {
-            self.close();
-            return;
-        }
-        polled::ring(self.mem.view().doorbell(Side::Client), false);
-    }
-
-    /// After serving a call, with nothing else ready on its processor: the
-    /// pool thread polls this channel for the runtime's spin budget and
-    /// takes the next call itself (no poller, no pool hand-off, no wake),
-    /// handing any further ones to the pool.
-    fn next_call(self: &Arc<Self>) -> Option<u32> {
-        crate::thread::spin_for(|| {
-            if self.closed.load(Relaxed) {
-                return Some(None);
-            }
-            if self.calls_seen.is_empty() {
-                return None;
-            }
-            let calls = self.calls.try_lock()?;
-            let first = match calls.try_pop() {
-                Ok(Some(index)) => index,
-                Ok(None) => return Some(None),
-                Err(_) => {
-                    drop(calls);
-                    self.close();
-                    return Some(None);
-                }
-            };
-            drop(calls);
-            if !self.calls_seen.is_empty() {
-                self.take_calls();
-            }
-            Some(Some(first))
-        })
-        .flatten()
-    }
-
-    fn take_calls(self: &Arc<Self>) {
-        let Some(calls) = self.calls.try_lock() else {
-            return;
-        };
-        loop {
-            match calls.try_pop() {
-                Ok(Some(index)) => self.pool.submit(Served {
-                    chan: self.clone(),
-                    index,
-                }),
-                Ok(None) => break,
-                Err(_) => {
-                    drop(calls);
-                    self.close();
-                    return;
-                }
-            }
-        }
-    }
-
-    fn close(&self) {
-        self.closed.store(true, Release);
     }
 }
 
-/// A registered channel: the `Arc` the poller list holds, with the
-/// `Arc<Self>` the jobs need.
-struct Entry(Arc<ServerChan>);
-
-impl Polled for Entry {
-    #[inline]
-    fn is_ready(&self) -> bool {
-        !self.0.calls_seen.is_empty() && !self.0.closed.load(Relaxed)
-    }
-
-    fn deliver(&self) {
-        self.0.take_calls();
-    }
-
-    fn doorbell(&self) -> Option<&AtomicU32> {
-        Some(self.0.mem.view().doorbell(Side::Server))
-    }
-}
-
-impl Watched for ServerChan {
-    fn peer_gone(&self) {
-        self.close();
-        if let Some(server) = self.server.upgrade() {
-            server.reap();
-        }
-    }
+/// A server's path timing ([`ServerBuilder::measure_path`]): sums over the
+/// calls served, as 000's Table 3 splits a call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PathStats {
+    /// Calls measured.
+    pub calls: u64,
+    /// From the call seen by the server's poller to the handler's entry.
+    pub to_handler: Duration,
+    /// From the handler's return to the reply pushed.
+    pub to_reply: Duration,
 }
 
 /// One bound client.
@@ -226,11 +73,14 @@ struct Bound {
 }
 
 /// What the server's accepting thread and its handle share.
-struct Shared {
+pub(crate) struct Shared {
     listener: Listener,
     runtime: Handle,
-    pool: Arc<Pool<Served>>,
+    dispatch: Arc<Dispatch>,
+    path: Option<Arc<PathTicks>>,
     bound: Mutex<Vec<Bound>>,
+    /// Run time spent on calls of clients gone, by pid.
+    cpu_gone: Mutex<Vec<(i32, Duration)>>,
     stopping: AtomicBool,
     accepted: AtomicU64,
 }
@@ -256,6 +106,32 @@ impl Shared {
         b.chan.close();
         b.chan.mem.close(Side::Server);
         self.runtime.shared().remove_polled(&b.entry);
+        let cpu = Duration::from_nanos(b.chan.cpu_ns.load(Relaxed));
+        if !cpu.is_zero() {
+            self.cpu_gone
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push((b.chan.mem.peer().pid, cpu));
+        }
+    }
+
+    /// The client of `chan` died: its calls' activations are alerted (a
+    /// client process that dies terminates all its chains), and its channel
+    /// is dropped.
+    pub(crate) fn peer_gone(&self, chan: &ServerChan) {
+        if let Dispatch::Migrating(acts) = &*self.dispatch {
+            let found = self
+                .bound
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .iter()
+                .find(|b| std::ptr::eq(Arc::as_ptr(&b.chan), chan))
+                .map(|b| b.chan.clone());
+            if let Some(c) = found {
+                acts.client_died(c);
+            }
+        }
+        self.reap();
     }
 
     fn bind_one(self: &Arc<Self>, policy: &Policy<'_>) -> Result<()> {
@@ -267,7 +143,8 @@ impl Shared {
         let mem = Memory::server(accepted.binding, &layout)?;
         let chan = Arc::new(ServerChan::new(
             mem,
-            self.pool.clone(),
+            self.dispatch.clone(),
+            self.path.clone(),
             Arc::downgrade(self),
         )?);
         let watch = watch::watch(chan.clone(), chan.mem.peer().pid, chan.mem.socket())?;
@@ -288,8 +165,9 @@ impl Shared {
     }
 }
 
-/// Serves an interface: accepts clients by name and runs their calls on a
-/// pool of ferry threads of the runtime it was started in. Dropping it (or
+/// Serves an interface: accepts clients by name and runs their calls in
+/// the runtime it was started in, on activations (migrating calls) or on a
+/// pool of service threads ([`ServeMode`]). Dropping it (or
 /// [`Server::close`]) stops accepting, closes every channel (their clients
 /// get [`Error::PeerDied`]) and removes the socket file.
 pub struct Server {
@@ -300,7 +178,9 @@ pub struct Server {
 /// How a [`Server`] is set up.
 pub struct ServerBuilder {
     config: ChannelConfig,
-    max_threads: usize,
+    mode: ServeMode,
+    pool: PoolConfig,
+    measure_path: bool,
     allow: Option<Allow>,
 }
 
@@ -311,7 +191,9 @@ impl Default for ServerBuilder {
     fn default() -> Self {
         ServerBuilder {
             config: ChannelConfig::default(),
-            max_threads: super::pool::DEFAULT_MAX_THREADS,
+            mode: ServeMode::from_env(),
+            pool: PoolConfig::default(),
+            measure_path: false,
             allow: None,
         }
     }
@@ -324,10 +206,54 @@ impl ServerBuilder {
         self
     }
 
-    /// The most ferry threads that serve calls at once (at least 1); more
-    /// calls wait in line.
+    /// How calls run: on activations (default) or service threads.
+    pub fn mode(mut self, mode: ServeMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// The most calls served at once (at least 1): service threads in
+    /// [`ServeMode::Static`], activations in [`ServeMode::Migrating`]
+    /// (with [`ServerBuilder::activations`]' minimum kept).
     pub fn max_threads(mut self, n: usize) -> Self {
-        self.max_threads = n.max(1);
+        self.pool.max = n.max(1);
+        self
+    }
+
+    /// The pool of activations: `min` kept ready (made at start, never
+    /// retired), at most `max` at once (at least 1). The pool grows on
+    /// demand between them, and unoccupied activations above `min` retire
+    /// by halves each second none is taken. A call whose chain already
+    /// visits this process may take one beyond `max`, so that re-entrant
+    /// chains never wait for one.
+    pub fn activations(mut self, min: usize, max: usize) -> Self {
+        self.pool.max = max.max(1);
+        self.pool.min = min.min(self.pool.max);
+        self
+    }
+
+    /// What a call does when every activation is taken and the pool is at
+    /// its maximum: wait in a bounded line (the default, 1,024 calls,
+    /// highest priority first) or fail with [`Error::Busy`].
+    pub fn when_full(mut self, when: WhenFull) -> Self {
+        self.pool.when_full = when;
+        self
+    }
+
+    /// Called (on a ferry thread of the server) when the last unoccupied
+    /// activation is taken and the pool is below its maximum, before calls
+    /// have to wait (000 §6.2); returns how many activations to add now
+    /// (the default adds one).
+    pub fn on_pool_low(mut self, f: impl Fn(PoolLow) -> usize + Send + Sync + 'static) -> Self {
+        let f: OnPoolLow = Arc::new(f);
+        self.pool.on_low = Some(f);
+        self
+    }
+
+    /// Times each call's server-side path ([`Server::path_stats`]): two
+    /// reads of the time stamp counter more per call.
+    pub fn measure_path(mut self, on: bool) -> Self {
+        self.measure_path = on;
         self
     }
 
@@ -356,12 +282,20 @@ impl ServerBuilder {
         let layout = self.config.layout()?;
         let mut listener = Listener::bind_in(dir, name, version)?;
         listener.set_layout(layout)?;
-        let pool = Pool::start(&runtime, Arc::new(handler), self.max_threads)?;
+        let handler: Arc<dyn Handler> = Arc::new(handler);
+        let dispatch = match self.mode {
+            ServeMode::Static => Dispatch::Static(Pool::start(&runtime, handler, self.pool.max)?),
+            ServeMode::Migrating => {
+                Dispatch::Migrating(Activations::start(&runtime, handler, self.pool)?)
+            }
+        };
         let shared = Arc::new(Shared {
             listener,
             runtime,
-            pool,
+            dispatch: Arc::new(dispatch),
+            path: self.measure_path.then(Default::default),
             bound: Mutex::new(Vec::new()),
+            cpu_gone: Mutex::new(Vec::new()),
             stopping: AtomicBool::new(false),
             accepted: AtomicU64::new(0),
         });
@@ -396,7 +330,8 @@ impl ServerBuilder {
 }
 
 impl Server {
-    /// A builder, to set the channel size, the pool or the policy.
+    /// A builder, to set the mode, the pool, the channel size or the
+    /// policy.
     pub fn builder() -> ServerBuilder {
         ServerBuilder::default()
     }
@@ -424,6 +359,14 @@ impl Server {
         Server::builder().serve_in(dir, name, version, handler)
     }
 
+    /// How this server runs its calls.
+    pub fn mode(&self) -> ServeMode {
+        match &*self.shared.dispatch {
+            Dispatch::Static(_) => ServeMode::Static,
+            Dispatch::Migrating(_) => ServeMode::Migrating,
+        }
+    }
+
     /// Clients bound so far.
     pub fn accepted(&self) -> u64 {
         self.shared.accepted.load(Relaxed)
@@ -440,9 +383,57 @@ impl Server {
             .len()
     }
 
-    /// Ferry threads in the server's pool now.
+    /// Threads that serve calls now: service threads, or activations.
     pub fn threads(&self) -> usize {
-        self.shared.pool.threads()
+        match &*self.shared.dispatch {
+            Dispatch::Static(pool) => pool.threads(),
+            Dispatch::Migrating(acts) => acts.stats().live,
+        }
+    }
+
+    /// The pool of activations' counters (all zero in
+    /// [`ServeMode::Static`]).
+    pub fn activations(&self) -> ActivationStats {
+        match &*self.shared.dispatch {
+            Dispatch::Static(_) => ActivationStats::default(),
+            Dispatch::Migrating(acts) => acts.stats(),
+        }
+    }
+
+    /// Run time spent on each client's calls, by the client's pid (clients
+    /// gone included): what the server charged back to them. Empty in
+    /// [`ServeMode::Static`], where the server keeps its run time.
+    pub fn cpu_by_client(&self) -> Vec<(i32, Duration)> {
+        let mut out = self
+            .shared
+            .cpu_gone
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        for b in self
+            .shared
+            .bound
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            let cpu = Duration::from_nanos(b.chan.cpu_ns.load(Relaxed));
+            if !cpu.is_zero() {
+                out.push((b.chan.mem.peer().pid, cpu));
+            }
+        }
+        out
+    }
+
+    /// The server-side path timing so far, if the server measures it
+    /// ([`ServerBuilder::measure_path`]).
+    pub fn path_stats(&self) -> Option<PathStats> {
+        let p = self.shared.path.as_ref()?;
+        Some(PathStats {
+            calls: p.calls.load(Relaxed),
+            to_handler: crate::sys::cycles_to_duration(p.to_handler.load(Relaxed)),
+            to_reply: crate::sys::cycles_to_duration(p.to_reply.load(Relaxed)),
+        })
     }
 
     /// Stops serving (as dropping does).
@@ -465,7 +456,10 @@ impl Drop for Server {
         for b in bound {
             s.unbind(b);
         }
-        s.pool.stop();
+        match &*s.dispatch {
+            Dispatch::Static(pool) => pool.stop(),
+            Dispatch::Migrating(acts) => acts.stop(),
+        }
     }
 }
 
@@ -473,6 +467,7 @@ impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Server")
             .field("name", &self.shared.listener.name())
+            .field("mode", &self.mode())
             .field("accepted", &self.accepted())
             .finish()
     }

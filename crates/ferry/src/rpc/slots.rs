@@ -16,7 +16,12 @@
 //! |-------|------|
 //! | 0..8 | control: state in the low 32 bits, generation in the high 32 |
 //! | 8..16 | op in the low 32 bits, payload length in the high 32 |
-//! | 16..16 + `s` | payload, `s` = the layout's slot size, in native-order 8-byte words |
+//! | 16..24 | signal: the call's generation in the high 32 bits, [`ALERT`] and [`ABORT`] in the low (client writes, server reads) |
+//! | 24..24 + `s` | payload, `s` = the layout's slot size, in native-order 8-byte words |
+//!
+//! A call's payload is the call's context (the logical thread, encoded by
+//! `rpc::logical`) then its arguments; a reply's is the run time the server
+//! spent on it (8 bytes) then its result. This module sees only bytes.
 //!
 //! A payload longer than `s` (up to the layout's extent size) lives in the
 //! slot's extent instead, extent `i` for slot `i`; the length word says
@@ -74,9 +79,20 @@ pub(crate) const CALL: u32 = 1;
 /// Control-word state: the server's reply waits for the client.
 pub(crate) const REPLY: u32 = 2;
 
+/// Signal bit: the caller's logical thread was alerted.
+pub(crate) const ALERT: u32 = 1;
+/// Signal bit: the caller gave the call up (aborted, or its deadline
+/// passed); its answer will be discarded.
+pub(crate) const ABORT: u32 = 2;
+
 /// The control word for `state` at `generation`.
 pub(crate) fn control(state: u32, generation: u32) -> u64 {
     (u64::from(generation) << 32) | u64::from(state)
+}
+
+/// The signal word: `bits` for the call at `generation`.
+pub(crate) fn signal(bits: u32, generation: u32) -> u64 {
+    (u64::from(generation) << 32) | u64::from(bits)
 }
 
 /// The op/length word.
@@ -196,9 +212,20 @@ impl<'r> Arena<'r> {
 
     /// Writes `bytes` (checked to fit) as slot `index`'s payload.
     fn write_payload(&self, index: u32, slot: &'r [AtomicU64], bytes: &[u8]) {
-        let payload = self.payload(index, slot, bytes.len());
-        let mut chunks = bytes.chunks_exact(8);
+        self.write_parts(index, slot, &[], bytes);
+    }
+
+    /// Writes `head` then `bytes` (together checked to fit) as slot
+    /// `index`'s payload; `head` is a whole number of 8-byte words.
+    fn write_parts(&self, index: u32, slot: &'r [AtomicU64], head: &[u8], bytes: &[u8]) {
+        debug_assert!(head.len().is_multiple_of(8));
+        let payload = self.payload(index, slot, head.len() + bytes.len());
         let mut words = payload.iter();
+        for (chunk, word) in head.chunks_exact(8).zip(words.by_ref()) {
+            let w: [u8; 8] = chunk.try_into().expect("chunks of 8");
+            word.store(u64::from_ne_bytes(w), Relaxed);
+        }
+        let mut chunks = bytes.chunks_exact(8);
         for (chunk, word) in chunks.by_ref().zip(words.by_ref()) {
             let w: [u8; 8] = chunk.try_into().expect("chunks of 8");
             word.store(u64::from_ne_bytes(w), Relaxed);
@@ -227,8 +254,15 @@ impl<'r> Arena<'r> {
                 max: self.max_len(),
             });
         }
-        let payload = self.payload(index, slot, n);
         let mut out = vec![0u8; n];
+        self.copy_payload(index, slot, &mut out);
+        Ok(out)
+    }
+
+    /// Copies slot `index`'s first `out.len()` payload bytes (checked by
+    /// the caller against the maximum) into `out`.
+    fn copy_payload(&self, index: u32, slot: &'r [AtomicU64], out: &mut [u8]) {
+        let payload = self.payload(index, slot, out.len());
         let mut chunks = out.chunks_exact_mut(8);
         let mut words = payload.iter();
         for (chunk, word) in chunks.by_ref().zip(words.by_ref()) {
@@ -242,7 +276,6 @@ impl<'r> Arena<'r> {
             let k = rest.len();
             rest.copy_from_slice(&bytes[..k]);
         }
-        Ok(out)
     }
 }
 
@@ -423,14 +456,40 @@ impl ClientArena<'_> {
         op: u32,
         args: &[u8],
     ) -> Result<(), SlotError> {
-        let len = self.0.check_len(args.len())?;
+        self.write_call_parts(ticket, op, &[], args)
+    }
+
+    /// [`ClientArena::write_call`] with the payload `head` (a whole number
+    /// of 8-byte words: the call's context) then `args`; the signal word is
+    /// reset to this generation with no bits.
+    ///
+    /// # Errors
+    /// As [`ClientArena::write_call`].
+    pub(crate) fn write_call_parts(
+        &self,
+        ticket: &Ticket,
+        op: u32,
+        head: &[u8],
+        args: &[u8],
+    ) -> Result<(), SlotError> {
+        let len = self.0.check_len(head.len() + args.len())?;
         let slot = self.0.slot(ticket.index)?;
-        self.0.write_payload(ticket.index, slot, args);
+        self.0.write_parts(ticket.index, slot, head, args);
         slot[1].store(meta(op, len), Relaxed);
+        slot[2].store(signal(0, ticket.generation), Relaxed);
         // Release: the payload and op/length above are visible to whoever
         // reads this word with Acquire.
         slot[0].store(control(CALL, ticket.generation), Release);
         Ok(())
+    }
+
+    /// Adds `bits` ([`ALERT`], [`ABORT`]) to the signal word of the call
+    /// `ticket`; the caller then bumps its signal count. Release: pairs
+    /// with the server's Acquire load.
+    pub(crate) fn signal(&self, ticket: &Ticket, bits: u32) {
+        if let Ok(slot) = self.0.slot(ticket.index) {
+            slot[2].fetch_or(signal(bits, ticket.generation), Release);
+        }
     }
 
     /// Copies out the answer to the call `ticket` (its slot popped from the
@@ -507,6 +566,76 @@ impl<'r> ServerSlots<'r> {
         })
     }
 
+    /// Copies out the call in slot `index` into `buf` (the serving
+    /// activation's buffer, grown if it is too short): returns the call
+    /// with no bytes of its own and the payload's length in `buf`.
+    ///
+    /// # Errors
+    /// As [`ServerSlots::read_call`].
+    pub(crate) fn read_call_into(
+        &self,
+        index: u32,
+        buf: &mut Vec<u8>,
+    ) -> Result<(IncomingCall, usize), SlotError> {
+        let slot = self.arena.slot(index)?;
+        let h = Arena::header(slot);
+        if h.state != CALL {
+            return Err(SlotError::BadState {
+                found: h.state,
+                expected: CALL,
+            });
+        }
+        let n = h.len as usize;
+        if n > self.arena.max_len() {
+            return Err(SlotError::BadLength {
+                len: h.len,
+                max: self.arena.max_len(),
+            });
+        }
+        if buf.len() < n {
+            buf.resize(n, 0);
+        }
+        self.arena.copy_payload(index, slot, &mut buf[..n]);
+        let call = IncomingCall {
+            index,
+            generation: h.generation,
+            op: h.op,
+            args: Vec::new(),
+        };
+        Ok((call, n))
+    }
+
+    /// The signal bits of `call` now ([`ALERT`], [`ABORT`]): 0 if the word
+    /// is for another generation (a stale or forged word says nothing).
+    pub(crate) fn signal_of(&self, call: &IncomingCall) -> u32 {
+        let Ok(slot) = self.arena.slot(call.index) else {
+            return 0;
+        };
+        let w = slot[2].load(Acquire);
+        if (w >> 32) as u32 == call.generation {
+            w as u32 & (ALERT | ABORT)
+        } else {
+            0
+        }
+    }
+
+    /// Payload word `i` of the call in slot `index` (the context's words:
+    /// its priority, its hops), if the slot holds a call that long: a look
+    /// by the poller before it hands the call on; untrusted, like
+    /// everything here.
+    pub(crate) fn peek_word(&self, index: u32, i: usize) -> Option<u64> {
+        let slot = self.arena.slot(index).ok()?;
+        let h = Arena::header(slot);
+        if h.state != CALL
+            || (h.len as usize) < 8 * (i + 1)
+            || h.len as usize > self.arena.max_len()
+        {
+            return None;
+        }
+        let payload = self.arena.payload(index, slot, h.len as usize);
+        payload.get(i).map(|w| w.load(Relaxed))
+    }
+
     /// Writes `result` as the reply to `call` into its slot; the caller then
     /// pushes `call.index` on the reply queue.
     ///
@@ -530,7 +659,22 @@ impl<'r> ServerSlots<'r> {
         status: u32,
         result: &[u8],
     ) -> Result<(), SlotError> {
-        let len = self.arena.check_len(result.len())?;
+        self.write_answer_parts(call, status, &[], result)
+    }
+
+    /// [`ServerSlots::write_answer`] with the payload `head` (a whole
+    /// number of 8-byte words: the run time spent) then `result`.
+    ///
+    /// # Errors
+    /// As [`ServerSlots::write_reply`].
+    pub(crate) fn write_answer_parts(
+        &self,
+        call: &IncomingCall,
+        status: u32,
+        head: &[u8],
+        result: &[u8],
+    ) -> Result<(), SlotError> {
+        let len = self.arena.check_len(head.len() + result.len())?;
         let slot = self.arena.slot(call.index)?;
         let stale = SlotError::Stale {
             index: call.index,
@@ -540,7 +684,7 @@ impl<'r> ServerSlots<'r> {
         if slot[0].load(Relaxed) != expected {
             return Err(stale);
         }
-        self.arena.write_payload(call.index, slot, result);
+        self.arena.write_parts(call.index, slot, head, result);
         slot[1].store(meta(status, len), Relaxed);
         // Release on success: the payload and length above are visible to
         // the client that reads this word with Acquire.

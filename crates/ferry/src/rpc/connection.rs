@@ -1,0 +1,262 @@
+//! The caller's face of a channel: [`Client`] (a connection, shared by its
+//! clones) and [`Call`] (one call sent, to wait for or abort).
+//!
+//! This module owns connecting and the public calling API; the calling path
+//! itself is `client`'s ([`ClientChan`]).
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+
+use super::bind::{self, Credentials};
+use super::call::CallOptions;
+use super::client::{ClientChan, Sent};
+use super::dir::RuntimeDir;
+use super::error::{Error, Result};
+use super::layout::Side;
+use super::memory::Memory;
+use super::watch;
+use crate::event::polled::Polled;
+use crate::header::Unparker;
+use crate::runtime::Handle;
+use crate::sync::SpinLock;
+
+/// A connection to a server's interface: one channel, in shared memory,
+/// polled by the runtime of the thread that connected. Clones share the
+/// channel; calls from many threads at once are in flight together (up to
+/// the channel's slots; further callers wait for a slot). The channel is
+/// closed when the last clone is dropped.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Connection>,
+}
+
+struct Connection {
+    chan: Arc<ClientChan>,
+    entry: Arc<dyn Polled>,
+    runtime: Handle,
+    watch: watch::Token,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        watch::unwatch(&self.watch);
+        self.chan.mem.close(Side::Client);
+        self.chan.break_channel();
+        self.runtime.shared().remove_polled(&self.entry);
+    }
+}
+
+impl Client {
+    /// Binds to the server of interface `name` at version hash `version`
+    /// in the user's runtime directory ([`RuntimeDir::user`]).
+    ///
+    /// # Errors
+    /// Every binding error of [`bind::connect_raw`]; [`Error::BadLayout`]
+    /// if the server's channel does not check out; [`Error::NoRuntime`]
+    /// off a ferry thread.
+    pub fn connect(name: &str, version: u64) -> Result<Client> {
+        Client::connect_in(&RuntimeDir::user()?, name, version)
+    }
+
+    /// [`Client::connect`] in `dir`.
+    ///
+    /// # Errors
+    /// As [`Client::connect`].
+    pub fn connect_in(dir: &RuntimeDir, name: &str, version: u64) -> Result<Client> {
+        let runtime = Handle::try_current().ok_or(Error::NoRuntime)?;
+        let binding = bind::connect_raw_in(dir, name, version)?;
+        let mem = Memory::client(binding)?;
+        let chan = Arc::new(ClientChan::new(mem)?);
+        let watch = watch::watch(chan.clone(), chan.mem.peer().pid, chan.mem.socket())?;
+        let entry: Arc<dyn Polled> = chan.clone();
+        runtime.shared().add_polled(entry.clone());
+        Ok(Client {
+            inner: Arc::new(Connection {
+                chan,
+                entry,
+                runtime,
+                watch,
+            }),
+        })
+    }
+
+    /// Calls operation `op` with `args` and returns the result's bytes. The
+    /// calling ferry thread parks meanwhile (its processor runs others).
+    ///
+    /// # Errors
+    /// [`Error::PeerDied`] if the server died or broke the channel;
+    /// [`Error::TooLarge`] for arguments over the channel's maximum;
+    /// [`Error::UnknownOp`], [`Error::BadArgs`], [`Error::ServerPanicked`]
+    /// as the server answered; [`Error::BadReply`] for a reply that does
+    /// not follow the protocol.
+    pub fn call(&self, op: u32, args: &[u8]) -> Result<Vec<u8>> {
+        self.inner.chan.call(op, args, &CallOptions::default())
+    }
+
+    /// [`Client::call`] with `opts`: a deadline ([`Error::TimedOut`] after
+    /// it; the slot is reclaimed safely), an urgent wake.
+    ///
+    /// # Errors
+    /// As [`Client::call`], and [`Error::TimedOut`].
+    pub fn call_with(&self, op: u32, args: &[u8], opts: &CallOptions) -> Result<Vec<u8>> {
+        self.inner.chan.call(op, args, opts)
+    }
+
+    /// Sends a call of `op` with `args` and returns at once: the call is in
+    /// flight until [`Call::wait`] takes its reply, or it is aborted
+    /// ([`Call::abort`], an [`AbortHandle`], or dropping the `Call`).
+    ///
+    /// # Errors
+    /// As [`Client::call`], for what fails before the call is sent.
+    pub fn start(&self, op: u32, args: &[u8], opts: &CallOptions) -> Result<Call> {
+        let sent = self.inner.chan.send(op, args, opts)?;
+        Ok(Call {
+            client: self.clone(),
+            sent: Some(sent),
+            deadline: opts.deadline,
+            shared: Arc::new(CallShared {
+                aborted: AtomicBool::new(false),
+                waiter: SpinLock::new(Some(Unparker::current())),
+            }),
+            _not_send: std::marker::PhantomData,
+        })
+    }
+
+    /// The server's credentials, as the kernel reported them at binding.
+    pub fn peer(&self) -> Credentials {
+        self.inner.chan.mem.peer()
+    }
+
+    /// The interface name this client is bound to.
+    pub fn name(&self) -> &str {
+        self.inner.chan.mem.name()
+    }
+
+    /// The largest arguments or result one call may carry.
+    pub fn max_call_len(&self) -> usize {
+        self.inner.chan.max_len
+    }
+
+    /// Whether the server is known to be gone (calls fail with
+    /// [`Error::PeerDied`]).
+    pub fn is_dead(&self) -> bool {
+        self.inner.chan.dead.load(Acquire)
+    }
+
+    /// Replies refused so far (forged, repeated or out of range indices).
+    pub fn refused_replies(&self) -> u64 {
+        self.inner.chan.refused.load(Relaxed)
+    }
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("name", &self.name())
+            .field("peer", &self.peer())
+            .field("dead", &self.is_dead())
+            .finish()
+    }
+}
+
+/// What a [`Call`] and its [`AbortHandle`]s share.
+struct CallShared {
+    aborted: AtomicBool,
+    /// Whom to wake when the call is aborted (the thread that started it).
+    waiter: SpinLock<Option<Unparker>>,
+}
+
+impl CallShared {
+    fn abort(&self) {
+        self.aborted.store(true, Release);
+        let waiter = self.waiter.lock().clone();
+        if let Some(u) = waiter {
+            u.unpark();
+        }
+    }
+}
+
+/// One call in flight ([`Client::start`]), made by the thread that holds
+/// it: wait for its reply, or abort it. Aborting splits the logical thread
+/// (000 §5): the caller returns at once with [`Error::Aborted`], while the
+/// server's activation is alerted, may finish its work, and has its reply
+/// discarded; its activation goes back to its pool. Dropping a `Call` that
+/// was not waited for aborts it.
+pub struct Call {
+    client: Client,
+    sent: Option<Sent>,
+    deadline: Option<std::time::Instant>,
+    shared: Arc<CallShared>,
+    /// Waited for by the thread that sent it (its unparker is the slot's).
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+/// Aborts a [`Call`] from any thread ([`Call::abort_handle`]).
+#[derive(Clone)]
+pub struct AbortHandle(Arc<CallShared>);
+
+impl AbortHandle {
+    /// Aborts the call: its caller returns [`Error::Aborted`] at once (or as
+    /// soon as it waits), the server's activation is alerted and its reply
+    /// will be discarded. Does nothing to a call already finished.
+    pub fn abort(&self) {
+        self.0.abort();
+    }
+}
+
+impl std::fmt::Debug for AbortHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AbortHandle")
+            .field("aborted", &self.0.aborted.load(Relaxed))
+            .finish()
+    }
+}
+
+impl Call {
+    /// Waits for the reply (or the deadline, or an abort).
+    ///
+    /// # Errors
+    /// As [`Client::call_with`], and [`Error::Aborted`] if the call was
+    /// aborted first.
+    pub fn wait(mut self) -> Result<Vec<u8>> {
+        let sent = self.sent.take().expect("a call is waited for once");
+        self.client
+            .inner
+            .chan
+            .finish(sent, self.deadline, Some(&self.shared.aborted))
+    }
+
+    /// Aborts the call (see [`AbortHandle::abort`]); [`Call::wait`] then
+    /// returns [`Error::Aborted`] at once.
+    pub fn abort(&self) {
+        self.shared.abort();
+    }
+
+    /// A handle that aborts this call from another thread.
+    pub fn abort_handle(&self) -> AbortHandle {
+        AbortHandle(self.shared.clone())
+    }
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        if let Some(sent) = self.sent.take() {
+            self.shared.aborted.store(true, Release);
+            let _ = self
+                .client
+                .inner
+                .chan
+                .finish(sent, self.deadline, Some(&self.shared.aborted));
+        }
+    }
+}
+
+impl std::fmt::Debug for Call {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Call")
+            .field("client", &self.client)
+            .field("aborted", &self.shared.aborted.load(Acquire))
+            .finish()
+    }
+}

@@ -1,0 +1,594 @@
+//! Migrating calls across processes: the logical thread's chain, priority,
+//! run time, alerts and aborts follow a call from process to process, and
+//! pools of activations grow, refuse and re-enter as documented. The test
+//! binary runs itself again as a server process (the role in
+//! `FERRY_MIG_ROLE`), so that each hop is its own process.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use ferry::rpc::{CallOptions, Client, Error, Fault, RuntimeDir, ServeMode, Server, WhenFull};
+use ferry::thread::Priority;
+
+const ROLE: &str = "FERRY_MIG_ROLE";
+
+/// Ops of the test servers.
+mod op {
+    /// Echo.
+    pub const ECHO: u32 = 0;
+    /// The chain the handler runs in, as text.
+    pub const CHAIN: u32 = 1;
+    /// Burns the CPU milliseconds in the first byte; returns the ns burned
+    /// by the kernel thread's CPU clock.
+    pub const BURN: u32 = 2;
+    /// Waits for an alert with alerts blocked, then allows them; returns
+    /// what it saw.
+    pub const WAIT_ALERT: u32 = 3;
+    /// Forwards the rest of the arguments to the server named before `|`.
+    pub const FORWARD: u32 = 4;
+    /// Allows alerts and spins until alerted; counts it.
+    pub const HOLD: u32 = 5;
+    /// The server's counters: `live idle alerted held`.
+    pub const STATS: u32 = 6;
+    /// Re-entrant ping-pong: `n|name`: calls `name`'s PING with n - 1.
+    pub const PING: u32 = 7;
+    /// Burns about 2 ms of CPU and logs the tag in the arguments.
+    pub const LOGGED: u32 = 8;
+    /// The log, tags joined by spaces.
+    pub const LOG: u32 = 9;
+}
+
+static DIR: OnceLock<String> = OnceLock::new();
+static SERVER: OnceLock<Server> = OnceLock::new();
+static PEERS: Mutex<Option<HashMap<String, Client>>> = Mutex::new(None);
+static ALERTED: AtomicUsize = AtomicUsize::new(0);
+static HELD: AtomicUsize = AtomicUsize::new(0);
+static LOG: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn dir_at(path: &str) -> RuntimeDir {
+    RuntimeDir::open(path, rustix::process::getuid().as_raw()).unwrap()
+}
+
+fn peer(name: &str) -> Client {
+    let mut peers = PEERS.lock().unwrap();
+    let peers = peers.get_or_insert_with(HashMap::new);
+    peers
+        .entry(name.to_owned())
+        .or_insert_with(|| Client::connect_in(&dir_at(DIR.get().unwrap()), name, 1).unwrap())
+        .clone()
+}
+
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Burns `ms` of the kernel thread's CPU time without switching; returns
+/// the ns burned.
+fn burn(ms: u64) -> u64 {
+    let start = thread_cpu_ns();
+    while thread_cpu_ns() - start < ms * 1_000_000 {
+        std::hint::spin_loop();
+    }
+    thread_cpu_ns() - start
+}
+
+fn chain_text() -> String {
+    let c = ferry::rpc::chain().unwrap();
+    let hops: Vec<String> = c.hops.iter().map(u32::to_string).collect();
+    format!(
+        "{} {} {} {:?} {} {}",
+        c.id.pid,
+        c.id.start,
+        c.id.thread,
+        c.priority,
+        c.deadline.is_some(),
+        hops.join(",")
+    )
+}
+
+fn handler(op: u32, args: &[u8]) -> Result<Vec<u8>, Fault> {
+    let text = || String::from_utf8(args.to_vec()).map_err(|_| Fault::BadArgs);
+    match op {
+        op::ECHO => Ok(args.to_vec()),
+        op::CHAIN => Ok(chain_text().into_bytes()),
+        op::BURN => Ok(burn(u64::from(args[0])).to_le_bytes().to_vec()),
+        op::WAIT_ALERT => {
+            let mut blocked_saw = false;
+            while !ferry::current().is_alerted() {
+                blocked_saw |= ferry::alerted();
+                ferry::sleep(Duration::from_millis(1));
+            }
+            blocked_saw |= ferry::alerted();
+            let was = ferry::thread::allow_alerts(true);
+            Ok(format!(
+                "blocked_saw={blocked_saw} was_allowed={was} now={}",
+                ferry::alerted()
+            )
+            .into_bytes())
+        }
+        op::FORWARD => {
+            let t = text()?;
+            let (name, rest) = t.split_once('|').ok_or(Fault::BadArgs)?;
+            let (op, rest) = rest.split_once('|').ok_or(Fault::BadArgs)?;
+            let op: u32 = op.parse().map_err(|_| Fault::BadArgs)?;
+            peer(name)
+                .call(op, rest.as_bytes())
+                .map_err(|_| Fault::BadArgs)
+        }
+        op::HOLD => {
+            ferry::thread::allow_alerts(true);
+            HELD.fetch_add(1, Ordering::SeqCst);
+            while !ferry::alerted() {
+                ferry::sleep(Duration::from_millis(1));
+            }
+            ALERTED.fetch_add(1, Ordering::SeqCst);
+            Ok(b"late".to_vec())
+        }
+        op::STATS => {
+            let s = SERVER.get().unwrap().activations();
+            Ok(format!(
+                "{} {} {} {}",
+                s.live,
+                s.idle,
+                ALERTED.load(Ordering::SeqCst),
+                HELD.load(Ordering::SeqCst)
+            )
+            .into_bytes())
+        }
+        op::PING => {
+            let t = text()?;
+            let (n, name) = t.split_once('|').ok_or(Fault::BadArgs)?;
+            let n: u32 = n.parse().map_err(|_| Fault::BadArgs)?;
+            if n == 0 {
+                return Ok(format!("depth {}", ferry::rpc::chain().unwrap().depth()).into_bytes());
+            }
+            let me = std::env::var("FERRY_MIG_NAME").unwrap();
+            peer(name)
+                .call(op::PING, format!("{}|{me}", n - 1).as_bytes())
+                .map_err(|e| panic!("ping {n}: {e}"))
+        }
+        op::LOGGED => {
+            burn(2);
+            LOG.lock().unwrap().push(text()?);
+            Ok(Vec::new())
+        }
+        op::LOG => Ok(LOG.lock().unwrap().join(" ").into_bytes()),
+        _ => Err(Fault::UnknownOp),
+    }
+}
+
+fn mode_of(word: &str) -> ServeMode {
+    match word {
+        "static" => ServeMode::Static,
+        _ => ServeMode::Migrating,
+    }
+}
+
+/// The server processes' entry: does nothing unless the role is set.
+/// Role: `<dir> <name> <processors> <mode> <max activations>`.
+#[test]
+fn child() {
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
+    let w: Vec<String> = role.split(' ').map(str::to_owned).collect();
+    let (path, name, procs, mode, max) = (
+        w[0].clone(),
+        w[1].clone(),
+        w[2].parse::<usize>().unwrap(),
+        mode_of(&w[3]),
+        w[4].parse::<usize>().unwrap(),
+    );
+    // SAFETY: set before any thread of this process reads the environment.
+    unsafe { std::env::set_var("FERRY_MIG_NAME", &name) };
+    let _ = DIR.set(path.clone());
+    let mut b = ferry::Runtime::builder();
+    b.processors(procs);
+    b.run(move || {
+        let server = Server::builder()
+            .mode(mode)
+            .activations(1, max)
+            .serve_in(&dir_at(&path), &name, 1, handler)
+            .unwrap();
+        let _ = SERVER.set(server);
+        println!("ready");
+        loop {
+            ferry::sleep(Duration::from_secs(3600));
+        }
+    })
+    .unwrap();
+    std::process::exit(0);
+}
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn serve(dir: &TempDir, name: &str, procs: usize, mode: &str, max: usize) -> Proc {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+        .env(ROLE, format!("{} {name} {procs} {mode} {max}", dir.path()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.as_mut().unwrap();
+    let mut reader = BufReader::new(out);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "{name} ended before it was ready"
+        );
+        if line.contains("ready") {
+            break;
+        }
+    }
+    Proc(child)
+}
+
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let path = std::env::temp_dir().join(format!("ferry-mig-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        dir_at(path.to_str().unwrap());
+        TempDir(path)
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+
+    fn dir(&self) -> RuntimeDir {
+        dir_at(self.path())
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn runtime(processors: usize) -> ferry::Builder {
+    let mut b = ferry::Runtime::builder();
+    b.processors(processors);
+    b
+}
+
+fn text(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap()
+}
+
+#[test]
+fn the_chain_and_priority_travel_with_the_call_through_two_processes() {
+    let dir = TempDir::new("chain");
+    let _b = serve(&dir, "b", 1, "migrating", 8);
+    let _c = serve(&dir, "c", 1, "migrating", 8);
+    let d = dir.dir();
+    runtime(1)
+        .run(move || {
+            let b = Client::connect_in(&d, "b", 1).unwrap();
+            let me = std::process::id();
+            let h = ferry::thread::Builder::new()
+                .priority(Priority::High)
+                .spawn(move || {
+                    let opts = CallOptions::timeout(Duration::from_secs(60));
+                    let direct = text(b.call_with(op::CHAIN, &[], &opts).unwrap());
+                    let via = text(
+                        b.call(op::FORWARD, format!("c|{}|", op::CHAIN).as_bytes())
+                            .unwrap(),
+                    );
+                    (direct, via, ferry::current().id().as_u64())
+                })
+                .unwrap();
+            let (direct, via, tid) = h.join().unwrap();
+            let d: Vec<&str> = direct.split(' ').collect();
+            assert_eq!(d[0], me.to_string(), "origin pid: {direct}");
+            assert_eq!(d[2], tid.to_string(), "origin thread: {direct}");
+            assert_eq!(d[3], "High", "the caller's priority: {direct}");
+            assert_eq!(d[4], "true", "the deadline travels: {direct}");
+            assert_eq!(d[5].split(',').count(), 2, "A, B: {direct}");
+            let v: Vec<&str> = via.split(' ').collect();
+            assert_eq!(v[..4], d[..4], "one logical thread: {via} vs {direct}");
+            assert_eq!(v[5].split(',').count(), 3, "A, B, C: {via}");
+            assert_eq!(v[5].split(',').next().unwrap(), me.to_string());
+        })
+        .unwrap();
+}
+
+#[test]
+fn run_time_spent_in_a_server_is_charged_to_the_caller() {
+    let dir = TempDir::new("cpu");
+    let _b = serve(&dir, "b", 1, "migrating", 8);
+    let d = dir.dir();
+    runtime(1)
+        .run(move || {
+            let b = Client::connect_in(&d, "b", 1).unwrap();
+            let before = ferry::thread::cpu_time().unwrap();
+            let wall = Instant::now();
+            let burned = u64::from_le_bytes(b.call(op::BURN, &[30]).unwrap().try_into().unwrap());
+            let wall = wall.elapsed();
+            let rise = ferry::thread::cpu_time().unwrap() - before;
+            let burned = Duration::from_nanos(burned);
+            // The server's activation held its processor at least as long
+            // as its kernel thread's CPU clock ran; the caller is charged
+            // that, never more than the call took.
+            assert!(
+                rise >= burned,
+                "charged {rise:?}, the server burned {burned:?}"
+            );
+            assert!(rise <= 2 * wall, "charged {rise:?} for a call of {wall:?}");
+        })
+        .unwrap();
+}
+
+#[test]
+fn an_alert_at_the_origin_reaches_the_far_end_of_a_chain_of_three_processes() {
+    let dir = TempDir::new("alert");
+    let _b = serve(&dir, "b", 1, "migrating", 8);
+    let _c = serve(&dir, "c", 1, "migrating", 8);
+    let d = dir.dir();
+    runtime(2)
+        .run(move || {
+            let b = Client::connect_in(&d, "b", 1).unwrap();
+            let caller = ferry::spawn(move || {
+                b.call(op::FORWARD, format!("c|{}|", op::WAIT_ALERT).as_bytes())
+                    .map(text)
+            });
+            let t = caller.thread();
+            ferry::sleep(Duration::from_millis(50));
+            t.alert();
+            let got = caller.join().unwrap().unwrap();
+            // C blocked alerts (the default of a new activation), saw none
+            // until it allowed them, then saw the one from A.
+            assert_eq!(got, "blocked_saw=false was_allowed=false now=true");
+        })
+        .unwrap();
+}
+
+#[test]
+fn aborting_at_the_origin_returns_at_once_and_alerts_the_server_which_finishes() {
+    let dir = TempDir::new("abort");
+    let _b = serve(&dir, "b", 1, "migrating", 4);
+    let d = dir.dir();
+    runtime(2)
+        .run(move || {
+            let b = Client::connect_in(&d, "b", 1).unwrap();
+            for round in 0..3usize {
+                let call = b.start(op::HOLD, &[], &CallOptions::default()).unwrap();
+                let abort = call.abort_handle();
+                let held_before = round;
+                // Wait until B holds the call, then abort from another thread.
+                loop {
+                    let s = text(b.call(op::STATS, &[]).unwrap());
+                    let held: usize = s.split(' ').nth(3).unwrap().parse().unwrap();
+                    if held > held_before {
+                        break;
+                    }
+                    ferry::sleep(Duration::from_millis(1));
+                }
+                let aborter = ferry::spawn(move || abort.abort());
+                assert!(matches!(call.wait(), Err(Error::Aborted)));
+                aborter.join().unwrap();
+                // B was alerted, finished, and its late reply went nowhere;
+                // its activation is back in the pool.
+                loop {
+                    let s = text(b.call(op::STATS, &[]).unwrap());
+                    let f: Vec<usize> = s.split(' ').map(|x| x.parse().unwrap()).collect();
+                    // (live, idle, alerted, held): every activation idle but
+                    // the one answering this STATS call.
+                    if f[2] == round + 1 && f[1] + 1 == f[0] {
+                        break;
+                    }
+                    ferry::sleep(Duration::from_millis(1));
+                }
+            }
+            assert_eq!(
+                b.refused_replies(),
+                0,
+                "late replies are claimed, not refused"
+            );
+            assert_eq!(b.call(op::ECHO, b"still").unwrap(), b"still");
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_deadline_that_passes_alerts_the_server_and_fails_with_deadline_exceeded() {
+    let dir = TempDir::new("deadline");
+    let _b = serve(&dir, "b", 1, "migrating", 4);
+    let d = dir.dir();
+    runtime(1)
+        .run(move || {
+            let b = Client::connect_in(&d, "b", 1).unwrap();
+            let r = b.call_with(
+                op::HOLD,
+                &[],
+                &CallOptions::timeout(Duration::from_millis(30)),
+            );
+            assert!(matches!(r, Err(Error::DeadlineExceeded)), "{r:?}");
+            loop {
+                let s = text(b.call(op::STATS, &[]).unwrap());
+                if s.split(' ').nth(2) == Some("1") {
+                    break;
+                }
+                ferry::sleep(Duration::from_millis(1));
+            }
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_thousand_calls_against_a_pool_of_eight_wait_in_line_or_are_refused_busy() {
+    let dir = TempDir::new("pool");
+    let _q = serve(&dir, "q", 2, "migrating", 8);
+    let d = dir.dir();
+    runtime(2)
+        .run(move || {
+            let q = Client::connect_in(&d, "q", 1).unwrap();
+            let hs: Vec<_> = (0..1000u32)
+                .map(|i| {
+                    let q = q.clone();
+                    ferry::spawn(move || {
+                        q.call(op::ECHO, &i.to_le_bytes()).unwrap() == i.to_le_bytes()
+                    })
+                })
+                .collect();
+            assert!(hs.into_iter().all(|h| h.join().unwrap()));
+            let s = text(q.call(op::STATS, &[]).unwrap());
+            let live: usize = s.split(' ').next().unwrap().parse().unwrap();
+            assert!(live <= 8, "the pool stays within its maximum: {s}");
+        })
+        .unwrap();
+    // The Busy option, in this process: a server of at most 8 activations
+    // whose calls hold them.
+    let path = dir.path().to_owned();
+    runtime(2)
+        .run(move || {
+            let d = dir_at(&path);
+            let server = Server::builder()
+                .mode(ServeMode::Migrating)
+                .activations(1, 8)
+                .when_full(WhenFull::Busy)
+                .serve_in(
+                    &d,
+                    "busy",
+                    1,
+                    |_: u32, a: &[u8]| -> Result<Vec<u8>, Fault> {
+                        ferry::sleep(Duration::from_millis(5));
+                        Ok(a.to_vec())
+                    },
+                )
+                .unwrap();
+            let c = Client::connect_in(&d, "busy", 1).unwrap();
+            let busy = Arc::new(AtomicU64::new(0));
+            let hs: Vec<_> = (0..1000u32)
+                .map(|i| {
+                    let (c, busy) = (c.clone(), busy.clone());
+                    ferry::spawn(move || match c.call(0, &i.to_le_bytes()) {
+                        Ok(r) => assert_eq!(r, i.to_le_bytes()),
+                        Err(Error::Busy) => {
+                            busy.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) => panic!("{e}"),
+                    })
+                })
+                .collect();
+            for h in hs {
+                h.join().unwrap();
+            }
+            let refused = busy.load(Ordering::Relaxed);
+            assert!(refused > 0, "64 slots of calls against 8 activations");
+            assert_eq!(server.activations().refused, refused);
+            assert!(server.activations().live <= 8);
+        })
+        .unwrap();
+}
+
+#[test]
+fn re_entrant_chains_of_depth_eight_complete_with_pools_of_one() {
+    let dir = TempDir::new("reenter");
+    let _b = serve(&dir, "b", 1, "migrating", 1);
+    let _c = serve(&dir, "c", 1, "migrating", 1);
+    let d = dir.dir();
+    runtime(2)
+        .run(move || {
+            let b = Client::connect_in(&d, "b", 1).unwrap();
+            // A -> B -> C -> B -> C ... : each of B and C is visited four
+            // times at once by one chain, with a pool of one.
+            let hs: Vec<_> = (0..4)
+                .map(|_| {
+                    let b = b.clone();
+                    ferry::spawn(move || text(b.call(op::PING, b"7|c").unwrap()))
+                })
+                .collect();
+            for h in hs {
+                assert_eq!(h.join().unwrap(), "depth 9");
+            }
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_high_priority_call_is_served_before_queued_low_priority_ones() {
+    let dir = TempDir::new("prio");
+    let _s = serve(&dir, "s", 1, "migrating", 64);
+    let d = dir.dir();
+    runtime(2)
+        .run(move || {
+            let s = Client::connect_in(&d, "s", 1).unwrap();
+            let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            // 16 low-priority callers keep the one-processor server saturated.
+            let current: Arc<Vec<AtomicU64>> =
+                Arc::new((0..16).map(|_| AtomicU64::new(0)).collect());
+            let lows: Vec<_> = (0..16usize)
+                .map(|t| {
+                    let (s, stop, current) = (s.clone(), stop.clone(), current.clone());
+                    ferry::thread::Builder::new()
+                        .priority(Priority::Low)
+                        .spawn(move || {
+                            let mut i = 0u64;
+                            while !stop.load(Ordering::Relaxed) {
+                                i += 1;
+                                current[t].store(i, Ordering::SeqCst);
+                                s.call(op::LOGGED, format!("L{t}.{i}").as_bytes()).unwrap();
+                            }
+                        })
+                        .unwrap()
+                })
+                .collect();
+            ferry::sleep(Duration::from_millis(100));
+            let hi = {
+                let (s, current) = (s.clone(), current.clone());
+                ferry::thread::Builder::new()
+                    .priority(Priority::High)
+                    .spawn(move || {
+                        let in_flight: Vec<String> = (0..16)
+                            .map(|t| format!("L{t}.{}", current[t].load(Ordering::SeqCst)))
+                            .collect();
+                        s.call(op::LOGGED, b"H").unwrap();
+                        in_flight
+                    })
+                    .unwrap()
+            };
+            let in_flight = hi.join().unwrap();
+            stop.store(true, Ordering::Relaxed);
+            for h in lows {
+                h.join().unwrap();
+            }
+            let log = text(s.call(op::LOG, &[]).unwrap());
+            let log: Vec<&str> = log.split(' ').collect();
+            let h = log.iter().position(|x| *x == "H").unwrap();
+            let before = in_flight
+                .iter()
+                .filter(|tag| log[..h].contains(&tag.as_str()))
+                .count();
+            // Of the 16 low calls in flight when H was made, at most the
+            // one running (and one the processor was already switching to)
+            // is served before it.
+            assert!(
+                before <= 2,
+                "{before} queued low calls were served before the high one"
+            );
+        })
+        .unwrap();
+}
