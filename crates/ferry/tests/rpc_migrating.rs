@@ -153,9 +153,9 @@ fn handler(op: u32, args: &[u8]) -> Result<Vec<u8>, Fault> {
                 return Ok(format!("depth {}", ferry::rpc::chain().unwrap().depth()).into_bytes());
             }
             let me = std::env::var("FERRY_MIG_NAME").unwrap();
-            peer(name)
+            Ok(peer(name)
                 .call(op::PING, format!("{}|{me}", n - 1).as_bytes())
-                .map_err(|e| panic!("ping {n}: {e}"))
+                .unwrap_or_else(|e| format!("error: {e}").into_bytes()))
         }
         op::LOGGED => {
             burn(2);
@@ -174,14 +174,29 @@ fn mode_of(word: &str) -> ServeMode {
     }
 }
 
-/// The server processes' entry: does nothing unless the role is set.
-/// Role: `<dir> <name> <processors> <mode> <max activations>`.
+/// The child processes' entry: does nothing unless the role is set.
+/// Roles: `<dir> <name> <processors> <mode> <max activations>` (a server),
+/// `caller <dir> <name>` (holds a call until killed).
 #[test]
 fn child() {
     let Ok(role) = std::env::var(ROLE) else {
         return;
     };
     let w: Vec<String> = role.split(' ').map(str::to_owned).collect();
+    if w[0] == "caller" {
+        let d = dir_at(&w[1]);
+        let name = w[2].clone();
+        runtime(1)
+            .run(move || {
+                let c = Client::connect_in(&d, &name, 1).unwrap();
+                let _call = c.start(op::HOLD, &[], &CallOptions::default()).unwrap();
+                println!("ready");
+                loop {
+                    ferry::sleep(Duration::from_secs(3600));
+                }
+            })
+            .unwrap();
+    }
     let (path, name, procs, mode, max) = (
         w[0].clone(),
         w[1].clone(),
@@ -220,9 +235,13 @@ impl Drop for Proc {
 }
 
 fn serve(dir: &TempDir, name: &str, procs: usize, mode: &str, max: usize) -> Proc {
+    spawn_role(&format!("{} {name} {procs} {mode} {max}", dir.path()), name)
+}
+
+fn spawn_role(role: &str, name: &str) -> Proc {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "child", "--nocapture", "--test-threads=1"])
-        .env(ROLE, format!("{} {name} {procs} {mode} {max}", dir.path()))
+        .env(ROLE, role)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -591,4 +610,127 @@ fn a_high_priority_call_is_served_before_queued_low_priority_ones() {
             );
         })
         .unwrap();
+}
+
+/// Waits until `b`'s counters (live idle alerted held) satisfy `ok`.
+fn until_stats(b: &Client, ok: impl Fn(&[usize]) -> bool) {
+    loop {
+        let s = text(b.call(op::STATS, &[]).unwrap());
+        let f: Vec<usize> = s.split(' ').map(|x| x.parse().unwrap()).collect();
+        if ok(&f) {
+            return;
+        }
+        ferry::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn a_caller_terminated_in_a_call_aborts_it_and_gives_everything_back() {
+    let dir = TempDir::new("terminate");
+    let _b = serve(&dir, "b", 1, "migrating", 4);
+    let d = dir.dir();
+    runtime(2)
+        .run(move || {
+            let b = Client::connect_in(&d, "b", 1).unwrap();
+            // More rounds than the channel has slots: each one comes back.
+            for round in 0..70usize {
+                let caller = {
+                    let b = b.clone();
+                    ferry::spawn(move || {
+                        let _ = b.call(op::HOLD, &[]);
+                    })
+                };
+                until_stats(&b, |f| f[3] > round);
+                let t = caller.thread();
+                // SAFETY: the caller's stack holds nothing that needs its
+                // destructor (a cloned client, leaked by the termination).
+                unsafe { t.terminate(()) }.unwrap();
+                caller.join().unwrap();
+                until_stats(&b, |f| f[2] > round);
+            }
+            assert_eq!(b.call(op::ECHO, b"after").unwrap(), b"after");
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_client_process_that_dies_has_its_calls_alerted() {
+    let dir = TempDir::new("dies");
+    let _b = serve(&dir, "b", 1, "migrating", 4);
+    let mut caller = spawn_role(&format!("caller {} b", dir.path()), "caller");
+    let d = dir.dir();
+    runtime(1)
+        .run(move || {
+            let b = Client::connect_in(&d, "b", 1).unwrap();
+            until_stats(&b, |f| f[3] >= 1);
+            caller.0.kill().unwrap();
+            caller.0.wait().unwrap();
+            until_stats(&b, |f| f[2] >= 1);
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_chain_too_deep_fails_with_a_clear_error() {
+    let dir = TempDir::new("deep");
+    let _b = serve(&dir, "b", 1, "migrating", 2);
+    let _c = serve(&dir, "c", 1, "migrating", 2);
+    let d = dir.dir();
+    runtime(1)
+        .run(move || {
+            let b = Client::connect_in(&d, "b", 1).unwrap();
+            let got = text(b.call(op::PING, b"40|c").unwrap());
+            let max = ferry::rpc::MAX_CHAIN_DEPTH;
+            assert!(
+                got.contains(&format!("chain {} processes deep", max + 1)),
+                "{got}"
+            );
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_pool_tells_its_server_when_it_runs_low_grows_and_decays() {
+    let path = std::env::temp_dir().join(format!("ferry-mig-low-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&path);
+    let p = path.clone();
+    runtime(2)
+        .run(move || {
+            let d = dir_at(p.to_str().unwrap());
+            let told = Arc::new(AtomicUsize::new(0));
+            let t = told.clone();
+            let server = Server::builder()
+                .mode(ServeMode::Migrating)
+                .activations(1, 6)
+                .on_pool_low(move |low| {
+                    assert!(low.idle == 0 && low.live < low.max, "{low:?}");
+                    t.fetch_add(1, Ordering::SeqCst);
+                    2
+                })
+                .serve_in(&d, "low", 1, |_: u32, a: &[u8]| -> Result<Vec<u8>, Fault> {
+                    ferry::sleep(Duration::from_millis(20));
+                    Ok(a.to_vec())
+                })
+                .unwrap();
+            let c = Client::connect_in(&d, "low", 1).unwrap();
+            let hs: Vec<_> = (0..12u8)
+                .map(|i| {
+                    let c = c.clone();
+                    ferry::spawn(move || assert_eq!(c.call(0, &[i]).unwrap(), [i]))
+                })
+                .collect();
+            for h in hs {
+                h.join().unwrap();
+            }
+            assert!(told.load(Ordering::SeqCst) >= 1, "never told");
+            let grown = server.activations();
+            assert!(grown.live > 1 && grown.live <= 6, "{grown:?}");
+            // Idle, the pool decays back to its minimum.
+            while server.activations().live > 1 {
+                ferry::sleep(Duration::from_millis(50));
+            }
+            assert!(server.activations().retired >= 1);
+        })
+        .unwrap();
+    let _ = std::fs::remove_dir_all(path);
 }

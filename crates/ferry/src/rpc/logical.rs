@@ -36,10 +36,11 @@
 
 use std::cell::Cell;
 use std::sync::atomic::AtomicUsize;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::Acquire;
 use std::time::{Duration, Instant};
 
 use super::error::{Error, Result};
+use super::frame_word::{self, BUSY};
 use crate::header::Thread;
 use crate::thread::{self, Priority};
 
@@ -305,9 +306,6 @@ pub(crate) struct Frame {
     outgoing: Cell<Option<*const dyn Outgoing>>,
 }
 
-/// The hold bit of the frame word.
-const BUSY: usize = 1;
-
 impl Frame {
     /// A frame serving `incoming` (an activation's), or none (a thread
     /// that only calls).
@@ -319,43 +317,16 @@ impl Frame {
     }
 }
 
-/// Holds `t`'s frame word: returns the frame's address, or `None` if it
-/// names none. Spins while another holds it (a hold is a few instructions).
-fn hold(word: &AtomicUsize) -> Option<usize> {
-    loop {
-        let v = word.load(Acquire);
-        if v == 0 {
-            return None;
-        }
-        if v & BUSY != 0 {
-            std::hint::spin_loop();
-            continue;
-        }
-        if word
-            .compare_exchange_weak(v, v | BUSY, AcqRel, Relaxed)
-            .is_ok()
-        {
-            return Some(v);
-        }
-    }
-}
-
 /// Installs `frame` as the current thread `t`'s (its word must be 0).
 pub(crate) fn enter(t: &Thread, frame: &Frame) {
-    t.header()
-        .rpc
-        .store(std::ptr::from_ref(frame) as usize, Release);
+    frame_word::install(&t.header().rpc, std::ptr::from_ref(frame) as usize);
 }
 
 /// Removes the current thread `t`'s frame, waiting out a holder; after this
 /// nobody reaches the frame.
 pub(crate) fn leave(t: &Thread) {
-    let word = &t.header().rpc;
     let _off = crate::upcall::preemption_off();
-    if hold(word).is_some() {
-        // Held by us now: nobody else is inside, and none can come in.
-        word.store(0, Release);
-    }
+    frame_word::clear(&t.header().rpc);
 }
 
 /// Clears the frame word of a thread that stopped for good in a call (run
@@ -363,9 +334,7 @@ pub(crate) fn leave(t: &Thread) {
 /// reused. Waits out an alerter holding it.
 pub(crate) fn forget(word: &AtomicUsize) {
     let _off = crate::upcall::preemption_off();
-    if hold(word).is_some() {
-        word.store(0, Release);
-    }
+    frame_word::clear(word);
 }
 
 /// Sets (or clears) the call the current thread `t` makes, in its frame.
@@ -377,7 +346,7 @@ pub(crate) fn forget(word: &AtomicUsize) {
 pub(crate) unsafe fn set_outgoing(t: &Thread, out: Option<&dyn Outgoing>) {
     let word = &t.header().rpc;
     let _off = crate::upcall::preemption_off();
-    if let Some(f) = hold(word) {
+    if let Some(f) = frame_word::hold(word) {
         // SAFETY: the word names `t`'s live frame, and we hold it.
         let frame = unsafe { &*(f as *const Frame) };
         let p = out.map(|o| {
@@ -387,7 +356,7 @@ pub(crate) unsafe fn set_outgoing(t: &Thread, out: Option<&dyn Outgoing>) {
             unsafe { std::mem::transmute::<*const (dyn Outgoing + '_), *const dyn Outgoing>(o) }
         });
         frame.outgoing.set(p);
-        word.store(f, Release);
+        frame_word::release(word, f);
     }
 }
 
@@ -395,7 +364,7 @@ pub(crate) unsafe fn set_outgoing(t: &Thread, out: Option<&dyn Outgoing>) {
 pub(crate) fn propagate(t: &Thread) {
     let word = &t.header().rpc;
     let _off = crate::upcall::preemption_off();
-    if let Some(f) = hold(word) {
+    if let Some(f) = frame_word::hold(word) {
         // SAFETY: the word names `t`'s live frame while we hold it.
         let frame = unsafe { &*(f as *const Frame) };
         if let Some(out) = frame.outgoing.get() {
@@ -403,7 +372,7 @@ pub(crate) fn propagate(t: &Thread) {
             // ends, so it is live while we hold the word.
             unsafe { (*out).alert() };
         }
-        word.store(f, Release);
+        frame_word::release(word, f);
     }
 }
 

@@ -87,6 +87,7 @@ mod client;
 mod connection;
 mod dir;
 mod error;
+mod frame_word;
 mod logical;
 // The helpers of the code `#[ferry::interface]` generates.
 #[doc(hidden)]
@@ -106,7 +107,7 @@ pub(crate) mod slots;
 mod waiter;
 mod watch;
 
-/// The atomics `waiter` uses (loom's in its model).
+/// The atomics `waiter` and `frame_word` use (loom's in their models).
 mod atomic {
     pub(crate) use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 }

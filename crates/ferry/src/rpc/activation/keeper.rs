@@ -26,7 +26,7 @@ impl Activations {
                 if s.stopping {
                     return;
                 }
-                s.idle.len() > self.config.min && s.signalled.is_empty() && s.grow == 0
+                s.live > self.config.min && s.signalled.is_empty() && s.grow == 0
             };
             if decaying {
                 let due = Instant::now() + DECAY_PERIOD;
@@ -37,6 +37,8 @@ impl Activations {
                 thread::park();
             }
             self.deliver_signals();
+            // The server first (000 §6.2), then what waiting calls need.
+            self.tell_low();
             self.grow();
         }
     }
@@ -101,7 +103,6 @@ impl Activations {
                 break;
             }
         }
-        self.tell_low();
     }
 
     /// Tells the server its pool runs low, once per spell, and adds what it
@@ -109,7 +110,7 @@ impl Activations {
     fn tell_low(self: &Arc<Self>) {
         let low = {
             let mut s = self.state.lock();
-            if !s.low_told || !s.idle.is_empty() {
+            if !s.low_told || !s.idle.is_empty() || s.live >= self.config.max {
                 s.low_told = false;
                 return;
             }
@@ -120,7 +121,11 @@ impl Activations {
             }
         };
         let add = match &self.config.on_low {
-            Some(f) => f(low),
+            // A server's callback that panics adds nothing (and the keeper
+            // goes on).
+            Some(f) => {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(low))).unwrap_or(0)
+            }
             // By default one more, so that the next call finds one.
             None => 1,
         };
