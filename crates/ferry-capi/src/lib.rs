@@ -148,6 +148,7 @@
 //! cross into C either: every exported function is `extern "C"`, which
 //! aborts on a panic.
 
+pub mod alerts;
 pub mod calls;
 pub mod control;
 pub mod cthreads;

@@ -176,6 +176,17 @@ fn signals_arrive_as_messages_to_the_waiting_thread() {
     run("signal_wait.c", &[("FERRY_PROCESSORS", "2")]);
 }
 
+/// Alerts aborting `ferry_read` and `ferry_blocking` (during the call and
+/// at its entry), blocked alerts, priorities and run time, built with gcc
+/// and clang.
+#[test]
+fn alerts_abort_blocking_calls_and_priorities_order_threads() {
+    run_with_each_compiler(
+        "alerts.c",
+        &[("FERRY_PROCESSORS", "1"), ("FERRY_TIME_SLICE", "off")],
+    );
+}
+
 #[test]
 fn blocking_calls_keep_the_one_processor_running() {
     run("blocking_pipe.c", &[]);

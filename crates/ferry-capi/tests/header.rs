@@ -103,7 +103,7 @@ fn cthreads_h() -> String {
 
 fn ferry_h() -> String {
     generate(
-        &["start.rs", "control.rs", "calls.rs"],
+        &["start.rs", "control.rs", "calls.rs", "alerts.rs"],
         config(
             "FERRY_FERRY_H",
             &[

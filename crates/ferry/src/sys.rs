@@ -263,16 +263,36 @@ pub(crate) fn cycles() -> u64 {
 }
 
 /// Nanoseconds per [`cycles`] tick, measured once against the monotonic
-/// clock (over 2 ms, the first time it is needed).
+/// clock (over 2 ms, the first time it is needed). Each clock reading is
+/// bracketed by two counter reads, taken again if the kernel preempted
+/// the thread between them, so a preemption cannot skew the rate.
 fn ns_per_cycle() -> f64 {
     static NS_PER_CYCLE: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    /// A clock reading and the counter at it (the middle of a bracket
+    /// narrower than 20,000 ticks, or of the narrowest of 100 tries).
+    fn paired() -> (std::time::Instant, u64) {
+        let mut best = (std::time::Instant::now(), 0, u64::MAX);
+        for _ in 0..100 {
+            let before = self::cycles();
+            let t = std::time::Instant::now();
+            let width = self::cycles().wrapping_sub(before);
+            if width < best.2 {
+                best = (t, before + width / 2, width);
+            }
+            if width < 20_000 {
+                break;
+            }
+        }
+        (best.0, best.1)
+    }
     *NS_PER_CYCLE.get_or_init(|| {
-        let (t0, c0) = (std::time::Instant::now(), self::cycles());
+        let (t0, c0) = paired();
         while t0.elapsed() < std::time::Duration::from_millis(2) {
             std::hint::spin_loop();
         }
-        let (ns, c) = (t0.elapsed().as_nanos() as f64, self::cycles() - c0);
-        ns / (c.max(1) as f64)
+        let (t1, c1) = paired();
+        let ns = (t1 - t0).as_nanos() as f64;
+        ns / (c1.wrapping_sub(c0).max(1) as f64)
     })
 }
 

@@ -184,6 +184,7 @@ fn exit_with_ends_the_thread_and_hands_the_value_to_its_joiner() {
 #[test]
 fn cpu_time_is_accounted_only_when_asked() {
     rt(1)
+        .thread_cpu_time(false)
         .run(|| assert_eq!(ferry::current().cpu_time(), None))
         .unwrap();
     let t = rt(1)

@@ -51,6 +51,22 @@
 #define FERRY_THREAD_STOPPED_IN_CALL 5
 
 /*
+ `ferry_thread_set_priority`: runs before any thread of lower priority
+ that is ready on the same processor.
+ */
+#define FERRY_PRIORITY_HIGH 0
+
+/*
+ The priority a thread starts with.
+ */
+#define FERRY_PRIORITY_NORMAL 1
+
+/*
+ Runs after any ready thread of higher priority.
+ */
+#define FERRY_PRIORITY_LOW 2
+
+/*
  What ferry's thread-control calls return (Mach's `kern_return_t`).
  */
 typedef int ferry_return_t;
@@ -349,6 +365,78 @@ pid_t ferry_waitpid(pid_t pid, int *status, int options);
  `set` points at a valid `sigset_t`; `signo` is writable.
  */
 int ferry_signal_wait(const sigset_t *set, int *signo);
+
+/*
+ Alerts thread `t` (000 §5's `Alert`): asks it to give up what it is
+ doing and return as soon as it can. Its code sees the request through
+ [`ferry_alerted`]. If it allows alerts, a blocking call it is in
+ (`ferry_blocking`, `ferry_read` and the other `ferry_` calls) is
+ aborted as [`thread_abort`](crate::control::thread_abort) aborts it
+ (its system call fails with `EINTR`; the `ferry_` calls return -1 with
+ errno `EINTR`), and so is a blocking call it enters later while the
+ alert is pending (at once, at the call's entry). If it blocks alerts
+ ([`ferry_allow_alerts`]`(0)`), nothing is aborted: the alert waits
+ until it allows them again. If it is in a call into another process,
+ the alert goes down the call's chain. The alert stays pending until
+ `t` clears it ([`ferry_clear_alert`]).
+
+ `FERRY_INVALID_ARGUMENT` if `t` is no live thread.
+ */
+ferry_return_t ferry_thread_alert(cthread_t t);
+
+/*
+ Nonzero if the calling thread has an alert pending and allows alerts
+ (000 §5's `TestAlert`, without clearing it): code that can give up
+ early polls this. 0 off a ferry thread.
+ */
+int ferry_alerted(void);
+
+/*
+ Lets the calling thread see alerts (`on` nonzero, how a thread starts)
+ or not (`on` 0: alerts stay pending, do not show in [`ferry_alerted`]
+ and abort none of its blocking calls). Returns nonzero if alerts were
+ allowed before; 0 off a ferry thread (where it does nothing).
+ */
+int ferry_allow_alerts(int on);
+
+/*
+ Clears the calling thread's pending alert; returns nonzero if one was
+ pending (0 off a ferry thread).
+ */
+int ferry_clear_alert(void);
+
+/*
+ Sets thread `t`'s priority (a `FERRY_PRIORITY_*`); it takes effect the
+ next time `t` is queued to run (a thread already waiting in a run
+ queue keeps its place until it runs). On the calling thread the
+ priority is capped by its ceiling: a thread serving a call for another
+ process runs at its caller's priority and may lower it, never raise it
+ above the caller's. If `set` is not `NULL`, `*set` gets the priority
+ set.
+
+ `FERRY_INVALID_ARGUMENT` if `priority` is no `FERRY_PRIORITY_*` or `t`
+ is no live thread.
+
+ # Safety
+ `set` is `NULL` or points at writable storage for an `int`.
+ */
+ferry_return_t ferry_thread_set_priority(cthread_t t, int priority, int *set);
+
+/*
+ Writes to `*ns` the nanoseconds thread `t` has run on processors,
+ including the time servers spent on its calls into other processes.
+ For the calling thread this includes the turn it is running now;
+ another thread's count is as of its last switch (as `thread_info`'s
+ `cpu_time_ns`).
+
+ `FERRY_INVALID_ARGUMENT` if `ns` is `NULL` or `t` is no live thread;
+ `FERRY_FAILURE` if its run time is not known (the C API's runtime
+ always accounts it; one started from Rust may not).
+
+ # Safety
+ `ns` is `NULL` or points at writable storage for a `uint64_t`.
+ */
+ferry_return_t ferry_thread_cpu_time(cthread_t t, uint64_t *ns);
 
 #ifdef __cplusplus
 }  // extern "C"

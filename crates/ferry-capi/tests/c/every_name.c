@@ -166,6 +166,16 @@ int main(void) {
     CHECK(thread_resume(made) == FERRY_SUCCESS);
     CHECK(cthread_join(made) == (any_t)42);
 
+    /* Alerts, priority, run time. */
+    CHECK(ferry_thread_alert(cthread_self()) == FERRY_SUCCESS && ferry_alerted());
+    CHECK(ferry_allow_alerts(1) && ferry_clear_alert() && !ferry_alerted());
+    int prio = -1;
+    CHECK(ferry_thread_set_priority(cthread_self(), FERRY_PRIORITY_LOW, &prio) == FERRY_SUCCESS);
+    CHECK(prio == FERRY_PRIORITY_LOW && FERRY_PRIORITY_HIGH < FERRY_PRIORITY_NORMAL);
+    CHECK(ferry_thread_set_priority(cthread_self(), FERRY_PRIORITY_NORMAL, NULL) == FERRY_SUCCESS);
+    uint64_t ran_ns = 0;
+    CHECK(ferry_thread_cpu_time(cthread_self(), &ran_ns) == FERRY_SUCCESS && ran_ns > 0);
+
     /* Blocking calls. */
     CHECK(ferry_blocking(in_the_kernel, (any_t)1000) == (any_t)0);
     int fd = ferry_open("/dev/null", O_RDONLY, 0);

@@ -155,6 +155,10 @@ pub(crate) fn call_once<R>(op: impl FnOnce() -> R) -> R {
 /// ferry switch (see the module docs).
 #[inline(never)]
 fn retry_interrupted<R>(op: &mut impl FnMut() -> io::Result<R>) -> io::Result<R> {
+    // A call aborted at its entry (an alert pending) makes no system call.
+    if crate::upcall::call_aborted() {
+        return Err(io::Error::from_raw_os_error(libc::EINTR));
+    }
     loop {
         match op() {
             // Unless thread control aborted the call (`Thread::abort`).

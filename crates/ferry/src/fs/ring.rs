@@ -33,6 +33,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::pin::pin;
 use std::ptr;
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::fence;
 
 use crate::event::ring::{Request, Uring};
 use crate::header::Unparker;
@@ -154,6 +156,15 @@ fn wait(u: &Uring, req: &Request<'_>) -> (io::Result<u32>, Vec<u8>, bool) {
         let critical = crate::upcall::critical_enter();
         u.watch(id, &pending);
         drop(critical);
+        // An alert that came before the watch cancels the operation here,
+        // as `Thread::abort` would; one that comes later finds the watch
+        // (`thread::alert`'s module docs).
+        fence(SeqCst);
+        if crate::thread::try_current().is_some_and(|me| me.alert_aborts_calls()) {
+            let critical = crate::upcall::critical_enter();
+            let _ = u.abort(id);
+            drop(critical);
+        }
     }
     while !pending.is_done() {
         crate::thread::park();

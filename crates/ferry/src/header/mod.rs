@@ -185,6 +185,12 @@ impl ThreadId {
     }
 }
 
+/// Alert bit (`Header::alert`, `thread::alert`'s module docs): an alert
+/// is pending.
+pub(crate) const ALERT_PENDING: u8 = 1;
+/// Alert bit: the thread does not see alerts now.
+pub(crate) const ALERT_BLOCKED: u8 = 2;
+
 impl Thread {
     /// The thread's id.
     pub fn id(&self) -> ThreadId {
@@ -211,6 +217,14 @@ impl Thread {
         self.header()
             .priority
             .store(priority.level() as u8, Relaxed);
+    }
+
+    /// Whether the thread has an alert pending and allows alerts, so that a
+    /// blocking call it enters now is aborted at entry (the alert word's
+    /// protocol, with the entry's fence, is in `thread::alert`'s module
+    /// docs). Read by the thread itself after it published its call.
+    pub(crate) fn alert_aborts_calls(&self) -> bool {
+        self.header().alert.load(Acquire) & (ALERT_PENDING | ALERT_BLOCKED) == ALERT_PENDING
     }
 
     /// Gives the thread a wakeup token: if it is parked it becomes runnable,

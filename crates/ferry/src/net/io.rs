@@ -31,7 +31,8 @@ use std::collections::HashMap;
 use std::io;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
+use std::sync::atomic::fence;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -422,6 +423,13 @@ fn wait(
             aborted: false,
         },
     );
+    // An alert that came before the wait aborts it here; one that comes
+    // later finds it in `parked` (`thread::alert`'s module docs).
+    fence(SeqCst);
+    if me.alert_aborts_calls() {
+        lists.parked.lock().remove(&id);
+        return Err(aborted());
+    }
     reactor.wait_begins();
     let what = match dir {
         Dir::Read => WaitsOn::Readable,
@@ -465,14 +473,19 @@ fn wait(
         }
     };
     reactor.wait_ends();
-    let aborted = lists.parked.lock().remove(&id).is_some_and(|p| p.aborted);
-    if aborted {
-        return Err(io::Error::new(
-            io::ErrorKind::Interrupted,
-            "the wait on the socket was aborted",
-        ));
+    let aborted_wait = lists.parked.lock().remove(&id).is_some_and(|p| p.aborted);
+    if aborted_wait {
+        return Err(aborted());
     }
     outcome
+}
+
+/// The error of an aborted wait.
+fn aborted() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Interrupted,
+        "the wait on the socket was aborted",
+    )
 }
 
 /// Parks until `w` is woken, or until the timer `fired` fires or the

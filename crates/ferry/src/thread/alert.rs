@@ -20,17 +20,45 @@
 //! thread allowed and inside a blocking call ([`crate::blocking`], or a
 //! socket or file wait of ferry's) aborts that call ([`Thread::abort`]):
 //! it returns early with `Interrupted` where the call allows it.
+//!
+//! # Alerts and blocking calls
+//!
+//! A blocking call is aborted by an alert whichever comes first:
+//!
+//! | when the alert comes | what aborts the call |
+//! |----------------------|----------------------|
+//! | during the call, alerts allowed | [`Thread::alert`], through [`Thread::abort`] |
+//! | before the call, alerts allowed | the call's entry (`Thread::alert_aborts_calls`): a socket wait of [`crate::net`] returns `Interrupted` without parking, a file operation on the ring is cancelled as [`Thread::abort`] cancels it, and [`crate::blocking`] marks its call aborted and has it aborted as [`Thread::abort`] would (see its docs) |
+//! | while alerts are blocked | nothing: the alert stays pending, and a blocking call entered once the thread allows alerts again is aborted at its entry |
+//!
+//! The race between the two is a store-fence-load pair on each side. The
+//! entry publishes the call (the call word of [`crate::blocking`]; the
+//! parked map of `net`, the watch map of the ring, each under its lock),
+//! then issues a SeqCst fence and reads the alert word; [`Thread::alert`]
+//! sets `PENDING`, issues a SeqCst fence, then looks for the call
+//! ([`Thread::abort`]: the call words, then the two maps under their
+//! locks). Whichever fence comes first in their single order, the other
+//! side sees what came before it: either the entry sees the alert, or the
+//! alert finds the call, or both (then the call is aborted twice, which
+//! is one abort). `tests/loom_alert.rs` models the pair.
+//!
+//! An alert that finds the thread allowing alerts may still abort a call
+//! the thread enters right after it blocked them (the alert's abort
+//! already looks for the call); an alert pending on a thread whose call
+//! was aborted stays pending, and aborts its next call too, until it is
+//! cleared ([`clear_alert`]).
 
 use std::sync::OnceLock;
-use std::sync::atomic::Ordering::{AcqRel, Acquire};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, SeqCst};
+use std::sync::atomic::fence;
 use std::time::Duration;
 
 use crate::header::{Priority, Thread};
 
 /// An alert is pending.
-pub(crate) const PENDING: u8 = 1;
+pub(crate) const PENDING: u8 = crate::header::ALERT_PENDING;
 /// The thread does not see alerts now.
-pub(crate) const BLOCKED: u8 = 2;
+pub(crate) const BLOCKED: u8 = crate::header::ALERT_BLOCKED;
 
 /// What a room above (`rpc`) adds to alerts and priorities: registered
 /// once, at the first call.
@@ -56,10 +84,18 @@ impl Thread {
     /// is in a call into another process, the request goes down the call's
     /// chain to the activation running for it there (whose code sees it
     /// once it allows alerts). A thread that allows alerts and is in a
-    /// blocking call has the call aborted ([`Thread::abort`]). The alert
-    /// stays pending until the thread clears it ([`clear_alert`]).
+    /// blocking call has the call aborted ([`Thread::abort`]); one that
+    /// allows alerts and enters a blocking call later has that call
+    /// aborted at its entry. A thread that blocks alerts
+    /// ([`allow_alerts`]`(false)`) has nothing aborted: the alert waits
+    /// until it allows them again (see the module docs). The alert stays
+    /// pending until the thread clears it ([`clear_alert`]).
     pub fn alert(&self) {
         let before = self.header().alert.fetch_or(PENDING, AcqRel);
+        // Pairs with the fence of a blocking call's entry (module docs):
+        // either the call's entry sees `PENDING`, or the abort finds the
+        // call.
+        fence(SeqCst);
         if let Some(h) = HOOKS.get() {
             (h.alert)(self);
         }

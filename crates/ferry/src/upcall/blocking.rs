@@ -18,7 +18,7 @@
 //! | `0` | start; whoever leaves the call (`leave_call`, a CAS once `SENDING` is clear; from the first entry into the runtime after the call, on the call's kernel thread) | the kernel thread is in no announced blocking call |
 //! | `H` | the thread entering a call (a store, on its own kernel thread, before the lend) | thread `H` (its block's address) is in a call on this kernel thread |
 //! | `H\|ABORTED\|SENDING` | `abort_step` (CAS from `H` or `H\|ABORTED`, without `INTERRUPTED`) | the abort signal is being sent: the leaver waits for `SENDING` to clear |
-//! | `H\|ABORTED` | `abort_step` (`fetch_and` after the signal went out) | the call is aborted: ferry's wrappers return `EINTR` rather than retry |
+//! | `H\|ABORTED` | `abort_step` (`fetch_and` after the signal went out); the entering thread (`fetch_or`, after the store of `H`) when it finds an alert pending at entry | the call is aborted: ferry's wrappers return `EINTR` rather than retry |
 //! | `\|INTERRUPTED` | the abort signal's handler (CAS), when it interrupted a system call that then failed with `EINTR` | the abort took effect: `abort_step` sends no more |
 //!
 //! An abort signal that arrives before the call's system call started (the
@@ -38,6 +38,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::OnceLock;
 use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
+use std::sync::atomic::fence;
 
 use super::activation::{self, Activation};
 use crate::sys;
@@ -179,6 +180,37 @@ pub(crate) fn abort_step(shared: &Shared, h: usize) -> AbortStep {
     })
 }
 
+/// Aborts the blocking call thread `t` entered with an alert pending (its
+/// call word is marked `ABORTED` already), as [`Thread::abort`] would
+/// from the alerter's kernel thread: from a short-lived kernel thread of
+/// its own (the caller's runs the call), which sends the abort signal
+/// until it interrupted a system call of the call, the call is over, or
+/// the alert is cleared or blocked. Should the kernel refuse the thread,
+/// the call stays marked aborted (ferry's wrappers return `Interrupted`
+/// rather than make or retry their system call) but a system call already
+/// blocked in is not interrupted.
+///
+/// [`Thread::abort`]: crate::Thread::abort
+#[cold]
+#[inline(never)]
+fn abort_aside(t: crate::Thread) {
+    let aborter = move || {
+        let h = t.as_ptr().as_ptr() as usize;
+        let mut tries = 0u32;
+        while t.alert_aborts_calls() && abort_step(t.shared(), h) == AbortStep::Sent {
+            tries += 1;
+            if tries < 64 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+        }
+    };
+    let _ = std::thread::Builder::new()
+        .name("ferry-abort".into())
+        .spawn(aborter);
+}
+
 /// Runs `f`, which may block in the kernel (a read, a `wait`, a lock of the
 /// C library), without stalling the other ferry threads of its processor,
 /// and returns its value. A panic in `f` propagates to the caller.
@@ -200,6 +232,18 @@ pub(crate) fn abort_step(shared: &Shared, h: usize) -> AbortStep {
 /// [`Thread::abort`](crate::Thread::abort) interrupts the system call `f`
 /// is blocked in (it fails with `EINTR`; ferry's own wrappers then return
 /// [`Interrupted`](std::io::ErrorKind::Interrupted) instead of retrying).
+///
+/// Alerts: a thread that allows alerts and has one pending
+/// ([`Thread::alert`](crate::Thread::alert),
+/// [`thread::allow_alerts`](crate::thread::allow_alerts)) has the call
+/// aborted, whether the alert comes during the call or came before it.
+/// One that came before is found at entry: the call is marked aborted
+/// from the start (ferry's wrappers return `Interrupted` without making
+/// their system call) and a short-lived kernel thread sends the abort
+/// signal as `Thread::abort` would, so the first system call `f` blocks
+/// in fails with `EINTR`. An alert that finds alerts blocked aborts
+/// nothing; a call entered after the thread allows them again is aborted
+/// at entry.
 ///
 /// Outside a ferry thread it just calls `f`; so it does while the thread
 /// holds a [`SpinLock`](crate::sync::SpinLock) or runs
@@ -246,9 +290,20 @@ pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
                 }
                 let a = activation::local().expect("an entered kernel thread is an activation");
                 a.call.store(me.as_ptr().as_ptr() as usize, Release);
+                // Pairs with `Thread::alert`'s fence: either the alert's
+                // abort finds this call, or this sees the alert (the alert
+                // word's module docs, `thread::alert`).
+                fence(SeqCst);
+                let alerted = me.alert_aborts_calls().then(|| {
+                    a.call.fetch_or(ABORTED, SeqCst);
+                    me.clone()
+                });
                 super::lend(e.p, e.tok.rb(), a);
                 drop(e);
                 crate::probe_mark!(crate::probe::CALL_BEGINS);
+                if let Some(me) = alerted {
+                    abort_aside(me);
+                }
                 break;
             }
             _ => return f(),
