@@ -304,9 +304,10 @@ pub fn run(common: &Common, _args: &Args) -> Result<Report, Error> {
             Ok(o) if !t.warmup() => {
                 pair.samples.push(o.p99_ns);
                 pair.items = o.high_calls;
-                pair.extra.resize(2, Vec::new());
-                pair.extra[0].push(o.high_calls as f64);
-                pair.extra[1].push(o.low_calls_per_s);
+                pair.extra.resize(3, Vec::new());
+                pair.extra[0].push(o.p50_ns);
+                pair.extra[1].push(o.high_calls as f64);
+                pair.extra[2].push(o.low_calls_per_s);
             }
             Ok(_) => {}
             Err(e) => pair.fail(e),
@@ -373,7 +374,7 @@ fn priority_section(pairs: Vec<Pair>, modes: [ServeMode; 2], load: &Load) -> Sec
             p.row(
                 PRIORITY,
                 served::system_name(mode),
-                &["high calls", "low calls/s"],
+                &["p50 ns", "high calls", "low calls/s"],
                 &mut failed,
             )
         })

@@ -6,8 +6,8 @@
 //! handler does [`Load::burn`] of work, so the server's processor is
 //! never idle), and one thread at `Priority::High` that makes a null call
 //! every [`Load::gap`] and times it. The result is the high caller's p99
-//! over the timed part, and how many burning calls the server answered
-//! per second meanwhile.
+//! over the timed part (and its median), and how many burning calls the
+//! server answered per second meanwhile.
 //!
 //! This module owns the load and its reduction; the server is
 //! [`super::served`]'s.
@@ -44,6 +44,8 @@ pub struct Load {
 pub struct Outcome {
     /// The high-priority caller's p99 round trip, ns.
     pub p99_ns: f64,
+    /// Its median round trip, ns.
+    pub p50_ns: f64,
     /// Its timed calls.
     pub high_calls: u64,
     /// Burning calls answered per second in the timed part.
@@ -158,8 +160,10 @@ fn drive(client: &Client, load: Load) -> Result<Outcome, Error> {
     }
     let p99 = quantile(&mut ns, 0.99)
         .ok_or_else(|| Error("the high-priority caller timed no call".into()))?;
+    let p50 = quantile(&mut ns, 0.5).unwrap_or(p99);
     Ok(Outcome {
         p99_ns: p99 as f64,
+        p50_ns: p50 as f64,
         high_calls: ns.len() as u64,
         low_calls_per_s: low_calls as f64 / window.as_secs_f64(),
     })
