@@ -26,7 +26,8 @@
 //! interleaved and rotated ([`interleaved`]). Goals are ratios of medians
 //! of this run; nothing fails the program.
 //!
-//! This module owns the cases, the plan, the rows and the goals.
+//! This module owns the cases, the plan and the rows; the goal lines are
+//! [`goals`]'s.
 
 use std::fmt::Write as _;
 use std::os::fd::AsRawFd;
