@@ -3,8 +3,9 @@
 //! [`ServeMode::Migrating`] (each call on an activation from the server's
 //! pool, at the caller's priority) or [`ServeMode::Static`] (a pool of
 //! service threads that wait for work), with
-//! [`ServerBuilder::measure_path`] on for path runs; and the client's side,
-//! a `ferry::run` of one processor bound to it.
+//! [`ServerBuilder::measure_path`](ferry::rpc::ServerBuilder::measure_path)
+//! on for path runs; and the client's side, a `ferry::run` of one
+//! processor bound to it.
 //!
 //! This module owns both ends of that; the server process's entry is
 //! [`super::serve`]'s. The handler answers [`proto::OP_STATS`] from
