@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use crate::report::{Error, Report};
 
 /// The template of each page, by `doc` name.
-const TEMPLATES: [(&str, &str); 8] = [
+const TEMPLATES: [(&str, &str); 9] = [
     ("queues", include_str!("../templates/queues.md")),
     ("switch", include_str!("../templates/switch.md")),
     ("threads", include_str!("../templates/threads.md")),
@@ -23,6 +23,7 @@ const TEMPLATES: [(&str, &str); 8] = [
     ("urpc", include_str!("../templates/urpc.md")),
     ("scale", include_str!("../templates/scale.md")),
     ("net", include_str!("../templates/net.md")),
+    ("migrating", include_str!("../templates/migrating.md")),
 ];
 
 /// The workspace root (where `docs/` lives).

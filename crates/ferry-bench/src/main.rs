@@ -24,6 +24,7 @@ mod docs;
 mod error;
 mod machine;
 mod measure;
+mod migrating;
 mod net;
 mod peers;
 mod plot;
@@ -84,6 +85,14 @@ enum Command {
     /// of a TCP echo server under a closed-loop load of C = 1 to 10,000
     /// connections: ferry against Go and Tokio [runs: 3]
     Net(net::Args),
+    /// ns per cross-process call served by a migrating activation, by a
+    /// static pool of ferry service threads and by kernel threads on a
+    /// Unix socket (000 Table 3): server-side path and round trip, null to
+    /// 32 KB; a high-priority caller's p99 under load [runs: 7, at least 5]
+    Migrating(migrating::Args),
+    /// The server process of `migrating` (started by it, not by hand)
+    #[command(name = "migrating-serve", hide = true)]
+    MigratingServe(migrating::ServeArgs),
     /// The server process of `net` (started by it, not by hand)
     #[command(name = "net-serve", hide = true)]
     NetServe(net::ServeArgs),
@@ -113,6 +122,8 @@ impl Command {
             Command::NetServe(_) => "net-serve",
             Command::NetLoad(_) => "net-load",
             Command::ScaleFerry(_) => "scale-ferry",
+            Command::Migrating(_) => "migrating",
+            Command::MigratingServe(_) => "migrating-serve",
         }
     }
 
@@ -129,6 +140,8 @@ impl Command {
             Command::NetServe(a) => &a.common,
             Command::NetLoad(a) => &a.common,
             Command::ScaleFerry(a) => &a.common,
+            Command::Migrating(a) => &a.common,
+            Command::MigratingServe(a) => &a.common,
         }
     }
 }
@@ -140,6 +153,7 @@ fn main() -> ExitCode {
         Command::NetServe(args) => return net::serve_main(args),
         Command::NetLoad(args) => return net::load_main(args),
         Command::ScaleFerry(args) => return scale::once_main(args),
+        Command::MigratingServe(args) => return migrating::serve_main(args),
         _ => {}
     }
     let (name, common) = (cli.command.name(), cli.command.common());
@@ -153,10 +167,12 @@ fn main() -> ExitCode {
         Command::Upcalls(args) => upcalls::run(common, args),
         Command::Urpc(args) => urpc::run(common, args),
         Command::Net(args) => net::run(common, args),
+        Command::Migrating(args) => migrating::run(common, args),
         Command::UrpcServe(args) => return urpc::serve_main(args),
         Command::NetServe(args) => return net::serve_main(args),
         Command::NetLoad(args) => return net::load_main(args),
         Command::ScaleFerry(args) => return scale::once_main(args),
+        Command::MigratingServe(args) => return migrating::serve_main(args),
     };
     let during = machine::interference_since(before);
     let report = match result {

@@ -61,7 +61,7 @@ use crate::row::{Row, Unit};
 use crate::watchdog::hang;
 
 mod breakdown;
-mod calls;
+pub(crate) mod calls;
 pub(crate) mod child;
 pub mod ferry;
 mod figures;
@@ -191,7 +191,7 @@ fn one_run(
 /// Runs `f` on a client thread of its own: a server process dies with
 /// the thread that started it (PR_SET_PDEATHSIG), so it is started from
 /// there, and ended before the thread ends; the pinning goes with it.
-fn on_thread<T: Send>(f: impl FnOnce() -> Result<T, Error> + Send) -> Result<T, Error> {
+pub(crate) fn on_thread<T: Send>(f: impl FnOnce() -> Result<T, Error> + Send) -> Result<T, Error> {
     std::thread::scope(|s| {
         s.spawn(f)
             .join()
