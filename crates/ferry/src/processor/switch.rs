@@ -159,16 +159,6 @@ impl Processor {
         }
     }
 
-    /// The running thread's run time, with the turn it is in now (when the
-    /// runtime accounts it).
-    pub(crate) fn running_cpu_ticks(&self, mut tok: OwnerToken<'_>, t: &Thread) -> Option<u64> {
-        let owner = self.owner(tok.rb());
-        owner.account_cpu.then(|| {
-            let turn = sys::cycles().wrapping_sub(owner.since);
-            t.header().cpu_ticks.load(Relaxed).wrapping_add(turn)
-        })
-    }
-
     /// Adds `ticks` run on the running thread's behalf elsewhere (an
     /// activation of a server it called) to its count. Its processor is
     /// the only writer while it runs, and the caller holds it (entered: no
@@ -385,10 +375,21 @@ pub(crate) fn switch_out_to(
 /// what servers charged to it; `None` off a ferry thread or when the
 /// runtime does not account run time.
 pub(crate) fn current_cpu_time() -> Option<std::time::Duration> {
+    current_cpu_ticks().map(sys::cycles_to_duration)
+}
+
+/// [`current_cpu_time`] in time stamp counter ticks (no conversion, no
+/// reference taken: for a measure of a span, converted once).
+pub(crate) fn current_cpu_ticks() -> Option<u64> {
     let mut e = crate::upcall::enter()?;
-    let t = e.p.current_ref(&e.tok)?.clone();
-    let ticks = e.p.running_cpu_ticks(e.tok.rb(), &t)?;
-    Some(sys::cycles_to_duration(ticks))
+    let h = e.p.current_ref(&e.tok)?.as_ptr();
+    let owner = e.p.owner(e.tok.rb());
+    if !owner.account_cpu {
+        return None;
+    }
+    // SAFETY: the running thread's block, alive while it runs (we are it).
+    let count = unsafe { h.as_ref() }.cpu_ticks.load(Relaxed);
+    Some(count.wrapping_add(sys::cycles().wrapping_sub(owner.since)))
 }
 
 /// Charges `d`, run on the running thread's behalf by a server, to its run

@@ -76,15 +76,12 @@ pub(crate) struct Served {
 
 impl Job for Served {
     fn run(self, handler: &dyn super::call::Handler) {
-        let (mut index, mut seen) = (self.index, self.seen);
+        // Mach's static model: the service thread serves this call and goes
+        // back to the pool's line for the next (it does not take calls off
+        // the channel itself, as an activation does).
         let mut buf = Vec::new();
-        loop {
-            self.chan.serve_static(index, seen, handler, &mut buf);
-            match self.chan.next_call() {
-                Some(next) => (index, seen) = (next, self.chan.stamp()),
-                None => return,
-            }
-        }
+        self.chan
+            .serve_static(self.index, self.seen, handler, &mut buf);
     }
 }
 
@@ -252,10 +249,10 @@ impl ServerChan {
     }
 
     /// After serving a call, with nothing else ready on its processor: the
-    /// service thread polls this channel for the runtime's spin budget and
+    /// activation polls this channel for the runtime's spin budget and
     /// takes the next call itself (no poller, no pool hand-off, no wake),
     /// handing any further ones on.
-    fn next_call(self: &Arc<Self>) -> Option<u32> {
+    pub(crate) fn next_call(self: &Arc<Self>) -> Option<u32> {
         crate::thread::spin_for(|| {
             if self.closed.load(Relaxed) {
                 return Some(None);

@@ -66,7 +66,10 @@ struct Waiter {
 pub(crate) struct Sent {
     ticket: Ticket,
     op: u32,
-    begun: Instant,
+    /// The time stamp counter when it was sent.
+    begun: u64,
+    /// The calling thread (the one that waits), if a ferry thread.
+    me: Option<crate::Thread>,
 }
 
 /// A call being waited for, as an alert of its caller finds it.
@@ -203,8 +206,9 @@ impl ClientChan {
         if self.dead.load(Acquire) {
             return Err(Error::PeerDied);
         }
+        let me = crate::thread::try_current();
         let mut context = [0u8; MAX_CONTEXT];
-        let head = logical::encode_current(opts.deadline, &mut context)?;
+        let head = logical::encode_current(me.as_ref(), opts.deadline, &mut context)?;
         if args.len() > self.max_len {
             return Err(Error::TooLarge);
         }
@@ -245,7 +249,8 @@ impl ClientChan {
         Ok(Sent {
             ticket,
             op,
-            begun: Instant::now(),
+            begun: crate::sys::cycles(),
+            me,
         })
     }
 
@@ -273,7 +278,7 @@ impl ClientChan {
         let ticket = sent.ticket;
         let w = &self.waiters[ticket.index as usize];
         let aborted = || abort.is_some_and(|a| a.load(Acquire));
-        let me = crate::thread::try_current();
+        let me = &sent.me;
         let out = OutCall { chan: self, ticket };
         let own = logical::Frame::new(None);
         let mut entered = false;
@@ -357,7 +362,8 @@ impl ClientChan {
         };
         // What the server says it spent, never more than the call took
         // (a server cannot charge a client for time that did not pass).
-        crate::processor::charge_current(spent.min(sent.begun.elapsed()));
+        let took = crate::sys::cycles_to_duration(crate::sys::cycles().wrapping_sub(sent.begun));
+        crate::processor::charge_current(spent.min(took));
         if status == STATUS_OK {
             Ok(result)
         } else {

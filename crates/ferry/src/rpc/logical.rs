@@ -132,17 +132,47 @@ pub fn chain() -> Option<Chain> {
         // which it (we) clears before leaving.
         let frame = unsafe { &*(f as *const Frame) };
         if let Some(c) = &frame.incoming {
-            return Some(c.clone());
+            return Some(c.to_chain());
         }
     }
     Some(Chain::origin(&t))
 }
 
+/// The chain of a call being served, as decoded (fixed size: serving a
+/// call allocates nothing); [`chain`] makes a [`Chain`] of it on demand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Incoming {
+    pub(crate) id: LogicalId,
+    pub(crate) priority: Priority,
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) cpu: Duration,
+    /// The processes visited, the origin first and the receiver last.
+    hops: [u32; MAX_CHAIN_DEPTH],
+    depth: u8,
+}
+
+impl Incoming {
+    /// The processes visited, the origin first and the receiver last.
+    pub(crate) fn hops(&self) -> &[u32] {
+        &self.hops[..usize::from(self.depth)]
+    }
+
+    fn to_chain(self) -> Chain {
+        Chain {
+            id: self.id,
+            priority: self.priority,
+            deadline: self.deadline,
+            cpu: self.cpu,
+            hops: self.hops().to_vec(),
+        }
+    }
+}
+
 /// The context a call carries, decoded and checked.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Context {
-    /// The chain so far (without the server that receives it).
-    pub(crate) chain: Chain,
+    /// The chain so far, with the receiving process added.
+    pub(crate) incoming: Incoming,
     /// The logical thread was alerted before the call.
     pub(crate) alerted: bool,
 }
@@ -158,7 +188,7 @@ pub(crate) enum BadContext {
     Depth,
 }
 
-/// Encodes the context of a call the current thread makes now, with
+/// Encodes the context of a call the current thread `t` makes now, with
 /// `deadline` (its own; the chain's, if earlier, wins), into `out`; returns
 /// its length. Off a ferry thread the call is its own origin with the
 /// kernel thread's id 0.
@@ -167,13 +197,11 @@ pub(crate) enum BadContext {
 /// [`Error::ChainTooDeep`] if the call would visit more than
 /// [`MAX_CHAIN_DEPTH`] processes.
 pub(crate) fn encode_current(
+    t: Option<&Thread>,
     deadline: Option<Instant>,
     out: &mut [u8; MAX_CONTEXT],
 ) -> Result<usize> {
-    let t = thread::try_current();
-    let f = t
-        .as_ref()
-        .map_or(0, |t| t.header().rpc.load(Acquire) & !BUSY);
+    let f = t.map_or(0, |t| t.header().rpc.load(Acquire) & !BUSY);
     // SAFETY: a non-zero word names the current thread's live frame (only
     // it clears the word, and it is running this).
     let incoming = (f != 0)
@@ -182,16 +210,17 @@ pub(crate) fn encode_current(
     let (pid, start) = crate::sys::process_identity();
     let own = [pid];
     let (id, hops, chain_deadline, cpu) = match incoming {
-        Some(c) => (c.id, &c.hops[..], c.deadline, c.cpu),
+        Some(c) => (c.id, c.hops(), c.deadline, c.cpu),
         None => (
             LogicalId {
                 pid,
                 start,
-                thread: t.as_ref().map_or(0, |t| t.id().as_u64()),
+                thread: t.map_or(0, |t| t.id().as_u64()),
             },
             &own[..],
             None,
-            thread::cpu_time().unwrap_or_default(),
+            crate::processor::current_cpu_ticks()
+                .map_or(Duration::ZERO, crate::sys::cycles_to_duration),
         ),
     };
     if hops.len() >= MAX_CHAIN_DEPTH {
@@ -207,8 +236,8 @@ pub(crate) fn encode_current(
         let left = d.saturating_duration_since(Instant::now());
         (crate::sys::monotonic_ns() + left.as_nanos() as u64).max(1)
     });
-    let priority = t.as_ref().map_or(Priority::Normal, Thread::priority);
-    let alerted = t.as_ref().is_some_and(Thread::is_alerted);
+    let priority = t.map_or(Priority::Normal, Thread::priority);
+    let alerted = t.is_some_and(Thread::is_alerted);
     let w0 = (MAGIC << 48)
         | ((hops.len() as u64) << 32)
         | ((priority.level() as u64) << 8)
@@ -265,16 +294,16 @@ pub(crate) fn decode(payload: &[u8], me: u32) -> std::result::Result<(Context, u
         return Err(BadContext::Short);
     }
     let fixed: [u64; 6] = std::array::from_fn(|i| word(i).expect("length checked"));
-    let mut pids = Vec::with_capacity(hops + 1);
-    for i in 0..hops {
-        pids.push(word(6 + i).expect("length checked") as u32);
+    let mut pids = [0u32; MAX_CHAIN_DEPTH];
+    for (i, pid) in pids.iter_mut().enumerate().take(hops) {
+        *pid = word(6 + i).expect("length checked") as u32;
     }
-    pids.push(me);
+    pids[hops] = me;
     let deadline = (fixed[4] != 0).then(|| {
         let now_ns = crate::sys::monotonic_ns();
         Instant::now() + Duration::from_nanos(fixed[4].saturating_sub(now_ns))
     });
-    let chain = Chain {
+    let incoming = Incoming {
         id: LogicalId {
             pid: fixed[1] as u32,
             start: fixed[2],
@@ -284,9 +313,10 @@ pub(crate) fn decode(payload: &[u8], me: u32) -> std::result::Result<(Context, u
         deadline,
         cpu: Duration::from_nanos(fixed[5]),
         hops: pids,
+        depth: (hops + 1) as u8,
     };
     let alerted = w0 & FLAG_ALERTED != 0;
-    Ok((Context { chain, alerted }, len))
+    Ok((Context { incoming, alerted }, len))
 }
 
 /// The call a thread is making, as an alert finds it: the client's channel
@@ -300,7 +330,7 @@ pub(crate) trait Outgoing {
 /// thread's own stack and is named by its header's `rpc` word.
 pub(crate) struct Frame {
     /// The chain of the call this thread serves (an activation), if any.
-    pub(crate) incoming: Option<Chain>,
+    pub(crate) incoming: Option<Incoming>,
     /// The call it is making now, if any: changed only while holding the
     /// word (see the module docs).
     outgoing: Cell<Option<*const dyn Outgoing>>,
@@ -309,7 +339,7 @@ pub(crate) struct Frame {
 impl Frame {
     /// A frame serving `incoming` (an activation's), or none (a thread
     /// that only calls).
-    pub(crate) fn new(incoming: Option<Chain>) -> Frame {
+    pub(crate) fn new(incoming: Option<Incoming>) -> Frame {
         Frame {
             incoming,
             outgoing: Cell::new(None),

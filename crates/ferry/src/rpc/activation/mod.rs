@@ -34,7 +34,7 @@
 
 use std::collections::{BinaryHeap, VecDeque};
 use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{Relaxed, Release};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -440,14 +440,26 @@ impl Activations {
                     None
                 }
             };
-            match job {
-                Some(job) => {
-                    if let Some(t) = me.thread.get() {
-                        t.set_priority(job.priority);
-                    }
-                    self.serve(me, job, &mut buf);
-                }
-                None => thread::park(),
+            let Some(mut job) = job else {
+                thread::park();
+                continue;
+            };
+            loop {
+                let chan = job.chan.clone();
+                self.serve(me, job, &mut buf);
+                // Unoccupied again with nothing else to run on this
+                // processor: the activation takes its channel's next call
+                // itself (no poller, no hand-off, no wake).
+                let Some(index) = chan.next_call() else {
+                    break;
+                };
+                let first = chan.slots.peek_word(index, 0).unwrap_or(0);
+                job = Job {
+                    seen: chan.stamp(),
+                    chan,
+                    index,
+                    priority: logical::peek_priority(first),
+                };
             }
         }
     }
@@ -468,40 +480,44 @@ impl Activations {
             chan.answer(&call, Err(Fault::BadArgs), Duration::ZERO);
             return;
         };
-        t.set_priority(ctx.chain.priority);
+        t.set_priority(ctx.incoming.priority);
         {
             // A new activation starts with alerts blocked (000 §5); one the
             // caller had before the call is pending.
             let mut serving = me.serving.lock();
             *serving = Some((Arc::as_ptr(chan) as usize, call.index, call.generation));
-            t.alert_bits_clear(PENDING);
-            t.alert_bits_or(BLOCKED);
-            if ctx.alerted || chan.slots.signal_of(&call) != 0 {
-                t.alert_bits_or(PENDING);
-            }
+            let pending = ctx.alerted || chan.slots.signal_of(&call) != 0;
+            t.header()
+                .alert
+                .store(BLOCKED | if pending { PENDING } else { 0 }, Release);
         }
-        let frame = Frame::new(Some(ctx.chain));
+        let frame = Frame::new(Some(ctx.incoming));
         logical::enter(t, &frame);
-        let cpu0 = thread::cpu_time();
-        let wall0 = Instant::now();
+        let cpu0 = crate::processor::current_cpu_ticks();
+        let wall0 = if cpu0.is_none() {
+            Some(Instant::now())
+        } else {
+            None
+        };
         let entered = chan.stamp();
         let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.handler.call(call.op, &buf[head..len])
         }))
         .unwrap_or(Err(Fault::Panicked));
         let returned = chan.stamp();
-        let spent = match (cpu0, thread::cpu_time()) {
-            (Some(a), Some(b)) => b.saturating_sub(a),
+        let spent = match (cpu0, crate::processor::current_cpu_ticks(), wall0) {
+            (Some(a), Some(b), _) => crate::sys::cycles_to_duration(b.wrapping_sub(a)),
             // Without accounting: the time the call held the activation.
-            _ => wall0.elapsed(),
+            (_, _, Some(w)) => w.elapsed(),
+            _ => Duration::ZERO,
         };
         logical::leave(t);
         *me.serving.lock() = None;
         chan.cpu_ns.fetch_add(spent.as_nanos() as u64, Relaxed);
         chan.answer(&call, answer, spent);
         chan.account_path(job.seen, entered, returned);
-        t.set_priority(Priority::Normal);
-        t.alert_bits_clear(PENDING | BLOCKED);
+        // Its priority and alert bits are set afresh by the next call it
+        // serves (an unoccupied activation runs nothing).
     }
 }
 
