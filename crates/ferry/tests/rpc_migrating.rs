@@ -85,14 +85,17 @@ fn burn(ms: u64) -> u64 {
 fn chain_text() -> String {
     let c = ferry::rpc::chain().unwrap();
     let hops: Vec<String> = c.hops.iter().map(u32::to_string).collect();
+    let a = ferry::rpc::Activation::current().expect("served on an activation");
+    assert_eq!(a.chain(), &c);
     format!(
-        "{} {} {} {:?} {} {}",
+        "{} {} {} {:?} {} {} {}",
         c.id.pid,
         c.id.start,
         c.id.thread,
         c.priority,
         c.deadline.is_some(),
-        hops.join(",")
+        hops.join(","),
+        a.client().pid
     )
 }
 
@@ -326,10 +329,13 @@ fn the_chain_and_priority_travel_with_the_call_through_two_processes() {
             assert_eq!(d[3], "High", "the caller's priority: {direct}");
             assert_eq!(d[4], "true", "the deadline travels: {direct}");
             assert_eq!(d[5].split(',').count(), 2, "A, B: {direct}");
+            assert_eq!(d[6], me.to_string(), "B serves A: {direct}");
             let v: Vec<&str> = via.split(' ').collect();
             assert_eq!(v[..4], d[..4], "one logical thread: {via} vs {direct}");
             assert_eq!(v[5].split(',').count(), 3, "A, B, C: {via}");
             assert_eq!(v[5].split(',').next().unwrap(), me.to_string());
+            assert_ne!(v[6], me.to_string(), "C serves B: {via}");
+            assert!(ferry::rpc::Activation::current().is_none(), "the origin is no activation");
         })
         .unwrap();
 }

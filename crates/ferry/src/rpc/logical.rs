@@ -39,6 +39,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Acquire;
 use std::time::{Duration, Instant};
 
+use super::bind::Credentials;
 use super::error::{Error, Result};
 use super::frame_word::{self, BUSY};
 use crate::header::Thread;
@@ -166,6 +167,20 @@ impl Incoming {
             hops: self.hops().to_vec(),
         }
     }
+}
+
+/// The chain and client of the call the current thread serves, if it is an
+/// activation serving one.
+pub(crate) fn current_incoming() -> Option<(Chain, Credentials)> {
+    let t = thread::try_current()?;
+    let f = t.header().rpc.load(Acquire) & !BUSY;
+    if f == 0 {
+        return None;
+    }
+    // SAFETY: a non-zero word names the current thread's live frame, which
+    // it (we) clears before leaving.
+    let frame = unsafe { &*(f as *const Frame) };
+    Some((frame.incoming?.to_chain(), frame.client?))
 }
 
 /// The context a call carries, decoded and checked.
@@ -331,6 +346,8 @@ pub(crate) trait Outgoing {
 pub(crate) struct Frame {
     /// The chain of the call this thread serves (an activation), if any.
     pub(crate) incoming: Option<Incoming>,
+    /// The client whose call it serves.
+    client: Option<Credentials>,
     /// The call it is making now, if any: changed only while holding the
     /// word (see the module docs).
     outgoing: Cell<Option<*const dyn Outgoing>>,
@@ -342,6 +359,16 @@ impl Frame {
     pub(crate) fn new(incoming: Option<Incoming>) -> Frame {
         Frame {
             incoming,
+            client: None,
+            outgoing: Cell::new(None),
+        }
+    }
+
+    /// An activation's frame, serving `incoming` for `client`.
+    pub(crate) fn serving(incoming: Incoming, client: Credentials) -> Frame {
+        Frame {
+            incoming: Some(incoming),
+            client: Some(client),
             outgoing: Cell::new(None),
         }
     }

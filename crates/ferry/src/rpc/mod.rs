@@ -42,9 +42,13 @@
 //! | `bind.rs` | binding: the Unix socket, `SO_PEERCRED` and [`Policy`], the sealed memfd sent with `SCM_RIGHTS` ([`Listener`], [`connect_raw`], [`Binding`]) |
 //! | `memory.rs` | one side's hold on a channel: the binding and the checked view |
 //! | `watch.rs` | liveness: one kernel thread waits on every peer's pidfd and binding socket |
-//! | `pool.rs` | a server's pool of ferry threads |
+//! | `frame_word.rs`, `logical.rs` | the logical thread: the context every call carries (identity, priority, deadline, run time, alert, chain: [`chain`]), and the frame through which an alert finds the call a thread makes |
 //! | `waiter.rs` | a client slot's waiter word: who moves a call from state to state |
-//! | `client.rs`, `server.rs` | the two ends: calls, waiters, answering, and each channel as an event source of its runtime (`event::polled`) |
+//! | `client.rs`, `connection.rs` | the caller's end: the calling path and its waiters ([`Client`], [`Call`], aborts) |
+//! | `chan.rs` | the server's end of a channel: finding calls (an event source of its runtime, `event::polled`), answering, signals |
+//! | `activation/` | migrating calls: a server's pool of activations, its keeper (growth, decay, low water, alerts) |
+//! | `pool.rs` | the static model: a server's pool of service threads waiting on a line |
+//! | `server.rs` | [`Server`], [`ServerBuilder`], [`ServeMode`]: accepting, and the books of bound clients |
 //!
 //! `layout` and `region` name each other, one concern split for size:
 //! `layout` computes and checks the channel's areas and its `init`/`attach`
@@ -52,18 +56,40 @@
 //!
 //! # How a call travels
 //!
-//! The caller writes its arguments into a free slot (inline up to the
+//! The caller writes the call's context (its logical thread: see
+//! `logical.rs`) and its arguments into a free slot (inline up to the
 //! slot's size, else in the slot's extent), pushes the slot's index on the
 //! call queue, rings the server's doorbell only if the server's processors
 //! all sleep, and parks; its processor runs other threads. With nothing else
 //! to run it first polls for the reply itself for the runtime's adaptive
 //! spin budget. The server's processors find the call as they find any
 //! event (at a switch, spinning idle, or woken by the doorbell) and hand it
-//! to a pool thread, which copies the arguments out, runs the [`Handler`],
-//! writes the answer into the slot and pushes the index back; a pool thread
-//! with nothing else to run polls its channel for the next call before it
-//! parks. The client's processors find the reply the same way and wake the
-//! caller.
+//! on as the server chose ([`ServeMode`]):
+//!
+//! - **Migrating** (000): to an unoccupied activation, set to the caller's
+//!   priority and run next; it copies the call out once, runs the
+//!   [`Handler`] as the caller's logical thread ([`chain`], alerts blocked
+//!   until it allows them), writes the answer with the run time it spent
+//!   into the slot and pushes the index back; unoccupied again with nothing
+//!   else to run, it takes its channel's next call itself.
+//! - **Static** (Mach): onto the pool's line, where a service thread takes
+//!   it in arrival order at its own priority, serves it, and goes back to
+//!   the line.
+//!
+//! The client's processors find the reply the same way and wake the
+//! caller, which is charged the run time the server spent (never more than
+//! the call took).
+//!
+//! # Alerts and aborts
+//!
+//! [`Thread::alert`](crate::Thread::alert) on a thread in a call writes an
+//! alert into its slot's signal word and bumps the channel's signal count;
+//! the server's keeper alerts the activation serving that call, which
+//! passes it on to the call it makes in turn, down the chain. An abort
+//! ([`Call::abort`], a deadline passing, the caller terminated, the client
+//! process dying) alerts the same way, withdraws the call at once (the
+//! caller returns [`Error::Aborted`] or [`Error::DeadlineExceeded`]), and
+//! discards the late reply: 000's split of a chain.
 //!
 //! # Failure
 //!
@@ -76,8 +102,10 @@
 //! binding socket: every pending call returns [`Error::PeerDied`], the
 //! server drops the channel, and the memfd, mapping and fds go
 //! (`tests/rpc_process.rs`). A call with a deadline returns
-//! [`Error::TimedOut`] after it and its slot is reclaimed safely. A call
-//! without one waits as long as the peer lives.
+//! [`Error::DeadlineExceeded`] after it and its slot is reclaimed safely. A
+//! call without one waits as long as the peer lives. A context that does
+//! not check out is answered [`Error::BadArgs`]; the run time a server
+//! claims is charged only up to the call's own duration.
 
 mod activation;
 mod bind;
@@ -112,7 +140,7 @@ mod atomic {
     pub(crate) use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 }
 
-pub use activation::{ActivationStats, OnPoolLow, PoolLow, WhenFull};
+pub use activation::{Activation, ActivationStats, OnPoolLow, PoolLow, WhenFull};
 pub use bind::{
     Accepted, Binding, Credentials, DEFAULT_CHANNEL_LEN, DEFAULT_HANDSHAKE_TIMEOUT, Listener,
     MAX_CHANNEL_LEN, Mapping, Policy, connect_raw, connect_raw_in, connect_raw_with,

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
-use super::{Activation, Activations, DECAY_PERIOD, PoolLow};
+use super::{Passive, Activations, DECAY_PERIOD, PoolLow};
 use crate::rpc::logical;
 use crate::thread::{self, BLOCKED, PENDING};
 
@@ -141,7 +141,7 @@ impl Activations {
     /// One decay period passed: if no call took an activation meanwhile,
     /// half of the unoccupied ones above the minimum retire.
     fn decay(&self) {
-        let retiring: Vec<Arc<Activation>> = {
+        let retiring: Vec<Arc<Passive>> = {
             let mut s = self.state.lock();
             if std::mem::take(&mut s.taken_since_decay) {
                 return;
@@ -162,7 +162,7 @@ impl Activations {
 
     /// Retires `a`, taken out of `idle`: counted off here, it leaves at
     /// its next look (see `run`).
-    fn retire(&self, a: &Arc<Activation>) {
+    fn retire(&self, a: &Arc<Passive>) {
         let mut s = self.state.lock();
         s.live -= 1;
         s.all.retain(|x| !Arc::ptr_eq(x, a));

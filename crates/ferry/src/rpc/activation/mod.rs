@@ -1,5 +1,6 @@
 //! Migrating calls (000 §4–6): a server's pool of activations. An
-//! [`Activation`] is a passive context — a ferry thread with its guarded
+//! activation ([`Passive`] here; [`Activation`] is what code running on
+//! one sees of it) is a passive context — a ferry thread with its guarded
 //! stack, parked at its entry — that an incoming call occupies: the poller
 //! that finds the call gives it to an unoccupied activation, sets the
 //! activation to the caller's priority and wakes it, and the processor
@@ -141,9 +142,40 @@ impl Ord for Waiting {
 /// generation), for matching a client's signals exactly.
 type Serving = Option<(usize, u32, u32)>;
 
+/// The activation the current code runs on (000's activation: a server's
+/// passive context — a ferry thread and its guarded stack, from the
+/// server's pool — occupied by an incoming migrating call): whom it serves.
+/// See [`Activation::current`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Activation {
+    chain: super::Chain,
+    client: super::Credentials,
+}
+
+impl Activation {
+    /// The activation the current code runs on, if it serves a migrating
+    /// call ([`ServeMode::Migrating`](super::ServeMode::Migrating)); `None`
+    /// on any other thread.
+    pub fn current() -> Option<Activation> {
+        let (chain, client) = logical::current_incoming()?;
+        Some(Activation { chain, client })
+    }
+
+    /// The chain of the logical thread it serves (this process last).
+    pub fn chain(&self) -> &super::Chain {
+        &self.chain
+    }
+
+    /// The client process whose call it serves, as the kernel reported it
+    /// at binding.
+    pub fn client(&self) -> super::Credentials {
+        self.client
+    }
+}
+
 /// A passive server context: a ferry thread that serves one call at a time
 /// for a logical thread of another process (000's activation).
-pub(crate) struct Activation {
+pub(crate) struct Passive {
     thread: OnceLock<Thread>,
     /// The call given to it while it was unoccupied (set under the pool's
     /// state lock).
@@ -160,8 +192,8 @@ pub(crate) struct Activation {
 }
 
 struct State {
-    idle: Vec<Arc<Activation>>,
-    all: Vec<Arc<Activation>>,
+    idle: Vec<Arc<Passive>>,
+    all: Vec<Arc<Passive>>,
     waiting: BinaryHeap<Waiting>,
     reentrant: VecDeque<Job>,
     signalled: Vec<(Arc<ServerChan>, bool)>,
@@ -366,7 +398,7 @@ impl Activations {
     /// Makes one activation (on the keeper or at start), with `first` as
     /// its first call.
     fn make(self: &Arc<Self>, first: Option<Job>, extra: bool) -> Result<()> {
-        let a = Arc::new(Activation {
+        let a = Arc::new(Passive {
             thread: OnceLock::new(),
             mail: SpinLock::new(None),
             serving: SpinLock::new(None),
@@ -408,7 +440,7 @@ impl Activations {
 
     /// An activation's life: serve the call in its mail, or a waiting one,
     /// else go back to the pool and park.
-    fn run(self: &Arc<Self>, me: &Arc<Activation>) {
+    fn run(self: &Arc<Self>, me: &Arc<Passive>) {
         // The thread handle is set just after spawn: wait for it (one
         // park at most; `make` unparks once it is set).
         while me.thread.get().is_none() {
@@ -465,7 +497,7 @@ impl Activations {
     }
 
     /// Serves one call on the current thread, the activation `me`.
-    fn serve(&self, me: &Activation, job: Job, buf: &mut Vec<u8>) {
+    fn serve(&self, me: &Passive, job: Job, buf: &mut Vec<u8>) {
         let chan = &job.chan;
         if chan.closed.load(Relaxed) {
             return;
@@ -491,7 +523,7 @@ impl Activations {
                 .alert
                 .store(BLOCKED | if pending { PENDING } else { 0 }, Release);
         }
-        let frame = Frame::new(Some(ctx.incoming));
+        let frame = Frame::serving(ctx.incoming, chan.mem.peer());
         logical::enter(t, &frame);
         let cpu0 = crate::processor::current_cpu_ticks();
         let wall0 = if cpu0.is_none() {
