@@ -36,12 +36,17 @@
 //! `ferry/rpc.h`.
 //!
 //! `ferry/rpc.h`, calls into another process ([`rpc`]): `ferry_rpc_serve`,
-//! `ferry_rpc_serve_in`, `ferry_rpc_server_close`, `ferry_rpc_reply_set`,
+//! `ferry_rpc_serve_in`, `ferry_rpc_serve_mode` (with
+//! `FERRY_RPC_SERVE_DEFAULT`, `FERRY_RPC_SERVE_MIGRATING`,
+//! `FERRY_RPC_SERVE_STATIC`), `ferry_rpc_server_mode`,
+//! `ferry_rpc_server_close`, `ferry_rpc_reply_set`,
 //! `ferry_rpc_reply_buffer` (with `ferry_rpc_handler_t` and
 //! `struct ferry_rpc_reply`); `ferry_rpc_connect`, `ferry_rpc_connect_in`,
 //! `ferry_rpc_close`, `ferry_rpc_max_call`, `ferry_rpc_call`,
 //! `ferry_rpc_call_timeout`, `ferry_rpc_call_alloc`, `ferry_rpc_strerror`;
-//! `FERRY_RPC_MAX_CALL`, `FERRY_RPC_NO_TIMEOUT`. They return errno values.
+//! `ferry_rpc_chain` (with `struct ferry_rpc_chain_info` and
+//! `FERRY_RPC_MAX_CHAIN_DEPTH`); `FERRY_RPC_MAX_CALL`,
+//! `FERRY_RPC_NO_TIMEOUT`. They return errno values.
 //! `tests/c/every_name.c` uses each name.
 //!
 //! # Starting

@@ -2,13 +2,16 @@
 //!
 //! Each subcommand is a module with a `clap::Args` struct and a `run`
 //! function, and a variant of [`Command`]. Today there is `tour`, and the
-//! hidden `serve` that the tour starts as its second process; `allocd`,
+//! hidden `serve` that the tour starts as its other processes (the echo of
+//! its `rpc` stop, the chain interface of its `migrating` stop,
+//! [`chain`]); `allocd`,
 //! `top`, `bench` and `sim` come with later issues. What subcommands share
 //! lives in [`measure`] (repeated runs, medians, CPU pinning) and [`report`]
 //! (tables, JSON lines).
 //!
 //! The library crates must not depend on this one (nor on clap or serde).
 
+mod chain;
 mod measure;
 mod report;
 mod serve;

@@ -4,6 +4,12 @@
 //! answered by a kernel thread, both in one runtime directory; prints
 //! `ready <pid>` once both listen, and serves until it is killed.
 //!
+//! With `--chain` it serves the chain interface of the tour's `migrating`
+//! stop instead ([`crate::chain`], migrating calls), as its far end or,
+//! with `--next`, as a relay to the next process: calls over `ferry::rpc`
+//! go on over `ferry::rpc`, frames on its Unix socket go on over the
+//! next's Unix socket.
+//!
 //! This module owns the echo interface (its name, version hash and
 //! operation) and the Unix-socket framing both ends use ([`write_frame`],
 //! [`read_frame`]). It must not measure anything: the tour does.
@@ -13,7 +19,9 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ferry::rpc::{Fault, MAX_CALL_LEN, RuntimeDir, Server};
+use ferry::rpc::{Client, Fault, MAX_CALL_LEN, RuntimeDir, ServeMode, Server};
+
+use crate::chain::{self, CHAIN_VERSION};
 
 /// The interface name the tour serves under by default.
 pub const ECHO_NAME: &str = "tour-echo";
@@ -42,6 +50,14 @@ pub struct Args {
     /// refuse to start if the parent is no longer this pid
     #[arg(long)]
     parent: Option<u32>,
+    /// Serve the tour's chain interface (migrating calls) instead of the echo
+    #[arg(long)]
+    chain: bool,
+    /// With --chain: pass every call on to the chain interface served under
+    /// this name in the same directory, and every Unix-socket frame on to
+    /// its Unix socket
+    #[arg(long, requires = "chain")]
+    next: Option<String>,
 }
 
 /// The echo interface's handler.
@@ -76,15 +92,32 @@ pub fn run(args: &Args) -> io::Result<()> {
     let unix = unix_path(dir.path(), &args.name);
     let _ = std::fs::remove_file(&unix);
     let listener = UnixListener::bind(&unix)?;
+    let next_unix = match &args.next {
+        Some(next) => {
+            ferry::rpc::check_name(next).map_err(io::Error::other)?;
+            Some(unix_path(dir.path(), next))
+        }
+        None => None,
+    };
     std::thread::Builder::new()
         .name("unix-echo".into())
-        .spawn(move || unix_echo(listener))?;
+        .spawn(move || unix_echo(listener, next_unix))?;
     let name = args.name.clone();
+    let (chain, next) = (args.chain, args.next.clone());
     ferry::Runtime::builder()
         .processors(args.processors)
         .run(move || -> io::Result<()> {
-            let _server =
-                Server::serve_in(&dir, &name, ECHO_VERSION, echo).map_err(io::Error::other)?;
+            let migrating = Server::builder().mode(ServeMode::Migrating);
+            let _server = match (chain, next) {
+                (false, _) => Server::serve_in(&dir, &name, ECHO_VERSION, echo),
+                (true, None) => migrating.serve_in(&dir, &name, CHAIN_VERSION, chain::far_end),
+                (true, Some(next)) => {
+                    let client =
+                        Client::connect_in(&dir, &next, CHAIN_VERSION).map_err(io::Error::other)?;
+                    migrating.serve_in(&dir, &name, CHAIN_VERSION, chain::relay(client))
+                }
+            }
+            .map_err(io::Error::other)?;
             let mut out = io::stdout().lock();
             writeln!(out, "ready {}", std::process::id())?;
             out.flush()?;
@@ -96,14 +129,19 @@ pub fn run(args: &Args) -> io::Result<()> {
 }
 
 /// Accepts Unix-socket clients; each gets a kernel thread that echoes its
-/// frames until it hangs up.
-fn unix_echo(listener: UnixListener) {
+/// frames (or, with `next`, passes each on to the Unix socket at `next`
+/// and answers with its reply) until it hangs up.
+fn unix_echo(listener: UnixListener, next: Option<PathBuf>) {
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
+        let next = next.clone();
         let _ = std::thread::Builder::new()
             .name("unix-echo-conn".into())
             .spawn(move || {
-                let _ = echo_frames(stream);
+                let _ = match next {
+                    Some(next) => relay_frames(stream, &next),
+                    None => echo_frames(stream),
+                };
             });
     }
 }
@@ -117,6 +155,23 @@ fn echo_frames(mut stream: UnixStream) -> io::Result<()> {
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
             Err(e) => return Err(e),
         };
+        stream.write_all(&buf[..FRAME_HEADER + len])?;
+    }
+}
+
+/// Passes each frame on `stream` on to the Unix socket at `next` and sends
+/// its reply back, until the peer hangs up or either breaks the framing.
+fn relay_frames(mut stream: UnixStream, next: &Path) -> io::Result<()> {
+    let mut onward = UnixStream::connect(next)?;
+    let mut buf = Vec::new();
+    loop {
+        let len = match read_frame(&mut stream, &mut buf) {
+            Ok(len) => len,
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        onward.write_all(&buf[..FRAME_HEADER + len])?;
+        let len = read_frame(&mut onward, &mut buf)?;
         stream.write_all(&buf[..FRAME_HEADER + len])?;
     }
 }

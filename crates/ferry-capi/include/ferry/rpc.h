@@ -19,6 +19,36 @@
 #define FERRY_RPC_NO_TIMEOUT 18446744073709551615ull
 
 /*
+ The deepest chain: processes one logical thread may visit at once, the
+ origin included (the length of `ferry_rpc_chain_info`'s `hops`). A
+ call that would go deeper fails with `ELOOP`.
+ */
+#define FERRY_RPC_MAX_CHAIN_DEPTH 16
+
+/*
+ `mode` of [`ferry_rpc_serve_mode`]: the default, as [`ferry_rpc_serve`]
+ chooses it (migrating, unless the environment variable
+ `FERRY_RPC_MODE` is `static`).
+ */
+#define FERRY_RPC_SERVE_DEFAULT 0
+
+/*
+ `mode` of [`ferry_rpc_serve_mode`]: migrating calls. Each call runs on
+ an activation of the server's pool as its caller's logical thread: at
+ the caller's priority, its run time charged back to the caller, alerts
+ and aborts reaching it, its chain seen by [`ferry_rpc_chain`].
+ */
+#define FERRY_RPC_SERVE_MIGRATING 1
+
+/*
+ `mode` of [`ferry_rpc_serve_mode`]: Mach's static model. A fixed pool of
+ service threads takes calls in arrival order, at their own priority;
+ the server keeps the run time, alerts do not cross, and a handler's
+ [`ferry_rpc_chain`] is its service thread's own.
+ */
+#define FERRY_RPC_SERVE_STATIC 2
+
+/*
  A client's channel to one server, from [`ferry_rpc_connect`]; ended
  with [`ferry_rpc_close`].
  */
@@ -36,6 +66,61 @@ struct ferry_rpc_reply;
  [`ferry_rpc_server_close`].
  */
 struct ferry_rpc_server;
+
+/*
+ The chain a piece of code runs in (000's activation stack), filled by
+ [`ferry_rpc_chain`]: the logical thread — the thread that made the
+ first call, in the process it began in — its attributes, and the
+ processes it visits. Inside a handler serving a call on an activation
+ (a migrating call), it is the caller's logical thread with this process
+ added; anywhere else (another ferry thread, or a handler of a server in
+ the static mode) the calling thread is the origin of a chain of one.
+ */
+struct ferry_rpc_chain_info {
+  /*
+   The origin process's pid.
+   */
+  uint32_t origin_pid;
+  /*
+   The origin process's start time (clock ticks since boot): with the
+   pid, unique even when the pid is reused.
+   */
+  uint64_t origin_start;
+  /*
+   The thread's id in its origin process (a number, not a `cthread_t`).
+   */
+  uint64_t origin_thread;
+  /*
+   The priority the logical thread runs at: a `FERRY_PRIORITY_*` of
+   `ferry/ferry.h`.
+   */
+  int priority;
+  /*
+   Nonzero if a caller along the chain set a deadline.
+   */
+  int has_deadline;
+  /*
+   If `has_deadline`: nanoseconds left until it (0 once it passed);
+   else 0.
+   */
+  uint64_t deadline_ns_left;
+  /*
+   The logical thread's run time before the call now being served, in
+   ns (at the origin: the thread's own).
+   */
+  uint64_t cpu_ns;
+  /*
+   How many processes the chain visits (1 at the origin), at most
+   `FERRY_RPC_MAX_CHAIN_DEPTH`.
+   */
+  uint32_t depth;
+  /*
+   The pids of the processes it visits: `hops[0]` is the origin's,
+   `hops[depth - 1]` this process's (a re-entrant chain names a
+   process more than once); entries from `depth` on are 0.
+   */
+  uint32_t hops[FERRY_RPC_MAX_CHAIN_DEPTH];
+};
 
 /*
  A server's handler: answers a call of operation `op` with the `in_len`
@@ -77,7 +162,10 @@ extern "C" {
  | `EPERM` | the runtime directory cannot be trusted (`UnsafeDir`) |
  | `EADDRINUSE` | a live server already serves this name (`NameInUse`) |
  | `ECONNRESET` | the peer died or hung up (`PeerDied`) |
- | `ETIMEDOUT` | the deadline passed (`TimedOut`) |
+ | `ETIMEDOUT` | the deadline passed (`DeadlineExceeded`; binding: `TimedOut`) |
+ | `ECANCELED` | the call was aborted (`Aborted`) |
+ | `EBUSY` | the server's activations are all taken and it refuses to queue (`Busy`) |
+ | `ELOOP` | the call's chain would be too deep (`ChainTooDeep`) |
  | `EMSGSIZE` | arguments or result above the channel's maximum (`TooLarge`) |
  | `ERANGE` | the result does not fit the caller's buffer |
  | `ENOSYS` | the server has no such operation (`UnknownOp`) |
@@ -210,6 +298,21 @@ int ferry_rpc_call_alloc(const struct ferry_rpc_channel *channel,
                          size_t *out_len);
 
 /*
+ Fills `*out` with the chain the calling code runs in (see
+ `struct ferry_rpc_chain_info`): in a server's handler, who called, from
+ where, through which processes, at what priority and with how much time
+ left. On a ferry thread only.
+
+ Returns 0, or `ENOTSUP` (not a ferry thread), `EFAULT` (`out` `NULL`);
+ `*out` is left alone on an error.
+
+ # Safety
+ `out` is `NULL` or points at writable storage for a
+ `struct ferry_rpc_chain_info`.
+ */
+int ferry_rpc_chain(struct ferry_rpc_chain_info *out);
+
+/*
  Serves interface `name` at version hash `version` in the user's
  runtime directory (`$XDG_RUNTIME_DIR/ferry`, else a per-user directory
  under the temporary directory): clients of the same user may connect
@@ -251,6 +354,35 @@ int ferry_rpc_serve_in(const char *dir,
                        ferry_rpc_handler_t handler,
                        void *user,
                        struct ferry_rpc_server **server_out);
+
+/*
+ [`ferry_rpc_serve_in`] with the way calls run chosen: `mode` is
+ [`FERRY_RPC_SERVE_MIGRATING`], [`FERRY_RPC_SERVE_STATIC`] or
+ [`FERRY_RPC_SERVE_DEFAULT`] (what [`ferry_rpc_serve_in`] does).
+ [`ferry_rpc_server_mode`] tells which a server runs.
+
+ Returns as [`ferry_rpc_serve`], and `EINVAL` for another `mode`.
+
+ # Safety
+ As [`ferry_rpc_serve_in`].
+ */
+int ferry_rpc_serve_mode(const char *dir,
+                         const char *name,
+                         uint64_t version,
+                         int mode,
+                         ferry_rpc_handler_t handler,
+                         void *user,
+                         struct ferry_rpc_server **server_out);
+
+/*
+ How `server` runs its calls: [`FERRY_RPC_SERVE_MIGRATING`] or
+ [`FERRY_RPC_SERVE_STATIC`] (never the default: the mode it resolved
+ to); 0 for `NULL`.
+
+ # Safety
+ `server` is `NULL` or a live server.
+ */
+int ferry_rpc_server_mode(const struct ferry_rpc_server *server);
 
 /*
  Stops serving: no more clients are accepted, every channel is closed

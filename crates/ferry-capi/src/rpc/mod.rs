@@ -8,8 +8,9 @@
 //! mapping of `rpc::Error` to errno values; it must not hold any of the
 //! channel's logic, which is all `ferry::rpc`'s.
 //!
-//! `serve` holds the server's names, `call` the client's; this file the
-//! codes and what both use.
+//! `serve` holds the server's names, `call` the client's, `chain` the
+//! logical thread's (the chain a call runs in); this file the codes and
+//! what they all use.
 //!
 //! # Error codes
 //!
@@ -22,9 +23,11 @@ use std::os::unix::ffi::OsStrExt;
 use ferry_rt::rpc::{Error, RuntimeDir};
 
 mod call;
+mod chain;
 mod serve;
 
 pub use call::*;
+pub use chain::*;
 pub use serve::*;
 
 /// The largest arguments or result of one call, in bytes (1 MiB).

@@ -7,9 +7,24 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
-use ferry_rt::rpc::{self, Fault, Server};
+use ferry_rt::rpc::{self, Fault, ServeMode, Server};
 
 use super::{FERRY_RPC_MAX_CALL, code, on_ferry_thread, runtime_dir, status, text};
+
+/// `mode` of [`ferry_rpc_serve_mode`]: the default, as [`ferry_rpc_serve`]
+/// chooses it (migrating, unless the environment variable
+/// `FERRY_RPC_MODE` is `static`).
+pub const FERRY_RPC_SERVE_DEFAULT: c_int = 0;
+/// `mode` of [`ferry_rpc_serve_mode`]: migrating calls. Each call runs on
+/// an activation of the server's pool as its caller's logical thread: at
+/// the caller's priority, its run time charged back to the caller, alerts
+/// and aborts reaching it, its chain seen by [`ferry_rpc_chain`].
+pub const FERRY_RPC_SERVE_MIGRATING: c_int = 1;
+/// `mode` of [`ferry_rpc_serve_mode`]: Mach's static model. A fixed pool of
+/// service threads takes calls in arrival order, at their own priority;
+/// the server keeps the run time, alerts do not cross, and a handler's
+/// [`ferry_rpc_chain`] is its service thread's own.
+pub const FERRY_RPC_SERVE_STATIC: c_int = 2;
 
 /// A server of one interface, from [`ferry_rpc_serve`]; ended with
 /// [`ferry_rpc_server_close`].
@@ -129,22 +144,79 @@ pub unsafe extern "C" fn ferry_rpc_serve_in(
     user: *mut c_void,
     server_out: *mut *mut ferry_rpc_server,
 ) -> c_int {
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        ferry_rpc_serve_mode(
+            dir,
+            name,
+            version,
+            FERRY_RPC_SERVE_DEFAULT,
+            handler,
+            user,
+            server_out,
+        )
+    }
+}
+
+/// [`ferry_rpc_serve_in`] with the way calls run chosen: `mode` is
+/// [`FERRY_RPC_SERVE_MIGRATING`], [`FERRY_RPC_SERVE_STATIC`] or
+/// [`FERRY_RPC_SERVE_DEFAULT`] (what [`ferry_rpc_serve_in`] does).
+/// [`ferry_rpc_server_mode`] tells which a server runs.
+///
+/// Returns as [`ferry_rpc_serve`], and `EINVAL` for another `mode`.
+///
+/// # Safety
+/// As [`ferry_rpc_serve_in`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ferry_rpc_serve_mode(
+    dir: *const c_char,
+    name: *const c_char,
+    version: u64,
+    mode: c_int,
+    handler: ferry_rpc_handler_t,
+    user: *mut c_void,
+    server_out: *mut *mut ferry_rpc_server,
+) -> c_int {
     status(|| {
         on_ferry_thread()?;
         let (Some(f), false) = (handler, server_out.is_null()) else {
             return Err(libc::EFAULT);
         };
+        let mode = match mode {
+            FERRY_RPC_SERVE_DEFAULT => ServeMode::from_env(),
+            FERRY_RPC_SERVE_MIGRATING => ServeMode::Migrating,
+            FERRY_RPC_SERVE_STATIC => ServeMode::Static,
+            _ => return Err(libc::EINVAL),
+        };
         // SAFETY: the caller's contract.
         let name = unsafe { text(name) }?;
         // SAFETY: the caller's contract.
         let dir = unsafe { runtime_dir(dir) }?;
-        let server =
-            Server::serve_in(&dir, name, version, CHandler { f, user }).map_err(|e| code(&e))?;
+        let server = Server::builder()
+            .mode(mode)
+            .serve_in(&dir, name, version, CHandler { f, user })
+            .map_err(|e| code(&e))?;
         let server = Box::into_raw(Box::new(ferry_rpc_server { server }));
         // SAFETY: checked non-NULL; writable by the caller's contract.
         unsafe { server_out.write(server) };
         Ok(())
     })
+}
+
+/// How `server` runs its calls: [`FERRY_RPC_SERVE_MIGRATING`] or
+/// [`FERRY_RPC_SERVE_STATIC`] (never the default: the mode it resolved
+/// to); 0 for `NULL`.
+///
+/// # Safety
+/// `server` is `NULL` or a live server.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ferry_rpc_server_mode(server: *const ferry_rpc_server) -> c_int {
+    // SAFETY: the caller's contract.
+    match unsafe { server.as_ref() }.map(|s| s.server.mode()) {
+        Some(ServeMode::Migrating) => FERRY_RPC_SERVE_MIGRATING,
+        Some(ServeMode::Static) => FERRY_RPC_SERVE_STATIC,
+        None => 0,
+    }
 }
 
 /// Stops serving: no more clients are accepted, every channel is closed

@@ -236,6 +236,17 @@ int main(void) {
     CHECK(ferry_rpc_call_alloc(ch, 2, NULL, 0, FERRY_RPC_NO_TIMEOUT, &got, &res_len) == ENOSYS);
     CHECK(got == NULL && strlen(ferry_rpc_strerror(ENOSYS)) > 0);
     ferry_rpc_close(ch);
+    CHECK(ferry_rpc_server_mode(server) != 0);
+    ferry_rpc_server_close(server);
+    struct ferry_rpc_chain_info chain;
+    CHECK(ferry_rpc_chain(&chain) == 0 && chain.depth == 1 &&
+          chain.hops[0] == (uint32_t)getpid() && FERRY_RPC_MAX_CHAIN_DEPTH >= 2);
+    CHECK(ferry_rpc_serve_mode(rpc_dir, "every-name", 1, FERRY_RPC_SERVE_STATIC, h, NULL,
+                               &server) == 0);
+    CHECK(ferry_rpc_server_mode(server) == FERRY_RPC_SERVE_STATIC);
+    ferry_rpc_server_close(server);
+    CHECK(ferry_rpc_serve_mode(rpc_dir, "every-name", 1, FERRY_RPC_SERVE_MIGRATING, h, NULL,
+                               &server) == 0 && FERRY_RPC_SERVE_DEFAULT == 0);
     ferry_rpc_server_close(server);
     CHECK(rmdir(rpc_dir) == 0);
 

@@ -6,7 +6,12 @@
  *         other lengths: EINVAL;
  *   op 3: a result over the maximum (EMSGSIZE from ferry_rpc_reply_set);
  *   op 4: the handler fails with an unlisted code (the client: EREMOTEIO);
- *   others: ENOSYS. */
+ *   op 5: the chain the handler runs in (struct ferry_rpc_chain_info);
+ *   others: ENOSYS.
+ * It is served three times: as "c-counter" in the default mode (what
+ * FERRY_RPC_MODE says), and as "c-counter-migrating" and
+ * "c-counter-static" in the mode each names (ferry_rpc_serve_mode). */
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -55,6 +60,13 @@ static int handle(void *user, uint32_t op, const uint8_t *in, size_t in_len,
     }
     case 4:
         return 42;
+    case 5: {
+        struct ferry_rpc_chain_info c;
+        memset(&c, 0xff, sizeof c);
+        int rc = ferry_rpc_chain(&c);
+        if (rc != 0) return rc == ENOTSUP ? 43 : 44;
+        return ferry_rpc_reply_set(reply, (const uint8_t *)&c, sizeof c);
+    }
     default:
         return ENOSYS;
     }
@@ -63,18 +75,33 @@ static int handle(void *user, uint32_t op, const uint8_t *in, size_t in_len,
 /* The server process: serves until the client closes `stop`. */
 static int serve(const char *dir, int ready, int stop) {
     static struct state s = {MUTEX_INITIALIZER, 0, 0};
-    struct ferry_rpc_server *server = NULL, *second = NULL;
+    struct ferry_rpc_server *server = NULL, *second = NULL, *migrating = NULL, *fixed = NULL;
     CHECK(ferry_rpc_serve_in(dir, NAME, VERSION, NULL, &s, &server) == EFAULT);
+    CHECK(ferry_rpc_serve_mode(dir, NAME, VERSION, 3, handle, &s, &server) == EINVAL);
+    CHECK(ferry_rpc_serve_mode(dir, NAME, VERSION, -1, handle, &s, &server) == EINVAL);
     CHECK(ferry_rpc_serve_in(dir, "", VERSION, handle, &s, &server) == EINVAL);
     CHECK(ferry_rpc_serve_in("/tmp", NAME, VERSION, handle, &s, &server) == EPERM);
     CHECK(server == NULL);
     CHECK(ferry_rpc_serve_in(dir, NAME, VERSION, handle, &s, &server) == 0);
     CHECK(ferry_rpc_serve_in(dir, NAME, VERSION, handle, &s, &second) == EADDRINUSE);
+    const char *mode = getenv("FERRY_RPC_MODE");
+    int expect = mode != NULL && strcmp(mode, "static") == 0 ? FERRY_RPC_SERVE_STATIC
+                                                             : FERRY_RPC_SERVE_MIGRATING;
+    CHECK(ferry_rpc_server_mode(server) == expect);
+    CHECK(ferry_rpc_server_mode(NULL) == 0);
+    CHECK(ferry_rpc_serve_mode(dir, NAME "-migrating", VERSION, FERRY_RPC_SERVE_MIGRATING, handle,
+                               &s, &migrating) == 0);
+    CHECK(ferry_rpc_serve_mode(dir, NAME "-static", VERSION, FERRY_RPC_SERVE_STATIC, handle, &s,
+                               &fixed) == 0);
+    CHECK(ferry_rpc_server_mode(migrating) == FERRY_RPC_SERVE_MIGRATING);
+    CHECK(ferry_rpc_server_mode(fixed) == FERRY_RPC_SERVE_STATIC);
     CHECK(ferry_write(ready, "r", 1) == 1);
     char b;
     while (ferry_read(stop, &b, 1) > 0) {
     }
     ferry_rpc_server_close(server);
+    ferry_rpc_server_close(migrating);
+    ferry_rpc_server_close(fixed);
     ferry_rpc_server_close(NULL);
     CHECK(s.total == CALLERS * ADDS);
     CHECK(s.calls >= CALLERS * ADDS);
@@ -96,6 +123,67 @@ static any_t adder(any_t arg) {
     (void)arg;
     for (int i = 0; i < ADDS; i++) add(1);
     return (any_t)0;
+}
+
+/* The chain a handler of server `name` saw on a call with a deadline of
+ * 60 s. */
+static struct ferry_rpc_chain_info chain_seen_by(const char *dir, const char *name) {
+    struct ferry_rpc_channel *c = NULL;
+    CHECK(ferry_rpc_connect_in(dir, name, VERSION, &c) == 0);
+    struct ferry_rpc_chain_info seen;
+    size_t len = 0;
+    CHECK(ferry_rpc_call_timeout(c, 5, NULL, 0, (uint8_t *)&seen, sizeof seen, &len,
+                                 60000000000ull) == 0);
+    CHECK(len == sizeof seen);
+    ferry_rpc_close(c);
+    return seen;
+}
+
+static void *chain_off_runtime(void *arg) {
+    struct ferry_rpc_chain_info *c = arg;
+    return (void *)(intptr_t)ferry_rpc_chain(c);
+}
+
+/* The chain at the origin, in a migrating call (the caller's logical
+ * thread, one process further) and in a static call (the service
+ * thread's own). */
+static void check_chains(const char *dir, pid_t server) {
+    uint32_t me = (uint32_t)getpid(), there = (uint32_t)server;
+    struct ferry_rpc_chain_info own, seen;
+    memset(&own, 0xff, sizeof own);
+    CHECK(ferry_rpc_chain(NULL) == EFAULT);
+    CHECK(ferry_thread_set_priority(cthread_self(), FERRY_PRIORITY_HIGH, NULL) == FERRY_SUCCESS);
+    CHECK(ferry_rpc_chain(&own) == 0);
+    CHECK(own.origin_pid == me && own.origin_start != 0 && own.origin_thread != 0);
+    CHECK(own.depth == 1 && own.hops[0] == me && own.hops[1] == 0);
+    CHECK(own.priority == FERRY_PRIORITY_HIGH);
+    CHECK(own.has_deadline == 0 && own.deadline_ns_left == 0);
+
+    seen = chain_seen_by(dir, NAME "-migrating");
+    CHECK(seen.origin_pid == me && seen.origin_start == own.origin_start);
+    CHECK(seen.origin_thread == own.origin_thread);
+    CHECK(seen.depth == 2 && seen.hops[0] == me && seen.hops[1] == there);
+    for (int i = 2; i < FERRY_RPC_MAX_CHAIN_DEPTH; i++) CHECK(seen.hops[i] == 0);
+    CHECK(seen.priority == FERRY_PRIORITY_HIGH);
+    CHECK(seen.has_deadline == 1);
+    CHECK(seen.deadline_ns_left > 0 && seen.deadline_ns_left <= 60000000000ull);
+    uint64_t cpu = 0;
+    CHECK(ferry_thread_cpu_time(cthread_self(), &cpu) == FERRY_SUCCESS);
+    CHECK(seen.cpu_ns <= cpu);
+
+    seen = chain_seen_by(dir, NAME "-static");
+    CHECK(seen.origin_pid == there && seen.depth == 1);
+    CHECK(seen.hops[0] == there && seen.hops[1] == 0);
+    CHECK(seen.has_deadline == 0);
+    CHECK(ferry_thread_set_priority(cthread_self(), FERRY_PRIORITY_NORMAL, NULL) == FERRY_SUCCESS);
+
+    /* A kernel thread outside the runtime has no chain. */
+    pthread_t p;
+    void *rc = NULL;
+    memset(&seen, 0xab, sizeof seen);
+    CHECK(pthread_create(&p, NULL, chain_off_runtime, &seen) == 0);
+    CHECK(pthread_join(p, &rc) == 0);
+    CHECK((intptr_t)rc == ENOTSUP && seen.origin_pid == 0xabababab);
 }
 
 int main(void) {
@@ -128,6 +216,7 @@ int main(void) {
     CHECK(ferry_rpc_call(ch, 4, NULL, 0, out, sizeof out, &len) == EREMOTEIO);
     CHECK(ferry_rpc_call(ch, 77, NULL, 0, out, sizeof out, &len) == ENOSYS);
     CHECK(ferry_rpc_call(ch, 0, (const uint8_t *)"hello", 5, out, 4, &len) == ERANGE && len == 5);
+    check_chains(dir, pid);
 
     cthread_t t[CALLERS];
     for (int i = 0; i < CALLERS; i++) t[i] = cthread_fork(adder, NULL);

@@ -8,6 +8,7 @@
 //! `STOP` to [`STOPS`]. Measurements are real runs of the real paths,
 //! reduced to medians (see [`crate::measure`]); nothing is hard-coded.
 
+mod migrating;
 mod rpc;
 mod sleeping;
 mod switching;
@@ -113,6 +114,7 @@ pub const STOPS: &[Stop] = &[
     sleeping::STOP,
     sync::STOP,
     rpc::STOP,
+    migrating::STOP,
 ];
 
 /// Runs `ferry tour`.

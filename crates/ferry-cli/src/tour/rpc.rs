@@ -162,10 +162,10 @@ fn ferry_exe() -> io::Result<PathBuf> {
     Ok(exe)
 }
 
-/// The running `ferry serve` and its runtime directory; dropping it kills
-/// and reaps the process and removes the directory.
+/// The running `ferry serve` of the echo and its runtime directory;
+/// dropping it kills and reaps the process, then removes the directory.
 pub struct Peer {
-    child: Child,
+    _served: Served,
     /// The runtime directory it serves in.
     pub dir: TempDir,
     /// Its pid.
@@ -177,11 +177,34 @@ impl Peer {
     /// until it is ready.
     pub fn start() -> io::Result<Peer> {
         let dir = TempDir::new()?;
+        let served = Served::start(dir.path(), &["--name", ECHO_NAME])?;
+        let pid = served.pid;
+        Ok(Peer {
+            _served: served,
+            dir,
+            pid,
+        })
+    }
+}
+
+/// A running `ferry serve` (a child that dies with the tour); dropping it
+/// kills and reaps the process.
+pub struct Served {
+    child: Child,
+    /// Its pid.
+    pub pid: u32,
+}
+
+impl Served {
+    /// Starts `ferry serve --dir dir --processors 1` with `args` (its name,
+    /// what it serves) and waits until it is ready.
+    pub fn start(dir: &Path, args: &[&str]) -> io::Result<Served> {
         let mut child = Command::new(ferry_exe()?)
             .arg("serve")
             .arg("--dir")
-            .arg(dir.path())
-            .args(["--name", ECHO_NAME, "--processors", "1"])
+            .arg(dir)
+            .args(["--processors", "1"])
+            .args(args)
             .arg("--parent")
             .arg(std::process::id().to_string())
             .stdin(Stdio::null())
@@ -191,7 +214,7 @@ impl Peer {
             .map_err(|e| io::Error::new(e.kind(), format!("cannot start `ferry serve`: {e}")))?;
         let pid = child.id();
         let stdout = child.stdout.take().expect("stdout is piped");
-        let mut peer = Peer { child, dir, pid };
+        let mut served = Served { child, pid };
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             let mut line = String::new();
@@ -199,9 +222,9 @@ impl Peer {
             let _ = tx.send(r);
         });
         match rx.recv_timeout(READY_TIMEOUT) {
-            Ok(Ok(line)) if line.starts_with("ready") => Ok(peer),
+            Ok(Ok(line)) if line.starts_with("ready") => Ok(served),
             Ok(Ok(line)) => {
-                let status = peer.child.wait()?;
+                let status = served.child.wait()?;
                 Err(io::Error::other(format!(
                     "`ferry serve` did not start ({status}, said {line:?})"
                 )))
@@ -212,7 +235,7 @@ impl Peer {
     }
 }
 
-impl Drop for Peer {
+impl Drop for Served {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

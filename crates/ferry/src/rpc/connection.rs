@@ -65,6 +65,9 @@ impl Client {
     /// As [`Client::connect`].
     pub fn connect_in(dir: &RuntimeDir, name: &str, version: u64) -> Result<Client> {
         let runtime = Handle::try_current().ok_or(Error::NoRuntime)?;
+        // An alert of a thread in a call of this client goes down the call's
+        // chain: the hook must be there in a process that only calls.
+        super::logical::install_hooks();
         let binding = bind::connect_raw_in(dir, name, version)?;
         let mem = Memory::client(binding)?;
         let chan = Arc::new(ClientChan::new(mem)?);
