@@ -335,7 +335,10 @@ fn the_chain_and_priority_travel_with_the_call_through_two_processes() {
             assert_eq!(v[5].split(',').count(), 3, "A, B, C: {via}");
             assert_eq!(v[5].split(',').next().unwrap(), me.to_string());
             assert_ne!(v[6], me.to_string(), "C serves B: {via}");
-            assert!(ferry::rpc::Activation::current().is_none(), "the origin is no activation");
+            assert!(
+                ferry::rpc::Activation::current().is_none(),
+                "the origin is no activation"
+            );
         })
         .unwrap();
 }

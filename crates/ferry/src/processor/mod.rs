@@ -94,7 +94,7 @@ mod atomic {
 pub(crate) use cpus::{available_cpus, cpus_without_processors, pin, pin_to_cpus};
 pub(crate) use drive::{Delivery, Driver, OwnerToken};
 pub(crate) use set::{Host, Set, Settings};
-pub(crate) use switch::{charge_current, current_cpu_ticks, current_cpu_time, switch_out_to};
+pub(crate) use switch::switch_out_to;
 
 use std::cell::{Cell, UnsafeCell};
 use std::io;

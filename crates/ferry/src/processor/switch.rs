@@ -159,13 +159,26 @@ impl Processor {
         }
     }
 
-    /// Adds `ticks` run on the running thread's behalf elsewhere (an
-    /// activation of a server it called) to its count. Its processor is
-    /// the only writer while it runs, and the caller holds it (entered: no
-    /// preemption in between), so a plain load and store suffice.
-    pub(crate) fn charge_running(&self, _tok: OwnerToken<'_>, t: &Thread, ticks: u64) {
-        let count = &t.header().cpu_ticks;
-        count.store(count.load(Relaxed).wrapping_add(ticks), Relaxed);
+    /// The running thread's run time in ticks, with the turn it is in now,
+    /// if the runtime accounts it. `h` is the thread this processor runs.
+    pub(crate) fn running_cpu_ticks(&self, mut tok: OwnerToken<'_>, h: &Header) -> Option<u64> {
+        let owner = self.owner(tok.rb());
+        owner.account_cpu.then(|| {
+            let turn = sys::cycles().wrapping_sub(owner.since);
+            h.cpu_ticks.load(Relaxed).wrapping_add(turn)
+        })
+    }
+
+    /// Adds `ticks` run on behalf of the thread this processor runs (`h`)
+    /// elsewhere (an activation of a server it called) to its count, if the
+    /// runtime accounts run time. Its processor is the only writer while it
+    /// runs, and the caller holds it (entered: no preemption in between),
+    /// so a plain load and store suffice.
+    pub(crate) fn charge_running(&self, mut tok: OwnerToken<'_>, h: &Header, ticks: u64) {
+        if self.owner(tok.rb()).account_cpu {
+            h.cpu_ticks
+                .store(h.cpu_ticks.load(Relaxed).wrapping_add(ticks), Relaxed);
+        }
     }
 
     /// Starts the run time of a thread the scheduler loop switches to (when
@@ -369,40 +382,4 @@ pub(crate) fn switch_out_to(
     // one running us now (set in `bind`).
     unsafe { *p.owner(tok.rb()).errno = errno };
     p
-}
-
-/// The running thread's run time on processors, with its current turn and
-/// what servers charged to it; `None` off a ferry thread or when the
-/// runtime does not account run time.
-pub(crate) fn current_cpu_time() -> Option<std::time::Duration> {
-    current_cpu_ticks().map(sys::cycles_to_duration)
-}
-
-/// [`current_cpu_time`] in time stamp counter ticks (no conversion, no
-/// reference taken: for a measure of a span, converted once).
-pub(crate) fn current_cpu_ticks() -> Option<u64> {
-    let mut e = crate::upcall::enter()?;
-    let h = e.p.current_ref(&e.tok)?.as_ptr();
-    let owner = e.p.owner(e.tok.rb());
-    if !owner.account_cpu {
-        return None;
-    }
-    // SAFETY: the running thread's block, alive while it runs (we are it).
-    let count = unsafe { h.as_ref() }.cpu_ticks.load(Relaxed);
-    Some(count.wrapping_add(sys::cycles().wrapping_sub(owner.since)))
-}
-
-/// Charges `d`, run on the running thread's behalf by a server, to its run
-/// time (nothing off a ferry thread or without accounting).
-pub(crate) fn charge_current(d: std::time::Duration) {
-    let Some(mut e) = crate::upcall::enter() else {
-        return;
-    };
-    if !e.p.owner(e.tok.rb()).account_cpu {
-        return;
-    }
-    let Some(t) = e.p.current_ref(&e.tok).cloned() else {
-        return;
-    };
-    e.p.charge_running(e.tok.rb(), &t, sys::duration_to_cycles(d));
 }

@@ -35,27 +35,53 @@ use std::time::Duration;
 use ferry_queue::mpsc::{ShmConsumer, ShmProducer};
 use ferry_queue::shm::Observer;
 
-use super::activation::Activations;
 use super::call::{Fault, STATUS_BUSY, STATUS_OK};
 use super::error::Result;
 use super::layout::Side;
 use super::memory::Memory;
 use super::pool::{Job, Pool};
-use super::server::Shared;
 use super::slots::{IncomingCall, ServerSlots, SlotError};
 use super::watch::Watched;
 use crate::event::polled::{self, Polled};
 use crate::sync::SpinLock;
 use crate::sys;
 
-/// Where a server's calls go.
-pub(crate) enum Dispatch {
-    /// Mach's static model: a pool of service threads takes calls from a
-    /// line.
-    Static(Arc<Pool<Served>>),
-    /// Migrating calls: each call runs on an activation of the pool, at its
-    /// caller's priority.
-    Migrating(Arc<Activations>),
+/// Where a server's calls go: a pool of service threads (Mach's static
+/// model, [`Pool`] of [`Served`]) or of activations (`activation`).
+pub(crate) trait Dispatch: Send + Sync {
+    /// Hands on the call in slot `index` of `chan`, seen at `seen` (from a
+    /// poller: never blocks, never spawns).
+    fn submit(&self, chan: &Arc<ServerChan>, index: u32, seen: u64);
+    /// The client of `chan` signalled some of its calls (alerts, aborts).
+    fn signalled(&self, chan: Arc<ServerChan>);
+    /// The client of `chan` died: its calls are aborted.
+    fn client_died(&self, chan: Arc<ServerChan>);
+}
+
+/// Mach's static model: calls wait on the pool's line for a service
+/// thread; alerts and aborts do not reach it (the service thread knows
+/// nothing of its caller).
+impl Dispatch for Pool<Served> {
+    fn submit(&self, chan: &Arc<ServerChan>, index: u32, seen: u64) {
+        Pool::submit(
+            self,
+            Served {
+                chan: chan.clone(),
+                index,
+                seen,
+            },
+        );
+    }
+
+    fn signalled(&self, _chan: Arc<ServerChan>) {}
+
+    fn client_died(&self, _chan: Arc<ServerChan>) {}
+}
+
+/// What a channel tells the server that owns it.
+pub(crate) trait Owner: Send + Sync {
+    /// The client of `chan` is gone.
+    fn peer_gone(&self, chan: &ServerChan);
 }
 
 /// The path timing of a server that measures it (in time stamp counter
@@ -95,23 +121,23 @@ pub(crate) struct ServerChan {
     pub(crate) slots: ServerSlots<'static>,
     signals: &'static AtomicU64,
     signals_seen: AtomicU64,
-    dispatch: Arc<Dispatch>,
+    pub(crate) dispatch: Arc<dyn Dispatch>,
     pub(crate) closed: AtomicBool,
     /// Run time this client's calls took on activations, in ns.
     pub(crate) cpu_ns: AtomicU64,
     /// The server's path timing, if it measures it.
     path: Option<Arc<PathTicks>>,
     /// The server, to drop this channel as soon as its client is gone.
-    server: std::sync::Weak<Shared>,
+    server: std::sync::Weak<dyn Owner>,
     pub(crate) mem: Memory,
 }
 
 impl ServerChan {
     pub(crate) fn new(
         mem: Memory,
-        dispatch: Arc<Dispatch>,
+        dispatch: Arc<dyn Dispatch>,
         path: Option<Arc<PathTicks>>,
-        server: std::sync::Weak<Shared>,
+        server: std::sync::Weak<dyn Owner>,
     ) -> Result<ServerChan> {
         // SAFETY: everything built from this view is stored in the fields
         // above `mem` of the `ServerChan` being built, dropped before it,
@@ -298,15 +324,7 @@ impl ServerChan {
     }
 
     fn dispatch(self: &Arc<Self>, index: u32) {
-        let seen = self.stamp();
-        match &*self.dispatch {
-            Dispatch::Static(pool) => pool.submit(Served {
-                chan: self.clone(),
-                index,
-                seen,
-            }),
-            Dispatch::Migrating(acts) => acts.submit(self, index, seen),
-        }
+        self.dispatch.submit(self, index, self.stamp());
     }
 
     /// Whether the client signalled since the last look.
@@ -322,9 +340,7 @@ impl ServerChan {
         if self.signals_seen.swap(now, Relaxed) == now {
             return;
         }
-        if let Dispatch::Migrating(acts) = &*self.dispatch {
-            acts.signalled(self.clone());
-        }
+        self.dispatch.signalled(self.clone());
     }
 
     pub(crate) fn close(&self) {

@@ -363,7 +363,7 @@ impl ClientChan {
         // What the server says it spent, never more than the call took
         // (a server cannot charge a client for time that did not pass).
         let took = crate::sys::cycles_to_duration(crate::sys::cycles().wrapping_sub(sent.begun));
-        crate::processor::charge_current(spent.min(took));
+        crate::thread::charge_current(spent.min(took));
         if status == STATUS_OK {
             Ok(result)
         } else {

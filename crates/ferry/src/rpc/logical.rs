@@ -234,7 +234,7 @@ pub(crate) fn encode_current(
             },
             &own[..],
             None,
-            crate::processor::current_cpu_ticks()
+            crate::thread::current_cpu_ticks()
                 .map_or(Duration::ZERO, crate::sys::cycles_to_duration),
         ),
     };

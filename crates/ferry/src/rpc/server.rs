@@ -17,7 +17,7 @@ use std::time::Duration;
 use super::activation::{ActivationStats, Activations, OnPoolLow, PoolConfig, PoolLow, WhenFull};
 use super::bind::{Credentials, Listener, Policy};
 use super::call::{ChannelConfig, Handler};
-use super::chan::{Dispatch, Entry, PathTicks, ServerChan};
+use super::chan::{Dispatch, Entry, Owner, PathTicks, Served, ServerChan};
 use super::dir::RuntimeDir;
 use super::error::{Error, Result};
 use super::layout::Side;
@@ -65,6 +65,21 @@ pub struct PathStats {
     pub to_reply: Duration,
 }
 
+/// How a server serves, with the handle its statistics come from.
+enum Serving {
+    Static(Arc<Pool<Served>>),
+    Migrating(Arc<Activations>),
+}
+
+impl Serving {
+    fn dispatch(&self) -> Arc<dyn Dispatch> {
+        match self {
+            Serving::Static(pool) => pool.clone(),
+            Serving::Migrating(acts) => acts.clone(),
+        }
+    }
+}
+
 /// One bound client.
 struct Bound {
     chan: Arc<ServerChan>,
@@ -76,7 +91,7 @@ struct Bound {
 pub(crate) struct Shared {
     listener: Listener,
     runtime: Handle,
-    dispatch: Arc<Dispatch>,
+    serving: Serving,
     path: Option<Arc<PathTicks>>,
     bound: Mutex<Vec<Bound>>,
     /// Run time spent on calls of clients gone, by pid.
@@ -115,26 +130,8 @@ impl Shared {
         }
     }
 
-    /// The client of `chan` died: its calls' activations are alerted (a
-    /// client process that dies terminates all its chains), and its channel
-    /// is dropped.
-    pub(crate) fn peer_gone(&self, chan: &ServerChan) {
-        if let Dispatch::Migrating(acts) = &*self.dispatch {
-            let found = self
-                .bound
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .iter()
-                .find(|b| std::ptr::eq(Arc::as_ptr(&b.chan), chan))
-                .map(|b| b.chan.clone());
-            if let Some(c) = found {
-                acts.client_died(c);
-            }
-        }
-        self.reap();
-    }
-
     fn bind_one(self: &Arc<Self>, policy: &Policy<'_>) -> Result<()> {
+        let owner: std::sync::Weak<dyn Owner> = Arc::downgrade(&(self.clone() as Arc<dyn Owner>));
         let accepted = self.listener.accept(policy)?;
         if self.stopping.load(Acquire) {
             return Err(Error::Closed);
@@ -143,9 +140,9 @@ impl Shared {
         let mem = Memory::server(accepted.binding, &layout)?;
         let chan = Arc::new(ServerChan::new(
             mem,
-            self.dispatch.clone(),
+            self.serving.dispatch(),
             self.path.clone(),
-            Arc::downgrade(self),
+            owner,
         )?);
         let watch = watch::watch(chan.clone(), chan.mem.peer().pid, chan.mem.socket())?;
         let entry: Arc<dyn Polled> = Arc::new(Entry(chan.clone()));
@@ -162,6 +159,24 @@ impl Shared {
         self.listener
             .layout()
             .expect("a server's listener always has a layout")
+    }
+}
+
+impl Owner for Shared {
+    /// The client of `chan` died: its calls are aborted (a client process
+    /// that dies terminates all its chains), and its channel is dropped.
+    fn peer_gone(&self, chan: &ServerChan) {
+        let found = self
+            .bound
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .find(|b| std::ptr::eq(Arc::as_ptr(&b.chan), chan))
+            .map(|b| b.chan.clone());
+        if let Some(c) = found {
+            c.dispatch.client_died(c.clone());
+        }
+        self.reap();
     }
 }
 
@@ -283,16 +298,16 @@ impl ServerBuilder {
         let mut listener = Listener::bind_in(dir, name, version)?;
         listener.set_layout(layout)?;
         let handler: Arc<dyn Handler> = Arc::new(handler);
-        let dispatch = match self.mode {
-            ServeMode::Static => Dispatch::Static(Pool::start(&runtime, handler, self.pool.max)?),
+        let serving = match self.mode {
+            ServeMode::Static => Serving::Static(Pool::start(&runtime, handler, self.pool.max)?),
             ServeMode::Migrating => {
-                Dispatch::Migrating(Activations::start(&runtime, handler, self.pool)?)
+                Serving::Migrating(Activations::start(&runtime, handler, self.pool)?)
             }
         };
         let shared = Arc::new(Shared {
             listener,
             runtime,
-            dispatch: Arc::new(dispatch),
+            serving,
             path: self.measure_path.then(Default::default),
             bound: Mutex::new(Vec::new()),
             cpu_gone: Mutex::new(Vec::new()),
@@ -361,9 +376,9 @@ impl Server {
 
     /// How this server runs its calls.
     pub fn mode(&self) -> ServeMode {
-        match &*self.shared.dispatch {
-            Dispatch::Static(_) => ServeMode::Static,
-            Dispatch::Migrating(_) => ServeMode::Migrating,
+        match &self.shared.serving {
+            Serving::Static(_) => ServeMode::Static,
+            Serving::Migrating(_) => ServeMode::Migrating,
         }
     }
 
@@ -385,18 +400,18 @@ impl Server {
 
     /// Threads that serve calls now: service threads, or activations.
     pub fn threads(&self) -> usize {
-        match &*self.shared.dispatch {
-            Dispatch::Static(pool) => pool.threads(),
-            Dispatch::Migrating(acts) => acts.stats().live,
+        match &self.shared.serving {
+            Serving::Static(pool) => pool.threads(),
+            Serving::Migrating(acts) => acts.stats().live,
         }
     }
 
     /// The pool of activations' counters (all zero in
     /// [`ServeMode::Static`]).
     pub fn activations(&self) -> ActivationStats {
-        match &*self.shared.dispatch {
-            Dispatch::Static(_) => ActivationStats::default(),
-            Dispatch::Migrating(acts) => acts.stats(),
+        match &self.shared.serving {
+            Serving::Static(_) => ActivationStats::default(),
+            Serving::Migrating(acts) => acts.stats(),
         }
     }
 
@@ -456,9 +471,9 @@ impl Drop for Server {
         for b in bound {
             s.unbind(b);
         }
-        match &*s.dispatch {
-            Dispatch::Static(pool) => pool.stop(),
-            Dispatch::Migrating(acts) => acts.stop(),
+        match &s.serving {
+            Serving::Static(pool) => pool.stop(),
+            Serving::Migrating(acts) => acts.stop(),
         }
     }
 }

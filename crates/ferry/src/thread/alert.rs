@@ -175,5 +175,5 @@ pub fn set_priority(priority: Priority) -> Priority {
 /// ([`Builder::thread_cpu_time`](crate::Builder::thread_cpu_time));
 /// `None` off a ferry thread or without accounting.
 pub fn cpu_time() -> Option<Duration> {
-    crate::processor::current_cpu_time()
+    super::cpu::current_cpu_time()
 }

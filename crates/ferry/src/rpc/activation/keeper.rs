@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
-use super::{Passive, Activations, DECAY_PERIOD, PoolLow};
+use super::{Activations, DECAY_PERIOD, Passive, PoolLow};
 use crate::rpc::logical;
 use crate::thread::{self, BLOCKED, PENDING};
 

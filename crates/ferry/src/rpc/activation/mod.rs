@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 mod keeper;
 
 use super::call::{Fault, Handler};
-use super::chan::ServerChan;
+use super::chan::{Dispatch, ServerChan};
 use super::error::Result;
 use super::logical::{self, Frame};
 use crate::runtime::Handle;
@@ -278,7 +278,7 @@ impl Activations {
     /// Hands the call in slot `index` of `chan` to an activation (from a
     /// poller, inside a processor's scheduling: never blocks, never
     /// spawns).
-    pub(crate) fn submit(&self, chan: &Arc<ServerChan>, index: u32, seen: u64) {
+    fn give(&self, chan: &Arc<ServerChan>, index: u32, seen: u64) {
         let first = chan.slots.peek_word(index, 0).unwrap_or(0);
         let priority = logical::peek_priority(first);
         let job = Job {
@@ -339,20 +339,6 @@ impl Activations {
         if grow {
             self.wake_keeper();
         }
-    }
-
-    /// A client signalled (or died, `dead`): the keeper alerts the
-    /// activations serving its signalled calls (all of its calls if dead).
-    pub(crate) fn signalled(&self, chan: Arc<ServerChan>) {
-        self.state.lock().signalled.push((chan, false));
-        self.wake_keeper();
-    }
-
-    /// The client of `chan` died: every activation serving one of its
-    /// calls is alerted.
-    pub(crate) fn client_died(&self, chan: Arc<ServerChan>) {
-        self.state.lock().signalled.push((chan, true));
-        self.wake_keeper();
     }
 
     /// Stops the pool: waiting calls are dropped (their channels close),
@@ -525,7 +511,7 @@ impl Activations {
         }
         let frame = Frame::serving(ctx.incoming, chan.mem.peer());
         logical::enter(t, &frame);
-        let cpu0 = crate::processor::current_cpu_ticks();
+        let cpu0 = crate::thread::current_cpu_ticks();
         let wall0 = if cpu0.is_none() {
             Some(Instant::now())
         } else {
@@ -537,7 +523,7 @@ impl Activations {
         }))
         .unwrap_or(Err(Fault::Panicked));
         let returned = chan.stamp();
-        let spent = match (cpu0, crate::processor::current_cpu_ticks(), wall0) {
+        let spent = match (cpu0, crate::thread::current_cpu_ticks(), wall0) {
             (Some(a), Some(b), _) => crate::sys::cycles_to_duration(b.wrapping_sub(a)),
             // Without accounting: the time the call held the activation.
             (_, _, Some(w)) => w.elapsed(),
@@ -550,6 +536,24 @@ impl Activations {
         chan.account_path(job.seen, entered, returned);
         // Its priority and alert bits are set afresh by the next call it
         // serves (an unoccupied activation runs nothing).
+    }
+}
+
+impl Dispatch for Activations {
+    fn submit(&self, chan: &Arc<ServerChan>, index: u32, seen: u64) {
+        self.give(chan, index, seen);
+    }
+
+    /// The keeper alerts the activations serving the signalled calls.
+    fn signalled(&self, chan: Arc<ServerChan>) {
+        self.state.lock().signalled.push((chan, false));
+        self.wake_keeper();
+    }
+
+    /// Every activation serving one of the dead client's calls is alerted.
+    fn client_died(&self, chan: Arc<ServerChan>) {
+        self.state.lock().signalled.push((chan, true));
+        self.wake_keeper();
     }
 }
 
