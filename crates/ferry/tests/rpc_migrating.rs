@@ -40,6 +40,9 @@ mod op {
     pub const LOGGED: u32 = 8;
     /// The log, tags joined by spaces.
     pub const LOG: u32 = 9;
+    /// Allows alerts and reads a pipe nobody writes, in `ferry::blocking`;
+    /// returns how the read ended.
+    pub const BLOCKED_READ: u32 = 10;
 }
 
 static DIR: OnceLock<String> = OnceLock::new();
@@ -166,6 +169,18 @@ fn handler(op: u32, args: &[u8]) -> Result<Vec<u8>, Fault> {
             Ok(Vec::new())
         }
         op::LOG => Ok(LOG.lock().unwrap().join(" ").into_bytes()),
+        op::BLOCKED_READ => {
+            use std::io::Read;
+            let (mut r, _w) = std::io::pipe().unwrap();
+            ferry::thread::allow_alerts(true);
+            let mut byte = [0u8; 1];
+            // (std's `read` does not retry EINTR.)
+            let got = ferry::blocking(|| r.read(&mut byte));
+            Ok(match got {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => b"interrupted".to_vec(),
+                other => format!("{other:?}").into_bytes(),
+            })
+        }
         _ => Err(Fault::UnknownOp),
     }
 }
@@ -742,4 +757,21 @@ fn a_pool_tells_its_server_when_it_runs_low_grows_and_decays() {
         })
         .unwrap();
     let _ = std::fs::remove_dir_all(path);
+}
+
+#[test]
+fn an_alert_aborts_a_blocking_call_in_a_server_that_allows_alerts() {
+    let dir = TempDir::new("blocked");
+    let _b = serve(&dir, "b", 1, "migrating", 4);
+    let d = dir.dir();
+    runtime(2)
+        .run(move || {
+            let b = Client::connect_in(&d, "b", 1).unwrap();
+            let caller = ferry::spawn(move || b.call(op::BLOCKED_READ, &[]).map(text));
+            let t = caller.thread();
+            ferry::sleep(Duration::from_millis(50));
+            t.alert();
+            assert_eq!(caller.join().unwrap().unwrap(), "interrupted");
+        })
+        .unwrap();
 }

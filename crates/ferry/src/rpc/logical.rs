@@ -453,3 +453,69 @@ pub(crate) fn install_hooks() {
         ceiling: ceiling_hook,
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_context_encoded_off_a_ferry_thread_decodes_with_the_receiver_added() {
+        let mut buf = [0u8; MAX_CONTEXT];
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let n = encode_current(None, Some(deadline), &mut buf).unwrap();
+        let (ctx, len) = decode(&buf[..n], 4242).unwrap();
+        assert_eq!(len, n);
+        let (pid, start) = crate::sys::process_identity();
+        assert_eq!(ctx.incoming.id.pid, pid);
+        assert_eq!(ctx.incoming.id.start, start);
+        assert_eq!(ctx.incoming.hops(), [pid, 4242]);
+        assert_eq!(ctx.incoming.priority, Priority::Normal);
+        assert!(!ctx.alerted);
+        let left = ctx.incoming.deadline.unwrap() - Instant::now();
+        assert!(left <= Duration::from_secs(5), "{left:?}");
+        assert_eq!(
+            peek_priority(u64::from_ne_bytes(buf[..8].try_into().unwrap())),
+            Priority::Normal
+        );
+    }
+
+    #[test]
+    fn contexts_that_do_not_check_out_are_refused() {
+        let mut buf = [0u8; MAX_CONTEXT];
+        let n = encode_current(None, None, &mut buf).unwrap();
+        assert_eq!(decode(&buf[..7], 1), Err(BadContext::Short));
+        assert_eq!(decode(&buf[..n - 1], 1), Err(BadContext::Short));
+        let mut bad = buf;
+        bad[7] ^= 0xff; // the tag's top byte
+        assert_eq!(decode(&bad[..n], 1), Err(BadContext::Tag));
+        for hops in [0u64, MAX_CHAIN_DEPTH as u64, 0xffff] {
+            let mut deep = buf;
+            let w0 = u64::from_ne_bytes(deep[..8].try_into().unwrap());
+            let w0 = (w0 & !(0xffff << 32)) | (hops << 32);
+            deep[..8].copy_from_slice(&w0.to_ne_bytes());
+            assert_eq!(decode(&deep, 1), Err(BadContext::Depth), "{hops} hops");
+        }
+        // A priority out of range is taken as the lowest.
+        assert_eq!(peek_priority((MAGIC << 48) | (200 << 8)), Priority::Low);
+        assert_eq!(peek_priority(0), Priority::Low);
+    }
+
+    proptest! {
+        /// Whatever a peer writes, decoding returns a context or an error,
+        /// never a panic, and a context's chain is never deeper than the
+        /// most plus the receiver.
+        #[test]
+        fn decoding_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..256), tagged in any::<bool>()) {
+            let mut bytes = bytes;
+            if tagged && bytes.len() >= 8 {
+                bytes[6..8].copy_from_slice(&(MAGIC as u16).to_ne_bytes());
+            }
+            if let Ok((ctx, len)) = decode(&bytes, 7) {
+                prop_assert!(len <= bytes.len());
+                prop_assert!(ctx.incoming.hops().len() <= MAX_CHAIN_DEPTH);
+                prop_assert_eq!(*ctx.incoming.hops().last().unwrap(), 7);
+            }
+        }
+    }
+}
