@@ -8,7 +8,7 @@
 //! [`super::served`]'s (ferry) and [`super::kernel`]'s (`kernel static`).
 //! Starting, readiness and cleanup are `urpc`'s [`ServerProcess`].
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::fd::RawFd;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -21,6 +21,7 @@ use crate::affinity;
 use crate::common::Common;
 use crate::error::Error;
 use crate::urpc::child::ServerProcess;
+use crate::urpc::server::ready;
 use crate::urpc::sys;
 
 /// The hidden subcommand.
@@ -89,14 +90,6 @@ pub fn serve_main(args: &ServeArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// Says ready to the parent.
-fn ready() -> Result<(), Error> {
-    let mut out = std::io::stdout().lock();
-    out.write_all(b"R")
-        .and_then(|()| out.flush())
-        .map_err(|e| Error(format!("writing the ready byte: {e}")))
 }
 
 fn serve(a: &ServeArgs) -> Result<(), Error> {

@@ -66,7 +66,7 @@ pub(crate) mod child;
 pub mod ferry;
 mod figures;
 mod iceoryx;
-mod server;
+pub(crate) mod server;
 mod shm;
 mod sleeping;
 mod stream;

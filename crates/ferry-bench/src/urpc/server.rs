@@ -58,8 +58,8 @@ pub fn serve_main(args: &ServeArgs) -> ExitCode {
     }
 }
 
-/// Says ready to the parent.
-fn ready() -> Result<(), Error> {
+/// Says ready to the parent (a server process of `urpc` or `migrating`).
+pub(crate) fn ready() -> Result<(), Error> {
     let mut out = std::io::stdout().lock();
     out.write_all(b"R")
         .and_then(|()| out.flush())

@@ -549,21 +549,11 @@ impl<'r> ServerSlots<'r> {
     /// [`SlotError::BadIndex`]; [`SlotError::BadState`] if the slot is not a
     /// call; [`SlotError::BadLength`] if its length exceeds the slot.
     pub(crate) fn read_call(&self, index: u32) -> Result<IncomingCall, SlotError> {
-        let slot = self.arena.slot(index)?;
-        let h = Arena::header(slot);
-        if h.state != CALL {
-            return Err(SlotError::BadState {
-                found: h.state,
-                expected: CALL,
-            });
-        }
-        let args = self.arena.read_payload(index, slot, h.len)?;
-        Ok(IncomingCall {
-            index,
-            generation: h.generation,
-            op: h.op,
-            args,
-        })
+        let mut args = Vec::new();
+        let (mut call, len) = self.read_call_into(index, &mut args)?;
+        args.truncate(len);
+        call.args = args;
+        Ok(call)
     }
 
     /// Copies out the call in slot `index` into `buf` (the serving
