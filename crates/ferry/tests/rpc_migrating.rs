@@ -43,6 +43,11 @@ mod op {
     /// Allows alerts and reads a pipe nobody writes, in `ferry::blocking`;
     /// returns how the read ended.
     pub const BLOCKED_READ: u32 = 10;
+    /// Tries to raise, then to lower, its own priority; returns what each
+    /// gave.
+    pub const PRIORITY: u32 = 11;
+    /// The run time this server charged to the caller's process, in ns.
+    pub const CHARGED: u32 = 12;
 }
 
 static DIR: OnceLock<String> = OnceLock::new();
@@ -169,6 +174,23 @@ fn handler(op: u32, args: &[u8]) -> Result<Vec<u8>, Fault> {
             Ok(Vec::new())
         }
         op::LOG => Ok(LOG.lock().unwrap().join(" ").into_bytes()),
+        op::PRIORITY => {
+            let raised = ferry::thread::set_priority(Priority::High);
+            let lowered = ferry::thread::set_priority(Priority::Low);
+            Ok(format!("{raised:?} {lowered:?}").into_bytes())
+        }
+        op::CHARGED => {
+            let caller = ferry::rpc::Activation::current().unwrap().client().pid;
+            let ns: u128 = SERVER
+                .get()
+                .unwrap()
+                .cpu_by_client()
+                .iter()
+                .filter(|(pid, _)| *pid == caller)
+                .map(|(_, d)| d.as_nanos())
+                .sum();
+            Ok((ns as u64).to_le_bytes().to_vec())
+        }
         op::BLOCKED_READ => {
             use std::io::Read;
             let (mut r, _w) = std::io::pipe().unwrap();
@@ -380,6 +402,12 @@ fn run_time_spent_in_a_server_is_charged_to_the_caller() {
                 "charged {rise:?}, the server burned {burned:?}"
             );
             assert!(rise <= 2 * wall, "charged {rise:?} for a call of {wall:?}");
+            // The server keeps the same books per client.
+            let kept = u64::from_le_bytes(b.call(op::CHARGED, &[]).unwrap().try_into().unwrap());
+            assert!(
+                Duration::from_nanos(kept) >= burned,
+                "kept {kept} ns for {burned:?}"
+            );
         })
         .unwrap();
 }
@@ -772,6 +800,32 @@ fn an_alert_aborts_a_blocking_call_in_a_server_that_allows_alerts() {
             ferry::sleep(Duration::from_millis(50));
             t.alert();
             assert_eq!(caller.join().unwrap().unwrap(), "interrupted");
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_server_may_lower_its_priority_for_its_part_but_never_raise_it_above_the_caller() {
+    let dir = TempDir::new("ceiling");
+    let _b = serve(&dir, "b", 1, "migrating", 4);
+    let d = dir.dir();
+    runtime(1)
+        .run(move || {
+            let b = Client::connect_in(&d, "b", 1).unwrap();
+            let call = move |p: Priority| {
+                let b = b.clone();
+                ferry::thread::Builder::new()
+                    .priority(p)
+                    .spawn(move || text(b.call(op::PRIORITY, &[]).unwrap()))
+                    .unwrap()
+                    .join()
+                    .unwrap()
+            };
+            assert_eq!(call(Priority::Normal), "Normal Low");
+            assert_eq!(call(Priority::High), "High Low");
+            assert_eq!(call(Priority::Low), "Low Low");
+            // The caller's own priority is its own throughout.
+            assert_eq!(ferry::current().priority(), Priority::Normal);
         })
         .unwrap();
 }
