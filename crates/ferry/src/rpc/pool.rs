@@ -1,6 +1,6 @@
-//! A server's pool of ferry threads: calls handed over by the pollers
-//! wait in one line and run on reused threads; a thread that finds the
-//! line empty parks until a call comes.
+//! The static model's pool of service threads (Mach): calls handed over by
+//! the pollers wait in one line and run on reused threads in arrival order;
+//! a thread that finds the line empty parks until a call comes.
 //!
 //! This module owns the line, the idle threads and growth; it must not
 //! touch a channel (a [`Job`] serves itself through its channel).
