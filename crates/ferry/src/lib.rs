@@ -48,6 +48,7 @@ pub mod rpc;
 mod runtime;
 mod sched;
 pub mod stack;
+pub mod stream;
 pub mod sync;
 mod sys;
 pub mod thread;
