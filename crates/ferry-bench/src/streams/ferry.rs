@@ -4,9 +4,9 @@
 //!
 //! | measurement | runtime | stream |
 //! |-------------|---------|--------|
-//! | `rw N` | one processor, pinned to the first core | `stream::Builder::new().capacity(CAPACITY).pipe()`, one writer and one reader, on the runtime's first thread |
+//! | `rw N` | one processor, pinned to the first core (`processor_on`) | `stream::Builder::new().capacity(CAPACITY).pipe()`, one writer and one reader, on the runtime's first thread |
 //! | `open/close` | the same | `stream::pipe()`, both ends dropped |
-//! | flow | two processors, pinned to two cores | as `rw`; the producer a spawned ferry thread, the consumer the first thread |
+//! | flow | two processors, on the first two CPUs of the process's mask (the runtime's default) | as `rw`; the producer a spawned ferry thread, the consumer the first thread |
 //!
 //! This module owns making those runtimes and streams; it times nothing
 //! itself.
@@ -21,24 +21,23 @@ use crate::report::Error;
 /// The bytes a benchmark stream holds: a Linux pipe's default (16 pages).
 pub const CAPACITY: usize = 64 * 1024;
 
-/// Runs `f` as the first thread of a runtime of `cores.len()` processors,
-/// processor `k` pinned to `cores[k]` where that is known.
-fn on_runtime<T: Send + 'static>(
-    cores: Vec<Option<usize>>,
+/// Runs `f` as the first thread of a runtime of one processor, pinned to
+/// `core` where that is known.
+fn on_one_processor<T: Send + 'static>(
+    core: Option<usize>,
     f: impl FnOnce() -> Result<T, Error> + Send + 'static,
 ) -> Result<T, Error> {
     ferry::Runtime::builder()
-        .processors(cores.len())
+        .processors(1)
         .run(move || {
-            let rt = ferry::Handle::current();
-            for (p, core) in cores.iter().enumerate() {
-                if let Some(core) = core {
-                    rt.processor_on(p, *core)
-                        .map_err(|e| Error(format!("processor {p} on core {core}: {e}")))?;
-                }
+            if let Some(core) = core {
+                ferry::Handle::current()
+                    .processor_on(0, core)
+                    .map_err(|e| Error(format!("processor 0 on core {core}: {e}")))?;
+                // The pin takes effect at the processor's next pass through
+                // its scheduler loop: before the clock starts.
+                ferry::yield_now();
             }
-            // Let the processors reach their cores before the clock starts.
-            ferry::yield_now();
             f()
         })
         .map_err(|e| Error(format!("cannot start a ferry runtime: {e}")))?
@@ -54,7 +53,7 @@ fn stream() -> (stream::Writer, stream::Reader) {
 /// # Errors
 /// If the runtime cannot start, or as [`harness::rw`].
 pub fn rw(size: usize, budget: Budget, core: Option<usize>) -> Result<Timed, Error> {
-    on_runtime(vec![core], move || {
+    on_one_processor(core, move || {
         let (w, r) = stream();
         harness::rw(w, r, size, budget)
     })
@@ -65,7 +64,7 @@ pub fn rw(size: usize, budget: Budget, core: Option<usize>) -> Result<Timed, Err
 /// # Errors
 /// If the runtime cannot start.
 pub fn open_close(budget: Budget, core: Option<usize>) -> Result<Timed, Error> {
-    on_runtime(vec![core], move || {
+    on_one_processor(core, move || {
         harness::timed(budget, || {
             let (w, r) = black_box(stream::pipe());
             drop(w);
@@ -76,17 +75,14 @@ pub fn open_close(budget: Budget, core: Option<usize>) -> Result<Timed, Error> {
 }
 
 /// The flow through a stream between two ferry threads on a runtime of
-/// two processors pinned to `cpus`: the consumer's view, and the
+/// two processors, which the runtime pins to the first two CPUs of the
+/// process's mask (`affinity::two_cores`): the consumer's view, and the
 /// producer's CPU.
 ///
 /// # Errors
 /// If the runtime cannot start, a thread fails, or bytes go missing.
-pub fn flow(
-    total: u64,
-    chunk: usize,
-    cpus: (Option<usize>, Option<usize>),
-) -> Result<(Flow, Option<usize>), Error> {
-    on_runtime(vec![cpus.0, cpus.1], move || {
+pub fn flow(total: u64, chunk: usize) -> Result<(Flow, Option<usize>), Error> {
+    let run = ferry::Runtime::builder().processors(2).run(move || {
         let (w, r) = stream();
         let producer = ferry::spawn(move || harness::produce(w, total, chunk));
         let flow = harness::consume(r, chunk);
@@ -101,7 +97,8 @@ pub fn flow(
             )));
         }
         Ok((flow, cpu))
-    })
+    });
+    run.map_err(|e| Error(format!("cannot start a ferry runtime: {e}")))?
 }
 
 #[cfg(test)]
@@ -121,7 +118,7 @@ mod tests {
             assert!(rw(size, TINY, core).unwrap().ops > 0);
         }
         assert!(open_close(TINY, core).unwrap().ops > 0);
-        let (flow, _) = flow(1 << 20, 4096, crate::affinity::two_cores()).unwrap();
+        let (flow, _) = flow(1 << 20, 4096).unwrap();
         assert_eq!(flow.bytes, 1 << 20);
     }
 }

@@ -159,23 +159,51 @@ mod tests {
             row(RW[1].0, PIPE, 500.0),
             row(OPEN_CLOSE, FERRY, 50.0),
             row(OPEN_CLOSE, DEV_NULL, 1000.0),
-            Row::new("streams", FLOW, FERRY, Unit::Rate("MB/s"), vec![3000.0; 5], 1),
-            Row::new("streams", FLOW, PIPE, Unit::Rate("MB/s"), vec![1000.0; 5], 1),
+            Row::new(
+                "streams",
+                FLOW,
+                FERRY,
+                Unit::Rate("MB/s"),
+                vec![3000.0; 5],
+                1,
+            ),
+            Row::new(
+                "streams",
+                FLOW,
+                PIPE,
+                Unit::Rate("MB/s"),
+                vec![1000.0; 5],
+                1,
+            ),
         ];
         let g = goals(&rows);
         assert!(
             g.contains("rw 1B: pipe / ferry >= 50 (002: 56x over SunOS): 60.00x (met)"),
             "{g}"
         );
-        assert!(g.contains("rw 1KB: pipe / ferry >= 6 (002: 6.2x over SunOS): 5.00x (not met)"), "{g}");
-        assert!(g.contains("rw 4KB: pipe / ferry >= 4 (002: 3.9x over SunOS): not measured"), "{g}");
-        assert!(g.contains("open/close: open /dev/null / ferry >= 20 (002: 26x over SunOS): 20.00x (met)"), "{g}");
+        assert!(
+            g.contains("rw 1KB: pipe / ferry >= 6 (002: 6.2x over SunOS): 5.00x (not met)"),
+            "{g}"
+        );
+        assert!(
+            g.contains("rw 4KB: pipe / ferry >= 4 (002: 3.9x over SunOS): not measured"),
+            "{g}"
+        );
+        assert!(
+            g.contains(
+                "open/close: open /dev/null / ferry >= 20 (002: 26x over SunOS): 20.00x (met)"
+            ),
+            "{g}"
+        );
         assert!(g.contains("throughput (no goal set): 3.00x"), "{g}");
         let side = beside_table1(&rows);
         let first = side.lines().find(|l| l.starts_with("2 R/W")).unwrap();
         assert_eq!(
             first.split_whitespace().collect::<Vec<_>>(),
-            ["2", "R/W", "pipe", "1", "1000", "18", "56x", "rw", "1B", "10", "600", "60.0x", "90.0x"]
+            [
+                "2", "R/W", "pipe", "1", "1000", "18", "56x", "rw", "1B", "10", "600", "60.0x",
+                "90.0x"
+            ]
         );
         let open = side.lines().find(|l| l.starts_with("6 open")).unwrap();
         let cells: Vec<&str> = open.split_whitespace().collect();

@@ -50,10 +50,7 @@ pub fn open_close(budget: Budget) -> Result<Timed, Error> {
         }
         // SAFETY: `fd` was just opened here and is owned by nothing else.
         if unsafe { libc::close(fd) } != 0 {
-            return Err(Error(format!(
-                "close: {}",
-                std::io::Error::last_os_error()
-            )));
+            return Err(Error(format!("close: {}", std::io::Error::last_os_error())));
         }
         Ok(())
     })

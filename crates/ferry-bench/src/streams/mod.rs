@@ -29,7 +29,6 @@ use crate::row::{Row, Unit};
 use crate::urpc::on_thread;
 use crate::watchdog::hang;
 
-#[cfg(any())] // until ferry::stream is in the build
 mod ferry;
 mod goals;
 mod harness;
@@ -177,15 +176,12 @@ fn one_run(
         })
     };
     Ok(match (case, system) {
-        #[cfg(any())]
         (Case::Rw(n), FERRY) => Sample::timed(ferry::rw(n, budget, cpus.0)?),
         (Case::Rw(n), PIPE) => Sample::timed(kernel_side(&|| kernel::rw_pipe(n, budget))?),
         (Case::Rw(n), SOCKET) => Sample::timed(kernel_side(&|| kernel::rw_socket(n, budget))?),
-        #[cfg(any())]
         (Case::OpenClose, FERRY) => Sample::timed(ferry::open_close(budget, cpus.0)?),
         (Case::OpenClose, DEV_NULL) => Sample::timed(kernel_side(&|| kernel::open_close(budget))?),
-        #[cfg(any())]
-        (Case::Flow, FERRY) => Sample::flow(ferry::flow(plan.flow_bytes, FLOW_CHUNK, cpus)?),
+        (Case::Flow, FERRY) => Sample::flow(ferry::flow(plan.flow_bytes, FLOW_CHUNK)?),
         (Case::Flow, PIPE) => Sample::flow(kernel::flow_pipe(plan.flow_bytes, FLOW_CHUNK, cpus)?),
         (case, system) => return Err(Error(format!("no system {system} for {case:?}"))),
     })
@@ -349,7 +345,10 @@ mod tests {
         good.fail(Error("slow".into()));
         let mut failed = String::new();
         let r = good.row(Case::Flow, FLOW, FERRY, &mut failed);
-        assert_eq!((r.median(), r.items, r.unit), (Some(2.0), 9, unit(Case::Flow)));
+        assert_eq!(
+            (r.median(), r.items, r.unit),
+            (Some(2.0), 9, unit(Case::Flow))
+        );
         assert_eq!(r.extra, vec![("runs on 2 cpus %", 75.0)]);
         assert_eq!(failed, "failed: 2 threads 4KB / ferry: 1 run(s): slow\n");
         let r = Pair::default().row(Case::Rw(1), RW[0].0, PIPE, &mut failed);
