@@ -124,23 +124,59 @@ fn read_exact<R: Read>(r: &mut R, mut buf: &mut [u8]) -> Result<(), Error> {
     Ok(())
 }
 
+/// Calls between two looks at which CPU a side of the flow is on.
+const CPU_EVERY: u32 = 16;
+
+/// Which CPUs one side of the flow was seen on, and how often.
+#[derive(Debug, Clone, Default)]
+pub struct CpuTally {
+    seen: Vec<(usize, u32)>,
+    calls: u32,
+}
+
+impl CpuTally {
+    /// Counts one call; every [`CPU_EVERY`]th (and the first) looks at
+    /// the CPU.
+    pub fn call(&mut self) {
+        if self.calls.is_multiple_of(CPU_EVERY) {
+            self.look();
+        }
+        self.calls = self.calls.wrapping_add(1);
+    }
+
+    /// Looks at the CPU now.
+    fn look(&mut self) {
+        let Some(cpu) = current_cpu() else { return };
+        match self.seen.iter_mut().find(|(c, _)| *c == cpu) {
+            Some((_, n)) => *n += 1,
+            None => self.seen.push((cpu, 1)),
+        }
+    }
+
+    /// The CPU seen most often, if any was seen.
+    pub fn most(&self) -> Option<usize> {
+        self.seen.iter().max_by_key(|(_, n)| *n).map(|(c, _)| *c)
+    }
+}
+
 /// The producer of the flow: writes `total` bytes in writes of `chunk`,
-/// then drops `w` (the consumer's end-of-file); returns the CPU it was on
-/// at its last write.
+/// then drops `w` (the consumer's end-of-file); returns the CPU it was
+/// seen on most.
 ///
 /// # Errors
 /// A failed write.
 pub fn produce<W: Write>(mut w: W, total: u64, chunk: usize) -> Result<Option<usize>, Error> {
     let buf = vec![0x5a_u8; chunk];
+    let mut cpus = CpuTally::default();
     let mut left = total;
     while left > 0 {
         let n = left.min(chunk as u64) as usize;
         write_all(&mut w, &buf[..n])?;
+        cpus.call();
         left -= n as u64;
     }
-    let cpu = current_cpu();
     drop(w);
-    Ok(cpu)
+    Ok(cpus.most())
 }
 
 /// What the consumer of one flow saw.
@@ -152,7 +188,7 @@ pub struct Flow {
     pub timed_bytes: u64,
     /// From the end of the first read to end-of-file.
     pub elapsed: Duration,
-    /// The CPU the consumer was on at its last read.
+    /// The CPU the consumer was seen on most.
     pub cpu: Option<usize>,
 }
 
@@ -182,18 +218,20 @@ pub fn consume<R: Read>(mut r: R, chunk: usize) -> Result<Flow, Error> {
         return Err(Error("flow: end of file before any byte".into()));
     }
     let start = Instant::now();
+    let mut cpus = CpuTally::default();
     let mut timed_bytes = 0u64;
     loop {
         match read(&mut r, &mut buf)? {
             0 => break,
             n => timed_bytes += n as u64,
         }
+        cpus.call();
     }
     Ok(Flow {
         bytes: first as u64 + timed_bytes,
         timed_bytes,
         elapsed: start.elapsed(),
-        cpu: current_cpu(),
+        cpu: cpus.most(),
     })
 }
 
@@ -287,6 +325,24 @@ mod tests {
         let (r, w) = std::io::pipe().unwrap();
         drop(w);
         assert!(consume(r, 16).is_err(), "end of file before any byte");
+    }
+
+    #[test]
+    fn the_tally_names_the_cpu_seen_most() {
+        let mut t = CpuTally::default();
+        assert_eq!(t.most(), None);
+        t.seen = vec![(3, 2), (1, 5), (0, 4)];
+        assert_eq!(t.most(), Some(1));
+        let mut t = CpuTally::default();
+        for _ in 0..CPU_EVERY + 1 {
+            t.call();
+        }
+        assert_eq!(
+            t.seen.iter().map(|(_, n)| n).sum::<u32>(),
+            2,
+            "the first and the 17th"
+        );
+        assert!(t.most().is_some());
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! |------|-----------------------|---------|
 //! | `rw 1B`, `rw 1KB`, `rw 4KB` | one thread writes that many bytes, then reads them back | `ferry` (a stream in a one-processor runtime, [`ferry`]), `pipe`, `unix socket` ([`kernel`]) |
 //! | `open/close` | make a stream and drop both ends; open `/dev/null` and close it | `ferry`, `open /dev/null` |
-//! | `2 threads 4KB` | a producer writes in 4 KB writes, a consumer on another core reads: MB/s | `ferry` (two ferry threads, two processors), `pipe` (two kernel threads) |
+//! | `2 threads 4KB` | a producer writes in 4 KB writes, a consumer on another core reads: MB/s | `ferry` (two ferry threads, two processors), `ferry (try + yield)` (the same with ends that never park), `pipe` (two kernel threads) |
 //!
 //! The loops are one generic code over `std::io::{Read, Write}`
 //! ([`harness`]). A one-thread run repeats its operation for a time
@@ -59,6 +59,8 @@ pub const PIPE: &str = "pipe";
 pub const SOCKET: &str = "unix socket";
 /// `open("/dev/null")` + `close`.
 pub const DEV_NULL: &str = "open /dev/null";
+/// The flow through a stream whose ends never park ([`ferry::Spinning`]).
+pub const FERRY_SPINNING: &str = "ferry (try + yield)";
 
 /// What one row measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,7 +74,7 @@ enum Case {
 }
 
 /// Every (case, system) pair, in table order.
-const PAIRS: [(Case, &str, &str); 13] = [
+const PAIRS: [(Case, &str, &str); 14] = [
     (Case::Rw(RW[0].1), RW[0].0, FERRY),
     (Case::Rw(RW[0].1), RW[0].0, PIPE),
     (Case::Rw(RW[0].1), RW[0].0, SOCKET),
@@ -85,6 +87,7 @@ const PAIRS: [(Case, &str, &str); 13] = [
     (Case::OpenClose, OPEN_CLOSE, FERRY),
     (Case::OpenClose, OPEN_CLOSE, DEV_NULL),
     (Case::Flow, FLOW, FERRY),
+    (Case::Flow, FLOW, FERRY_SPINNING),
     (Case::Flow, FLOW, PIPE),
 ];
 
@@ -136,7 +139,7 @@ impl Plan {
 }
 
 /// What one run gives: its number, the operations (or bytes) behind it,
-/// and for a flow whether the two sides ended on two CPUs.
+/// and for a flow whether the two sides were seen most on two CPUs.
 struct Sample {
     value: f64,
     items: u64,
@@ -181,7 +184,10 @@ fn one_run(
         (Case::Rw(n), SOCKET) => Sample::timed(kernel_side(&|| kernel::rw_socket(n, budget))?),
         (Case::OpenClose, FERRY) => Sample::timed(ferry::open_close(budget, cpus.0)?),
         (Case::OpenClose, DEV_NULL) => Sample::timed(kernel_side(&|| kernel::open_close(budget))?),
-        (Case::Flow, FERRY) => Sample::flow(ferry::flow(plan.flow_bytes, FLOW_CHUNK)?),
+        (Case::Flow, FERRY) => Sample::flow(ferry::flow(plan.flow_bytes, FLOW_CHUNK, false)?),
+        (Case::Flow, FERRY_SPINNING) => {
+            Sample::flow(ferry::flow(plan.flow_bytes, FLOW_CHUNK, true)?)
+        }
         (Case::Flow, PIPE) => Sample::flow(kernel::flow_pipe(plan.flow_bytes, FLOW_CHUNK, cpus)?),
         (case, system) => return Err(Error(format!("no system {system} for {case:?}"))),
     })
@@ -204,7 +210,7 @@ impl Pair {
     }
 
     /// The row of `case` and `system`; a flow's with the share of its runs
-    /// whose two sides ended on two CPUs.
+    /// whose two sides were seen most on two different CPUs.
     fn row(self, case: Case, name: &str, system: &str, failed: &mut String) -> Row {
         let reason = self.first_error.unwrap_or_else(|| "no samples".to_owned());
         if self.failures > 0 {
@@ -360,7 +366,7 @@ mod tests {
     fn sections_split_one_and_two_threads_and_carry_the_goals() {
         let plan = Plan::new(&Common::default()).unwrap();
         let s = sections(vec![Pair::default(); PAIRS.len()], &plan);
-        assert_eq!((s[0].rows.len(), s[1].rows.len()), (11, 2));
+        assert_eq!((s[0].rows.len(), s[1].rows.len()), (11, 3));
         assert!(s[0].rows.iter().all(|r| r.unit == Unit::Ns));
         assert!(s[1].notes.contains("goals"), "{}", s[1].notes);
         assert!(s[1].notes.contains("002 Table 1"), "{}", s[1].notes);
