@@ -32,6 +32,7 @@ mod queues;
 mod report;
 mod row;
 mod scale;
+mod streams;
 mod switch;
 mod thread_ops;
 mod threads;
@@ -90,6 +91,11 @@ enum Command {
     /// Unix socket (000 Table 3): server-side path and round trip, null to
     /// 32 KB; a high-priority caller's p99 under load [runs: 7, at least 5]
     Migrating(migrating::Args),
+    /// ns per write+read of 1 B, 1 KB, 4 KB by one thread through a ferry
+    /// stream, a pipe and a Unix socket, and per open+close (002 Table 1
+    /// rows 2-4, 6); MB/s between two threads on two cores [runs: 7, at
+    /// least 5]
+    Streams(streams::Args),
     /// The server process of `migrating` (started by it, not by hand)
     #[command(name = "migrating-serve", hide = true)]
     MigratingServe(migrating::ServeArgs),
@@ -123,6 +129,7 @@ impl Command {
             Command::NetLoad(_) => "net-load",
             Command::ScaleFerry(_) => "scale-ferry",
             Command::Migrating(_) => "migrating",
+            Command::Streams(_) => "streams",
             Command::MigratingServe(_) => "migrating-serve",
         }
     }
@@ -141,6 +148,7 @@ impl Command {
             Command::NetLoad(a) => &a.common,
             Command::ScaleFerry(a) => &a.common,
             Command::Migrating(a) => &a.common,
+            Command::Streams(a) => &a.common,
             Command::MigratingServe(a) => &a.common,
         }
     }
@@ -168,6 +176,7 @@ fn main() -> ExitCode {
         Command::Urpc(args) => urpc::run(common, args),
         Command::Net(args) => net::run(common, args),
         Command::Migrating(args) => migrating::run(common, args),
+        Command::Streams(args) => streams::run(common, args),
         Command::UrpcServe(args) => return urpc::serve_main(args),
         Command::NetServe(args) => return net::serve_main(args),
         Command::NetLoad(args) => return net::load_main(args),
