@@ -436,3 +436,29 @@ fn processor_changes_reject_bad_input() {
         })
         .unwrap();
 }
+
+#[test]
+fn a_processor_goes_to_any_core_of_the_process_whichever_core_the_caller_is_pinned_to() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpus < 2 {
+        return;
+    }
+    Runtime::builder()
+        .processors(2)
+        .run(move || {
+            let rt = Handle::current();
+            // The calling processor's kernel thread is pinned to one core
+            // (processors are, with two CPUs or more): a core outside its
+            // own mask but in the process's is still accepted.
+            let mine = rustix::thread::sched_getaffinity(None).unwrap();
+            let other = (0..cpus).find(|&c| !mine.is_set(c));
+            if let Some(c) = other {
+                rt.processor_on(1, c).unwrap();
+            }
+            for c in 0..cpus {
+                rt.processor_on(0, c).unwrap();
+            }
+            ferry::yield_now();
+        })
+        .unwrap();
+}

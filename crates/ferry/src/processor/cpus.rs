@@ -25,8 +25,10 @@ pub(crate) fn default_core(index: usize) -> Option<usize> {
     Some(cpus[index % cpus.len()])
 }
 
-/// The CPUs the process may run on, as the runtime first saw them.
-fn allowed_cpus() -> &'static [usize] {
+/// The CPUs the process may run on, as the runtime first saw them (before
+/// any processor was pinned: the calling kernel thread's mask may be
+/// narrower by now).
+pub(crate) fn allowed_cpus() -> &'static [usize] {
     static CPUS: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
     CPUS.get_or_init(|| match rustix::thread::sched_getaffinity(None) {
         Ok(allowed) => (0..rustix::thread::CpuSet::MAX_CPU)

@@ -91,7 +91,7 @@ mod atomic {
     pub(crate) use std::sync::{Mutex, PoisonError};
 }
 
-pub(crate) use cpus::{available_cpus, cpus_without_processors, pin, pin_to_cpus};
+pub(crate) use cpus::{allowed_cpus, available_cpus, cpus_without_processors, pin, pin_to_cpus};
 pub(crate) use drive::{Delivery, Driver, OwnerToken};
 pub(crate) use set::{Host, Set, Settings};
 pub(crate) use switch::switch_out_to;

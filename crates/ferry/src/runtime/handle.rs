@@ -102,8 +102,16 @@ impl Handle {
                 format!("ferry: no processor {processor}"),
             ));
         };
-        let allowed = rustix::thread::sched_getaffinity(None)?;
-        if core >= rustix::thread::CpuSet::MAX_CPU || !allowed.is_set(core) {
+        // The process's mask as the runtime first saw it: the calling
+        // kernel thread may be a processor pinned to one core by now.
+        let allowed = crate::processor::allowed_cpus();
+        let in_mask = if allowed.is_empty() {
+            let mine = rustix::thread::sched_getaffinity(None)?;
+            core < rustix::thread::CpuSet::MAX_CPU && mine.is_set(core)
+        } else {
+            allowed.contains(&core)
+        };
+        if !in_mask {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("ferry: core {core} is not in the process's affinity mask"),
