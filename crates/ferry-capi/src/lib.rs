@@ -162,6 +162,7 @@ pub mod kernel;
 pub mod locks;
 pub mod rpc;
 pub mod start;
+pub mod streams;
 
 pub use handles::any_t;
 

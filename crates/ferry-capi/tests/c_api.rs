@@ -187,6 +187,14 @@ fn alerts_abort_blocking_calls_and_priorities_order_threads() {
     );
 }
 
+/// Streams: 002's write-then-read-back loops, two producers (one on a
+/// cloned end) and a consumer, EAGAIN, EPIPE, end-of-file and bad
+/// arguments, built with gcc and clang.
+#[test]
+fn streams_move_bytes_in_order_with_a_pipes_semantics() {
+    run_with_each_compiler("streams.c", &[("FERRY_PROCESSORS", "2")]);
+}
+
 #[test]
 fn blocking_calls_keep_the_one_processor_running() {
     run("blocking_pipe.c", &[]);

@@ -103,7 +103,13 @@ fn cthreads_h() -> String {
 
 fn ferry_h() -> String {
     generate(
-        &["start.rs", "control.rs", "calls.rs", "alerts.rs"],
+        &[
+            "start.rs",
+            "control.rs",
+            "calls.rs",
+            "alerts.rs",
+            "streams.rs",
+        ],
         config(
             "FERRY_FERRY_H",
             &[

@@ -67,6 +67,20 @@
 #define FERRY_PRIORITY_LOW 2
 
 /*
+ A stream's read end, from [`ferry_stream_pipe`]; closed with
+ [`ferry_stream_reader_close`]. Used by one thread at a time (clone it for
+ another thread).
+ */
+struct ferry_stream_reader;
+
+/*
+ A stream's write end, from [`ferry_stream_pipe`]; closed with
+ [`ferry_stream_writer_close`]. Used by one thread at a time (clone it for
+ another thread).
+ */
+struct ferry_stream_writer;
+
+/*
  What ferry's thread-control calls return (Mach's `kern_return_t`).
  */
 typedef int ferry_return_t;
@@ -437,6 +451,87 @@ ferry_return_t ferry_thread_set_priority(cthread_t t, int priority, int *set);
  `ns` is `NULL` or points at writable storage for a `uint64_t`.
  */
 ferry_return_t ferry_thread_cpu_time(cthread_t t, uint64_t *ns);
+
+/*
+ Opens a stream of `capacity` bytes (0: the default, 64 KiB; rounded up
+ to a power of two); `*writer_out` and `*reader_out` get its ends.
+ Returns 0, `EFAULT` for a NULL pointer, or `EINVAL` for a capacity
+ above the most (1 GiB).
+
+ # Safety
+ `writer_out` and `reader_out` are NULL or writable.
+ */
+int32_t ferry_stream_pipe(size_t capacity,
+                          struct ferry_stream_writer **writer_out,
+                          struct ferry_stream_reader **reader_out);
+
+/*
+ Writes up to `len` bytes of `buf`; returns how many were written (at
+ least 1 when `len` > 0; a write of at most 4,096 bytes is never split
+ among several writers), blocking the calling thread (a cthread parks,
+ its processor runs others) while the stream is full. With `nonblock`
+ nonzero it returns `-EAGAIN` instead of blocking. `-EPIPE` once every
+ read end is closed; `-EFAULT` for a NULL pointer.
+
+ # Safety
+ `writer` is a live write end used by no other thread now; `buf` holds
+ `len` readable bytes.
+ */
+ptrdiff_t ferry_stream_write(struct ferry_stream_writer *writer,
+                             const void *buf,
+                             size_t len,
+                             int32_t nonblock);
+
+/*
+ Reads up to `len` bytes into `buf`; returns how many were read (0 only
+ at end-of-file: every write end closed and the bytes drained), blocking
+ the calling thread while the stream is empty. With `nonblock` nonzero it
+ returns `-EAGAIN` instead of blocking. `-EFAULT` for a NULL pointer.
+
+ # Safety
+ `reader` is a live read end used by no other thread now; `buf` has room
+ for `len` bytes.
+ */
+ptrdiff_t ferry_stream_read(struct ferry_stream_reader *reader,
+                            void *buf,
+                            size_t len,
+                            int32_t nonblock);
+
+/*
+ A second write end of `writer`'s stream, for another thread (the stream
+ switches to its several-writers path); NULL for NULL.
+
+ # Safety
+ `writer` is NULL or a live write end.
+ */
+struct ferry_stream_writer *ferry_stream_writer_clone(const struct ferry_stream_writer *writer);
+
+/*
+ A second read end of `reader`'s stream, for another thread; NULL for
+ NULL.
+
+ # Safety
+ `reader` is NULL or a live read end.
+ */
+struct ferry_stream_reader *ferry_stream_reader_clone(const struct ferry_stream_reader *reader);
+
+/*
+ Closes a write end (the last one closed: readers see end-of-file once
+ they drained the stream). NULL is ignored.
+
+ # Safety
+ `writer` is NULL or a live write end, closed once and used no more.
+ */
+void ferry_stream_writer_close(struct ferry_stream_writer *writer);
+
+/*
+ Closes a read end (the last one closed: writes fail with `-EPIPE`).
+ NULL is ignored.
+
+ # Safety
+ `reader` is NULL or a live read end, closed once and used no more.
+ */
+void ferry_stream_reader_close(struct ferry_stream_reader *reader);
 
 #ifdef __cplusplus
 }  // extern "C"

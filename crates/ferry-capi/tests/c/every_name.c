@@ -248,6 +248,20 @@ int main(void) {
     CHECK(ferry_rpc_serve_mode(rpc_dir, "every-name", 1, FERRY_RPC_SERVE_MIGRATING, h, NULL,
                                &server) == 0 && FERRY_RPC_SERVE_DEFAULT == 0);
     ferry_rpc_server_close(server);
+    struct ferry_stream_writer *sw;
+    struct ferry_stream_reader *sr;
+    char sbyte = 's';
+    CHECK(ferry_stream_pipe(0, &sw, &sr) == 0);
+    struct ferry_stream_writer *sw2 = ferry_stream_writer_clone(sw);
+    struct ferry_stream_reader *sr2 = ferry_stream_reader_clone(sr);
+    CHECK(sw2 != NULL && sr2 != NULL);
+    CHECK(ferry_stream_write(sw2, &sbyte, 1, 0) == 1);
+    sbyte = 0;
+    CHECK(ferry_stream_read(sr2, &sbyte, 1, 1) == 1 && sbyte == 's');
+    ferry_stream_writer_close(sw2);
+    ferry_stream_reader_close(sr2);
+    ferry_stream_writer_close(sw);
+    ferry_stream_reader_close(sr);
     CHECK(rmdir(rpc_dir) == 0);
 
     puts("ok");
