@@ -228,7 +228,12 @@ fn an_rpc_deadline_leaves_the_wheel_when_the_reply_comes() {
         let mut b = ferry::Runtime::builder();
         b.processors(2);
         b.run(move || {
-            let _server = Server::serve_in(&dir, "echo", 1, echo).unwrap();
+            // A pool that never grows past its minimum: its keeper then arms
+            // no decay timer, and the only timers are the calls' own.
+            let _server = Server::builder()
+                .activations(2, 2)
+                .serve_in(&dir, "echo", 1, echo)
+                .unwrap();
             let client = Client::connect_in(&dir, "echo", 1).unwrap();
             let handle = Handle::current();
             for i in 0..100u8 {
