@@ -119,7 +119,11 @@ pub(crate) struct ServerChan {
     calls_seen: Observer<'static, u32>,
     replies: SpinLock<ShmProducer<'static, u32>>,
     pub(crate) slots: ServerSlots<'static>,
+    /// The client's signal count (it bumps it after writing a slot's
+    /// signal word, Release); read by pollers.
     signals: &'static AtomicU64,
+    /// The count as last taken: a poller that swaps in a newer count
+    /// delivers the signals (one poller per change).
     signals_seen: AtomicU64,
     pub(crate) dispatch: Arc<dyn Dispatch>,
     pub(crate) closed: AtomicBool,
