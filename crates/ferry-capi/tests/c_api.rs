@@ -241,40 +241,10 @@ fn a_two_mutex_deadlock_is_reported_naming_both_cthreads() {
     });
 }
 
-/// The README's example, built the documented way: `pkg-config --cflags
-/// --libs ferry` with the `ferry.pc` cargo's build wrote.
+/// The README's example, built the documented way.
 #[test]
 fn the_example_builds_with_pkg_config_and_runs() {
-    let libs = lib_dir();
-    let pc_dir = libs.join("pkgconfig");
-    let flags = Command::new("pkg-config")
-        .args(["--cflags", "--libs", "ferry"])
-        .env("PKG_CONFIG_PATH", &pc_dir)
-        .output()
-        .expect("pkg-config runs");
-    assert!(
-        flags.status.success(),
-        "pkg-config found no ferry.pc in {}: {}",
-        pc_dir.display(),
-        String::from_utf8_lossy(&flags.stderr)
-    );
-    let flags = String::from_utf8(flags.stdout).unwrap();
-    let exe = libs.join("ferry-capi-ctests").join("hello_cthreads");
-    std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
-    let source = crate_dir().join("../../examples/c/hello_cthreads.c");
-    let out = Command::new("cc")
-        .args(["-O2", "-Wall", "-Werror"])
-        .arg(&source)
-        .args(flags.split_whitespace())
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let exe = build_example("hello_cthreads");
     let out = run_exe(&exe, &[]).expect("hello_cthreads hung");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -287,6 +257,27 @@ fn the_example_builds_with_pkg_config_and_runs() {
         stdout.contains("total 3199960000 (expected 3199960000)"),
         "{stdout}"
     );
+}
+
+/// Programs 2-4 of the Synthesis paper's Appendix A (write then read back
+/// 1, 1024 and 4096 bytes, 10,000 times) on a stream and on a pipe: every
+/// byte read back is the byte written, and each program reports both.
+#[test]
+fn synthesis_programs_2_to_4_run_on_a_stream() {
+    let exe = build_example("synthesis_pipe");
+    let out = run_exe(&exe, &[]).expect("synthesis_pipe hung");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (program, n) in [(2, 1), (3, 1024), (4, 4096)] {
+        let line = format!("program {program}, R/W pipe {n}: ferry stream ");
+        assert!(stdout.contains(&line), "no `{line}` in\n{stdout}");
+    }
+    let bad = Command::new(&exe).arg("5000").output().unwrap();
+    assert_eq!(bad.status.code(), Some(2), "N above 4096 is refused");
 }
 
 /// `stack_overflow.c` built with `cc` (gcc or clang) at -O2 and `flags`,

@@ -157,29 +157,7 @@ fn a_c_server_answers_a_c_client_in_another_process() {
 /// --libs ferry`), run with a runtime directory of its own.
 #[test]
 fn the_urpc_example_builds_with_pkg_config_and_runs() {
-    let libs = lib_dir();
-    let flags = Command::new("pkg-config")
-        .args(["--cflags", "--libs", "ferry"])
-        .env("PKG_CONFIG_PATH", libs.join("pkgconfig"))
-        .output()
-        .expect("pkg-config runs");
-    assert!(flags.status.success(), "{flags:?}");
-    let flags = String::from_utf8(flags.stdout).unwrap();
-    let exe = libs.join("ferry-capi-ctests").join("urpc");
-    std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
-    let out = Command::new("cc")
-        .args(["-O2", "-Wall", "-Wextra", "-Werror"])
-        .arg(crate_dir().join("../../examples/c/urpc.c"))
-        .args(flags.split_whitespace())
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let exe = build_example("urpc");
     let dir = fresh_dir();
     let mut cmd = Command::new(&exe);
     cmd.arg(&dir);

@@ -322,3 +322,40 @@ pub fn run_everywhere(name: &str, variants: &[&str], env: &[(&str, &str)]) {
         }
     }
 }
+
+/// Builds `examples/c/<name>.c` the documented way: `cc -O2` with
+/// `pkg-config --cflags --libs ferry` and the `ferry.pc` cargo's build
+/// wrote; returns the executable.
+pub fn build_example(name: &str) -> PathBuf {
+    let libs = lib_dir();
+    let pc_dir = libs.join("pkgconfig");
+    let flags = Command::new("pkg-config")
+        .args(["--cflags", "--libs", "ferry"])
+        .env("PKG_CONFIG_PATH", &pc_dir)
+        .output()
+        .expect("pkg-config runs");
+    assert!(
+        flags.status.success(),
+        "pkg-config found no ferry.pc in {}: {}",
+        pc_dir.display(),
+        String::from_utf8_lossy(&flags.stderr)
+    );
+    let flags = String::from_utf8(flags.stdout).unwrap();
+    let exe = libs.join("ferry-capi-ctests").join(name);
+    std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
+    let source = crate_dir().join(format!("../../examples/c/{name}.c"));
+    let out = Command::new("cc")
+        .args(["-O2", "-Wall", "-Wextra", "-Werror"])
+        .arg(&source)
+        .args(flags.split_whitespace())
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
