@@ -114,6 +114,7 @@ fn print(cli: &Cli, cfg: &Config, threads: &str, r: &Report) {
             "energy_start": r.start.energy(),
             "energy_end": r.end.energy(),
             "drift": r.drift(),
+            "phase_s": r.phases.map(|d| d.as_secs_f64()),
         });
         println!("{line}");
     } else {
@@ -131,6 +132,11 @@ fn print(cli: &Cli, cfg: &Config, threads: &str, r: &Report) {
             r.start.energy(),
             r.end.energy(),
             r.drift()
+        );
+        let phases = r.phases.map(|d| format!("{:.3}", d.as_secs_f64()));
+        println!(
+            "phases 1-5 (s, worker 0, barrier waits included): {}",
+            phases.join(" ")
         );
     }
 }

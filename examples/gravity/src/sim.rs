@@ -31,7 +31,7 @@
 
 use std::fmt;
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::body::{Body, axpy, plummer};
@@ -176,6 +176,10 @@ pub struct Report {
     /// Wall time of the run, from before the threads start to after they
     /// finished (a ferry runtime's start and end included).
     pub elapsed: Duration,
+    /// Time worker 0 spent in each of the five phases over the run, each
+    /// from the phase's start to its leaving the barrier that ends it (so
+    /// the parallel phases include the wait for the slowest worker).
+    pub phases: [Duration; 5],
     /// Energy and momentum at the start.
     pub start: Totals,
     /// Energy and momentum at the end.
@@ -246,11 +250,18 @@ pub fn simulate<K: Threads>(cfg: &Config, kind: &K) -> Result<Report, Error> {
         start: None,
     }));
     let barrier = Arc::new(kind.barrier(cfg.workers));
+    let phases = Arc::new(Mutex::new([Duration::ZERO; 5]));
     let t0 = Instant::now();
     {
         let (state, cfg) = (Arc::clone(&state), cfg.clone());
-        kind.run_workers(cfg.workers, move |w| worker::<K>(w, &cfg, &state, &barrier))
-            .map_err(Error::Threads)?;
+        let phases = Arc::clone(&phases);
+        kind.run_workers(cfg.workers, move |w| {
+            let times = worker::<K>(w, &cfg, &state, &barrier);
+            if w == 0 {
+                *phases.lock().unwrap_or_else(PoisonError::into_inner) = times;
+            }
+        })
+        .map_err(Error::Threads)?;
     }
     let elapsed = t0.elapsed();
     // SAFETY: every worker has finished (`run_workers` returned after
@@ -259,8 +270,10 @@ pub fn simulate<K: Threads>(cfg: &Config, kind: &K) -> Result<Report, Error> {
     let end = st.totals();
     let mut bodies = st.bodies.as_mut().to_vec();
     bodies.sort_by_key(|b| b.id);
+    let phases = *phases.lock().unwrap_or_else(PoisonError::into_inner);
     Ok(Report {
         elapsed,
+        phases,
         start: st.start.unwrap_or(end),
         end,
         bodies,
@@ -272,8 +285,21 @@ fn share(n: usize, w: usize, workers: usize) -> std::ops::Range<usize> {
     n * w / workers..n * (w + 1) / workers
 }
 
-/// Worker `w`'s rounds (see the phase table).
-fn worker<K: Threads>(w: usize, cfg: &Config, state: &Phased<State>, barrier: &K::Barrier) {
+/// Worker `w`'s rounds (see the phase table); returns the time it spent in
+/// each phase.
+fn worker<K: Threads>(
+    w: usize,
+    cfg: &Config,
+    state: &Phased<State>,
+    barrier: &K::Barrier,
+) -> [Duration; 5] {
+    let mut times = [Duration::ZERO; 5];
+    let mut clock = Instant::now();
+    let mut lap = |phase: usize| {
+        let now = Instant::now();
+        times[phase] += now - clock;
+        clock = now;
+    };
     let mine = share(cfg.bodies, w, cfg.workers);
     let (eps2, h) = (cfg.softening * cfg.softening, 0.5 * cfg.dt);
     let mut stack = Vec::new();
@@ -291,6 +317,7 @@ fn worker<K: Threads>(w: usize, cfg: &Config, state: &Phased<State>, barrier: &K
             st.moments.resize(nodes, Moment::default());
         }
         K::wait(barrier);
+        lap(0);
         // SAFETY: phases 2 to 5: nobody holds `get_mut` until worker 0's
         // next phase 1, after the round's last barrier.
         let st = unsafe { state.get() };
@@ -320,6 +347,7 @@ fn worker<K: Threads>(w: usize, cfg: &Config, state: &Phased<State>, barrier: &K
             }
         }
         K::wait(barrier);
+        lap(1);
 
         // Phase 3: the forces on this worker's bodies.
         {
@@ -342,6 +370,7 @@ fn worker<K: Threads>(w: usize, cfg: &Config, state: &Phased<State>, barrier: &K
             }
         }
         K::wait(barrier);
+        lap(2);
 
         // Phase 4: close the step (after round 0), and this worker's share
         // of the totals.
@@ -369,6 +398,7 @@ fn worker<K: Threads>(w: usize, cfg: &Config, state: &Phased<State>, barrier: &K
             }
         }
         K::wait(barrier);
+        lap(3);
 
         // Phase 5: open the next step.
         if round < cfg.steps {
@@ -382,5 +412,7 @@ fn worker<K: Threads>(w: usize, cfg: &Config, state: &Phased<State>, barrier: &K
             }
         }
         K::wait(barrier);
+        lap(4);
     }
+    times
 }

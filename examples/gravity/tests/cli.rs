@@ -45,6 +45,15 @@ fn json_line_carries_the_run() {
         assert!(e0 < 0.0 && e1 < 0.0, "a bound sphere: {e0} {e1}");
         let drift = v["drift"].as_f64().unwrap();
         assert_eq!(drift, ((e1 - e0) / e0).abs());
+        let phases: Vec<f64> = v["phase_s"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_f64().unwrap())
+            .collect();
+        assert_eq!(phases.len(), 5);
+        assert!(phases.iter().all(|&p| p > 0.0), "{phases:?}");
+        assert!(phases.iter().sum::<f64>() <= v["elapsed_s"].as_f64().unwrap());
     }
     assert_eq!(ferry["energy_start"], std["energy_start"]);
     assert_eq!(ferry["energy_end"], std["energy_end"]);
