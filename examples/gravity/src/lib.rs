@@ -31,4 +31,4 @@ pub mod tree;
 
 pub use body::Body;
 pub use sim::{Config, ConfigError, Error, MAX_BODIES, Report, Totals, simulate};
-pub use threads::{Ferry, Std, Threads};
+pub use threads::{Failed, Ferry, Std, Team, Threads, run_team};

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use crate::body::{Body, axpy, plummer};
 use crate::phased::{Phased, Slots};
-use crate::threads::Threads;
+use crate::threads::{Failed, Team, Threads, run_team};
 use crate::tree::{Moment, Tree};
 
 /// The settings of a run.
@@ -249,16 +249,16 @@ pub fn simulate<K: Threads>(cfg: &Config, kind: &K) -> Result<Report, Error> {
         terms: Slots::new(n, Terms::default()),
         start: None,
     }));
-    let barrier = Arc::new(kind.barrier(cfg.workers));
     let phases = Arc::new(Mutex::new([Duration::ZERO; 5]));
     let t0 = Instant::now();
     {
         let (state, cfg) = (Arc::clone(&state), cfg.clone());
         let phases = Arc::clone(&phases);
-        kind.run_workers(cfg.workers, move |w| {
-            let times = worker::<K>(w, &cfg, &state, &barrier);
-            if w == 0 {
-                *phases.lock().unwrap_or_else(PoisonError::into_inner) = times;
+        run_team(kind, cfg.workers, move |w, team| {
+            if let Ok(times) = worker(w, &cfg, &state, team) {
+                if w == 0 {
+                    *phases.lock().unwrap_or_else(PoisonError::into_inner) = times;
+                }
             }
         })
         .map_err(Error::Threads)?;
@@ -286,13 +286,13 @@ fn share(n: usize, w: usize, workers: usize) -> std::ops::Range<usize> {
 }
 
 /// Worker `w`'s rounds (see the phase table); returns the time it spent in
-/// each phase.
+/// each phase, or [`Failed`] if another worker panicked.
 fn worker<K: Threads>(
     w: usize,
     cfg: &Config,
     state: &Phased<State>,
-    barrier: &K::Barrier,
-) -> [Duration; 5] {
+    team: &Team<K>,
+) -> Result<[Duration; 5], Failed> {
     let mut times = [Duration::ZERO; 5];
     let mut clock = Instant::now();
     let mut lap = |phase: usize| {
@@ -316,7 +316,7 @@ fn worker<K: Threads>(
             let nodes = st.tree.nodes.len();
             st.moments.resize(nodes, Moment::default());
         }
-        K::wait(barrier);
+        team.wait()?;
         lap(0);
         // SAFETY: phases 2 to 5: nobody holds `get_mut` until worker 0's
         // next phase 1, after the round's last barrier.
@@ -346,7 +346,7 @@ fn worker<K: Threads>(
                 before += len;
             }
         }
-        K::wait(barrier);
+        team.wait()?;
         lap(1);
 
         // Phase 3: the forces on this worker's bodies.
@@ -369,7 +369,7 @@ fn worker<K: Threads>(
                 pot[j] = p;
             }
         }
-        K::wait(barrier);
+        team.wait()?;
         lap(2);
 
         // Phase 4: close the step (after round 0), and this worker's share
@@ -397,7 +397,7 @@ fn worker<K: Threads>(
                 };
             }
         }
-        K::wait(barrier);
+        team.wait()?;
         lap(3);
 
         // Phase 5: open the next step.
@@ -411,8 +411,8 @@ fn worker<K: Threads>(
                 axpy(&mut b.pos, cfg.dt, &b.vel);
             }
         }
-        K::wait(barrier);
+        team.wait()?;
         lap(4);
     }
-    times
+    Ok(times)
 }
