@@ -255,10 +255,9 @@ pub fn simulate<K: Threads>(cfg: &Config, kind: &K) -> Result<Report, Error> {
         let (state, cfg) = (Arc::clone(&state), cfg.clone());
         let phases = Arc::clone(&phases);
         run_team(kind, cfg.workers, move |w, team| {
-            if let Ok(times) = worker(w, &cfg, &state, team) {
-                if w == 0 {
-                    *phases.lock().unwrap_or_else(PoisonError::into_inner) = times;
-                }
+            let times = worker(w, &cfg, &state, team);
+            if let (0, Ok(times)) = (w, times) {
+                *phases.lock().unwrap_or_else(PoisonError::into_inner) = times;
             }
         })
         .map_err(Error::Threads)?;
