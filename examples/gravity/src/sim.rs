@@ -263,8 +263,8 @@ pub fn simulate<K: Threads>(cfg: &Config, kind: &K) -> Result<Report, Error> {
         .map_err(Error::Threads)?;
     }
     let elapsed = t0.elapsed();
-    // SAFETY: every worker has finished (`run_workers` returned after
-    // joining them all): this is the only reference.
+    // SAFETY: every worker has finished (`run_team` returned `Ok` only
+    // after joining them all): this is the only reference.
     let st = unsafe { state.get_mut() };
     let end = st.totals();
     let mut bodies = st.bodies.as_mut().to_vec();
