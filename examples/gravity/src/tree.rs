@@ -32,8 +32,8 @@ pub const LEAF_CAP: usize = 8;
 pub const MAX_DEPTH: u8 = 40;
 /// Depth of the nodes whose subtrees the centre-of-mass pass shares out.
 pub const SUBTREE_DEPTH: u8 = 2;
-/// No node.
-const NONE: u32 = u32::MAX;
+/// No node (the end of a node's `kids`).
+pub const NONE: u32 = u32::MAX;
 
 /// A cube of the tree.
 #[derive(Debug, Clone)]
