@@ -4,9 +4,10 @@
 //! simulation without locks: [`Phased`], the whole state, which the leader
 //! holds alone in the sequential phase and every worker reads in the
 //! parallel ones, and [`Slots`], an array whose disjoint ranges different
-//! workers write in one parallel phase. It must not decide who owns what:
-//! that is the phase table of `sim`, and every `unsafe` call of these cells
-//! names the row of that table it relies on.
+//! workers write in one parallel phase. Both hand out raw pointers, never a
+//! `&mut` from a `&self`: the dereference, and its `SAFETY` comment naming
+//! the row of `sim`'s phase table it relies on, are at the use. This room
+//! must not decide who owns what.
 //!
 //! The barriers between the phases (a `std::sync::Barrier` or a
 //! `ferry::sync::Barrier`) order every write of one phase before every read
@@ -19,11 +20,11 @@ use std::ops::Range;
 /// in others, the phases separated by barriers.
 pub(crate) struct Phased<T>(UnsafeCell<T>);
 
-// SAFETY: every access goes through `get` or `get_mut`, whose contracts
-// make the phases exclusive (one `get_mut` holder, no readers) or shared
-// (readers only, plus writes through `Slots` to disjoint ranges); a
-// barrier separates the phases. `T: Send` because the value is used from
-// several threads in turn.
+// SAFETY: the value is reached only through the raw pointer of `get`,
+// whose every dereference keeps the phases exclusive (one `&mut` holder, no
+// readers) or shared (readers only, plus writes through `Slots` to disjoint
+// ranges); a barrier separates the phases. `T: Send` because the value is
+// used from several threads in turn.
 unsafe impl<T: Send> Sync for Phased<T> {}
 
 impl<T> Phased<T> {
@@ -32,25 +33,12 @@ impl<T> Phased<T> {
         Phased(UnsafeCell::new(value))
     }
 
-    /// The value, for a reader of a parallel phase.
-    ///
-    /// # Safety
-    /// No thread holds the result of [`get_mut`](Phased::get_mut) while
-    /// the returned reference lives (a barrier lies between).
-    pub(crate) unsafe fn get(&self) -> &T {
-        // SAFETY: the contract: no `&mut T` exists meanwhile.
-        unsafe { &*self.0.get() }
-    }
-
-    /// The value, for the one thread of a sequential phase.
-    ///
-    /// # Safety
-    /// No other reference to the value (from `get` or `get_mut`) lives
-    /// while the returned one does.
-    #[allow(clippy::mut_from_ref)]
-    pub(crate) unsafe fn get_mut(&self) -> &mut T {
-        // SAFETY: the contract: this is the only reference.
-        unsafe { &mut *self.0.get() }
+    /// A pointer to the value. Whoever dereferences it makes the phase
+    /// table's promise: a `&mut` only for the one thread of a sequential
+    /// phase, with no other reference alive; `&` for the readers of a
+    /// parallel phase, with no `&mut` alive.
+    pub(crate) fn get(&self) -> *mut T {
+        self.0.get()
     }
 }
 
@@ -82,26 +70,22 @@ impl<E> Slots<E> {
         unsafe { std::slice::from_raw_parts_mut(ptr, len) }
     }
 
-    /// The elements in `range`, for their one writer of the phase.
-    ///
-    /// # Safety
-    /// No other reference to any element of `range` lives while the
-    /// returned one does (no other writer of an overlapping range, no
-    /// reader of [`all`](Slots::all) in the same phase).
-    #[allow(clippy::mut_from_ref)]
-    pub(crate) unsafe fn range_mut(&self, range: Range<usize>) -> &mut [E] {
+    /// A pointer to the elements in `range` (panics if out of bounds).
+    /// Whoever dereferences it as `&mut` makes the phase table's promise:
+    /// it is the range's one writer of the phase, and nobody reads those
+    /// elements meanwhile.
+    pub(crate) fn range(&self, range: Range<usize>) -> *mut [E] {
         let cells = &self.0[range];
-        // SAFETY: `cells` is in bounds (indexing checked it); the elements
-        // live in `UnsafeCell`s, so writing them through a shared `&self`
-        // is allowed, and the contract makes this the only reference.
-        unsafe { std::slice::from_raw_parts_mut(UnsafeCell::raw_get(cells.as_ptr()), cells.len()) }
+        // The elements live in `UnsafeCell`s, which allow writing them
+        // through a pointer made from a shared reference.
+        std::ptr::slice_from_raw_parts_mut(UnsafeCell::raw_get(cells.as_ptr()), cells.len())
     }
 
     /// Every element, for readers of a phase in which nobody writes them.
     ///
     /// # Safety
-    /// No reference from [`range_mut`](Slots::range_mut) lives while the
-    /// returned one does.
+    /// No `&mut` made from [`range`](Slots::range) lives while the
+    /// returned reference does.
     pub(crate) unsafe fn all(&self) -> &[E] {
         // SAFETY: `UnsafeCell<E>` has the layout of `E`; the contract
         // excludes writers meanwhile.

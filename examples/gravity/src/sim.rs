@@ -265,7 +265,7 @@ pub fn simulate<K: Threads>(cfg: &Config, kind: &K) -> Result<Report, Error> {
     let elapsed = t0.elapsed();
     // SAFETY: every worker has finished (`run_team` returned `Ok` only
     // after joining them all): this is the only reference.
-    let st = unsafe { state.get_mut() };
+    let st = unsafe { &mut *state.get() };
     let end = st.totals();
     let mut bodies = st.bodies.as_mut().to_vec();
     bodies.sort_by_key(|b| b.id);
@@ -307,7 +307,7 @@ fn worker<K: Threads>(
             // SAFETY: phase 1: the other workers wait at the barrier below
             // and hold no reference (theirs ended before the barrier that
             // ended the last round).
-            let st = unsafe { state.get_mut() };
+            let st = unsafe { &mut *state.get() };
             if round == 1 {
                 st.start = Some(st.totals());
             }
@@ -317,9 +317,9 @@ fn worker<K: Threads>(
         }
         team.wait()?;
         lap(0);
-        // SAFETY: phases 2 to 5: nobody holds `get_mut` until worker 0's
+        // SAFETY: phases 2 to 5: nobody holds a `&mut` of the state until worker 0's
         // next phase 1, after the round's last barrier.
-        let st = unsafe { state.get() };
+        let st = unsafe { &*state.get() };
 
         // Phase 2: the moments of this worker's depth-2 subtrees, shared
         // out by node count.
@@ -339,7 +339,7 @@ fn worker<K: Threads>(
                 if before * cfg.workers / total == w {
                     // SAFETY: phase 2: subtrees are disjoint node ranges,
                     // each given to one worker; nobody reads moments.
-                    let moments = unsafe { st.moments.range_mut(range.clone()) };
+                    let moments = unsafe { &mut *st.moments.range(range.clone()) };
                     st.tree.moments(range, bodies, moments);
                 }
                 before += len;
@@ -356,8 +356,8 @@ fn worker<K: Threads>(
             // nobody reads `acc` or `pot`.
             let (acc, pot) = unsafe {
                 (
-                    st.acc.range_mut(mine.clone()),
-                    st.pot.range_mut(mine.clone()),
+                    &mut *st.acc.range(mine.clone()),
+                    &mut *st.pot.range(mine.clone()),
                 )
             };
             for (j, k) in mine.clone().enumerate() {
@@ -380,8 +380,8 @@ fn worker<K: Threads>(
             // nobody reads other workers' bodies or terms.
             let (bodies, terms) = unsafe {
                 (
-                    st.bodies.range_mut(mine.clone()),
-                    st.terms.range_mut(mine.clone()),
+                    &mut *st.bodies.range(mine.clone()),
+                    &mut *st.terms.range(mine.clone()),
                 )
             };
             for (j, b) in bodies.iter_mut().enumerate() {
@@ -404,7 +404,7 @@ fn worker<K: Threads>(
             // SAFETY: phase 5 writes no `acc`.
             let acc = unsafe { &st.acc.all()[mine.clone()] };
             // SAFETY: phase 5: body ranges are disjoint, one per worker.
-            let bodies = unsafe { st.bodies.range_mut(mine.clone()) };
+            let bodies = unsafe { &mut *st.bodies.range(mine.clone()) };
             for (j, b) in bodies.iter_mut().enumerate() {
                 axpy(&mut b.vel, h, &acc[j]);
                 axpy(&mut b.pos, cfg.dt, &b.vel);
