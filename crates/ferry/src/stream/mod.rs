@@ -108,6 +108,7 @@ mod bytes;
 mod path;
 mod pump;
 mod reader;
+mod remote;
 mod ring;
 mod writer;
 
@@ -116,6 +117,7 @@ use std::sync::Arc;
 
 pub use pump::{filter, pump};
 pub use reader::Reader;
+pub use remote::{Listener, MAX_REMOTE_CAPACITY, connect, listen};
 pub use writer::Writer;
 
 use crate::sync::{ParkWait, SpinLock};
@@ -159,6 +161,18 @@ impl<T> std::ops::Deref for Padded<T> {
     fn deref(&self) -> &T {
         &self.0
     }
+}
+
+/// Serves `buf` from `own[*pos..]`, if bytes are left there.
+pub(super) fn serve_from(own: &[u8], pos: &mut usize, buf: &mut [u8]) -> Option<usize> {
+    let left = &own[*pos..];
+    if left.is_empty() {
+        return None;
+    }
+    let n = left.len().min(buf.len());
+    buf[..n].copy_from_slice(&left[..n]);
+    *pos += n;
+    Some(n)
 }
 
 /// Opens a stream of [`DEFAULT_CAPACITY`] bytes and returns its two ends.
