@@ -179,10 +179,18 @@ fn child() {
                 // 8-aligned; the mapping lives while `binding` does.
                 unsafe { &*m.as_ptr().add(at).cast::<AtomicU64>() }
             };
+            // A ring as the bell's protocol has it (flag AWAKE, count
+            // bumped); the sleeper's bounded wait sees it without a wake.
             let ring = |at: usize| {
-                // SAFETY: as above, for a bell.
-                let bell = unsafe { &*m.as_ptr().add(at).cast::<AtomicU32>() };
-                bell.store(0, Ordering::SeqCst);
+                // SAFETY: as above, for a bell's two words.
+                let (flag, seq) = unsafe {
+                    (
+                        &*m.as_ptr().add(at).cast::<AtomicU32>(),
+                        &*m.as_ptr().add(at + 8).cast::<AtomicU32>(),
+                    )
+                };
+                flag.store(0, Ordering::SeqCst);
+                seq.fetch_add(1, Ordering::SeqCst);
             };
             match words[2].as_str() {
                 // Ring 1 carries the connector's bytes: a head far ahead.

@@ -50,6 +50,7 @@ impl Bytes {
     /// lives; in this process only its holders touch them, under the
     /// contracts of its methods (another process may write them at any
     /// time: what a read finds is then just a value).
+    #[cfg_attr(ferry_loom, allow(dead_code))] // its user needs rpc
     pub(super) unsafe fn borrowed(ptr: NonNull<u8>, len: usize) -> Bytes {
         debug_assert!(len.is_power_of_two());
         Bytes {

@@ -108,6 +108,8 @@ mod bytes;
 mod path;
 mod pump;
 mod reader;
+// Across processes, over rpc's binding (which loom builds leave out).
+#[cfg(not(ferry_loom))]
 mod remote;
 mod ring;
 mod writer;
@@ -117,6 +119,7 @@ use std::sync::Arc;
 
 pub use pump::{filter, pump};
 pub use reader::Reader;
+#[cfg(not(ferry_loom))]
 pub use remote::{Listener, MAX_REMOTE_CAPACITY, connect, listen};
 pub use writer::Writer;
 

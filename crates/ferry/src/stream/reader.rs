@@ -16,6 +16,7 @@ use ferry_queue::wait::Wait;
 
 use super::Shared;
 use super::path::{Alone, Path, TURN_BYTES, Turns};
+#[cfg(not(ferry_loom))]
 use super::remote::ends::RemoteReader;
 use super::ring::Take;
 
@@ -49,6 +50,7 @@ enum End {
     /// An end of a stream inside this process.
     Local(Local),
     /// The reading end of a connection to another process.
+    #[cfg(not(ferry_loom))]
     Remote(RemoteReader),
 }
 
@@ -75,6 +77,7 @@ impl Reader {
     }
 
     /// The reader of a new connection to another process.
+    #[cfg(not(ferry_loom))]
     pub(super) fn remote(r: RemoteReader) -> Reader {
         Reader(End::Remote(r))
     }
@@ -91,6 +94,7 @@ impl Reader {
         }
         match &mut self.0 {
             End::Local(l) => l.try_read(buf),
+            #[cfg(not(ferry_loom))]
             End::Remote(r) => r.read(buf, false),
         }
     }
@@ -101,6 +105,7 @@ impl Reader {
     pub fn bytes_read(&self) -> u64 {
         match &self.0 {
             End::Local(l) => l.s.ring.taken(),
+            #[cfg(not(ferry_loom))]
             End::Remote(r) => r.bytes_read(),
         }
     }
@@ -109,6 +114,7 @@ impl Reader {
     pub fn capacity(&self) -> usize {
         match &self.0 {
             End::Local(l) => l.s.ring.capacity(),
+            #[cfg(not(ferry_loom))]
             End::Remote(r) => r.capacity(),
         }
     }
@@ -118,6 +124,7 @@ impl Reader {
     pub fn is_shared(&self) -> bool {
         match &self.0 {
             End::Local(l) => l.turns.load(Relaxed),
+            #[cfg(not(ferry_loom))]
             End::Remote(r) => r.is_shared(),
         }
     }
@@ -203,6 +210,7 @@ impl io::Read for Reader {
         }
         let l = match &mut self.0 {
             End::Local(l) => l,
+            #[cfg(not(ferry_loom))]
             End::Remote(r) => return r.read(buf, true),
         };
         if l.turns.load(Relaxed) {
@@ -224,6 +232,7 @@ impl io::BufRead for Reader {
     fn fill_buf(&mut self) -> io::Result<&[u8]> {
         match &mut self.0 {
             End::Local(l) => l.fill_buf(),
+            #[cfg(not(ferry_loom))]
             End::Remote(r) => r.fill_buf(),
         }
     }
@@ -233,6 +242,7 @@ impl io::BufRead for Reader {
     fn consume(&mut self, amt: usize) {
         match &mut self.0 {
             End::Local(l) => l.consume(amt),
+            #[cfg(not(ferry_loom))]
             End::Remote(r) => r.consume(amt),
         }
     }
@@ -296,6 +306,7 @@ impl Clone for Reader {
     fn clone(&self) -> Reader {
         let l = match &self.0 {
             End::Local(l) => l,
+            #[cfg(not(ferry_loom))]
             End::Remote(r) => return Reader(End::Remote(r.clone())),
         };
         l.s.ring.add_reader();
@@ -322,10 +333,11 @@ impl fmt::Debug for Reader {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let buffered = match &self.0 {
             End::Local(l) => l.own.len() - l.pos,
+            #[cfg(not(ferry_loom))]
             End::Remote(r) => r.buffered(),
         };
         f.debug_struct("Reader")
-            .field("remote", &matches!(self.0, End::Remote(_)))
+            .field("remote", &!matches!(self.0, End::Local(_)))
             .field("capacity", &self.capacity())
             .field("bytes_read", &self.bytes_read())
             .field("shared", &self.is_shared())

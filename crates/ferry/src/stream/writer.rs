@@ -14,6 +14,7 @@ use ferry_queue::wait::Wait;
 
 use super::Shared;
 use super::path::{Alone, Path, TURN_BYTES, Turns};
+#[cfg(not(ferry_loom))]
 use super::remote::ends::RemoteWriter;
 use super::ring::Put;
 
@@ -46,6 +47,7 @@ enum End {
     /// An end of a stream inside this process.
     Local(Local),
     /// The writing end of a connection to another process.
+    #[cfg(not(ferry_loom))]
     Remote(RemoteWriter),
 }
 
@@ -68,6 +70,7 @@ impl Writer {
     }
 
     /// The writer of a new connection to another process.
+    #[cfg(not(ferry_loom))]
     pub(super) fn remote(w: RemoteWriter) -> Writer {
         Writer(End::Remote(w))
     }
@@ -85,6 +88,7 @@ impl Writer {
         }
         match &mut self.0 {
             End::Local(l) => l.try_write(buf),
+            #[cfg(not(ferry_loom))]
             End::Remote(r) => r.write(buf, false),
         }
     }
@@ -95,6 +99,7 @@ impl Writer {
     pub fn bytes_written(&self) -> u64 {
         match &self.0 {
             End::Local(l) => l.s.ring.written(),
+            #[cfg(not(ferry_loom))]
             End::Remote(r) => r.bytes_written(),
         }
     }
@@ -103,6 +108,7 @@ impl Writer {
     pub fn capacity(&self) -> usize {
         match &self.0 {
             End::Local(l) => l.s.ring.capacity(),
+            #[cfg(not(ferry_loom))]
             End::Remote(r) => r.capacity(),
         }
     }
@@ -112,6 +118,7 @@ impl Writer {
     pub fn is_shared(&self) -> bool {
         match &self.0 {
             End::Local(l) => l.turns.load(Relaxed),
+            #[cfg(not(ferry_loom))]
             End::Remote(r) => r.is_shared(),
         }
     }
@@ -190,6 +197,7 @@ impl io::Write for Writer {
         match &mut self.0 {
             End::Local(l) if l.turns.load(Relaxed) => write_on::<Turns>(&l.s, buf),
             End::Local(l) => write_on::<Alone>(&l.s, buf),
+            #[cfg(not(ferry_loom))]
             End::Remote(r) => r.write(buf, true),
         }
     }
@@ -206,6 +214,7 @@ impl Clone for Writer {
     fn clone(&self) -> Writer {
         let l = match &self.0 {
             End::Local(l) => l,
+            #[cfg(not(ferry_loom))]
             End::Remote(r) => return Writer(End::Remote(r.clone())),
         };
         l.s.ring.add_writer();
@@ -232,7 +241,7 @@ impl Drop for Local {
 impl fmt::Debug for Writer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Writer")
-            .field("remote", &matches!(self.0, End::Remote(_)))
+            .field("remote", &!matches!(self.0, End::Local(_)))
             .field("capacity", &self.capacity())
             .field("bytes_written", &self.bytes_written())
             .field("shared", &self.is_shared())

@@ -151,8 +151,8 @@ impl Conn {
 
     /// Wakes every sleeper of this side.
     fn wake_own(&self) {
-        wait::wake(self.inn.words().rbell);
-        wait::wake(self.out.words().wbell);
+        wait::wake(&self.inn.words().rbell);
+        wait::wake(&self.out.words().wbell);
     }
 
     /// Counts one more writer handle.
@@ -170,7 +170,7 @@ impl Conn {
     pub(super) fn drop_writer(&self) {
         if self.writers.fetch_sub(1, AcqRel) == 1 {
             self.out.close();
-            wait::ring(self.out.words().rbell);
+            wait::ring(&self.out.words().rbell);
         }
     }
 
@@ -179,7 +179,7 @@ impl Conn {
     pub(super) fn drop_reader(&self) {
         if self.readers.fetch_sub(1, AcqRel) == 1 {
             self.inn.close();
-            wait::ring(self.inn.words().wbell);
+            wait::ring(&self.inn.words().wbell);
         }
     }
 }

@@ -82,7 +82,7 @@ fn try_put<P: Path>(c: &Conn, buf: &[u8]) -> io::Result<Option<usize>> {
     // writer holds the end under `wlock`.
     match P::hold(&c.wlock, || unsafe { c.out.put(buf, need) }) {
         Ok(Put::Done(n)) => {
-            wait::ring(c.out.words().rbell);
+            wait::ring(&c.out.words().rbell);
             Ok(Some(n))
         }
         Ok(Put::Full) => Ok(None),
@@ -102,7 +102,7 @@ fn write_on<P: Path>(c: &Conn, buf: &[u8]) -> io::Result<usize> {
 #[cold]
 #[inline(never)]
 fn write_slow<P: Path>(c: &Conn, buf: &[u8]) -> io::Result<usize> {
-    wait::until(c.out.words().wbell, || try_put::<P>(c, buf).transpose())
+    wait::until(&c.out.words().wbell, || try_put::<P>(c, buf).transpose())
 }
 
 /// One try at reading into `buf` (not empty) on path `P`: `Ok(None)` if
@@ -122,7 +122,7 @@ fn try_take<P: Path>(c: &Conn, buf: &mut [u8]) -> io::Result<Option<usize>> {
     // SAFETY: as in `try_put`, for the read end and `rlock`.
     match P::hold(&c.rlock, || unsafe { c.inn.take(buf) }) {
         Ok(Take::Done(n)) => {
-            wait::ring(c.inn.words().wbell);
+            wait::ring(&c.inn.words().wbell);
             Ok(Some(n))
         }
         Ok(Take::Eof) => Ok(Some(0)),
@@ -149,7 +149,7 @@ fn read_on<P: Path>(c: &Conn, buf: &mut [u8]) -> io::Result<usize> {
 #[cold]
 #[inline(never)]
 fn read_slow<P: Path>(c: &Conn, buf: &mut [u8]) -> io::Result<usize> {
-    wait::until(c.inn.words().rbell, || try_take::<P>(c, buf).transpose())
+    wait::until(&c.inn.words().rbell, || try_take::<P>(c, buf).transpose())
 }
 
 impl RemoteWriter {

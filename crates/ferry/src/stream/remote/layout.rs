@@ -12,12 +12,14 @@
 //! | 0..8 | magic [`MAGIC`] (`ferrySTM`) |
 //! | 8..16 | layout version [`VERSION`] |
 //! | 16..24 | capacity of each ring, in bytes (a power of two, 1..=[`MAX_CAPACITY`]) |
-//! | 128 + 512 i .. | ring `i`'s words (ring 0 carries bytes from the listener to the connector, ring 1 back), four lines of 128 bytes: `head` and `wclosed`; `tail` and `rclosed`; `rbell`; `wbell` (see `ring.rs` for each word's states) |
+//! | 128 + 512 i .. | ring `i`'s words (ring 0 carries bytes from the listener to the connector, ring 1 back), four lines of 128 bytes: `head` and `wclosed`; `tail` and `rclosed`; `rbell` (flag, then count); `wbell` (the same) (see `ring.rs` for each word's states) |
 //! | [`DATA`] + i × capacity .. | ring `i`'s bytes |
 //!
 //! The memory is exactly [`DATA`] + 2 × capacity bytes.
 
 use core::sync::atomic::{AtomicU32, AtomicU64};
+
+use super::ring::{Bell, RingWords};
 use std::sync::atomic::Ordering::Relaxed;
 
 /// The header's first word: `ferrySTM`, little-endian.
@@ -53,24 +55,7 @@ pub(super) fn total_len(capacity: usize) -> usize {
     DATA + 2 * capacity
 }
 
-/// The words of one ring, in the shared memory.
-#[derive(Clone, Copy)]
-pub(super) struct RingWords<'r> {
-    /// Every byte the writing side has written (it stores; the reader loads).
-    pub head: &'r AtomicU64,
-    /// Nonzero once every writer of the writing side is gone.
-    pub wclosed: &'r AtomicU64,
-    /// Every byte the reading side has taken.
-    pub tail: &'r AtomicU64,
-    /// Nonzero once every reader of the reading side is gone.
-    pub rclosed: &'r AtomicU64,
-    /// The reading side sleeps here; the writing side rings it.
-    pub rbell: &'r AtomicU32,
-    /// The writing side sleeps here; the reading side rings it.
-    pub wbell: &'r AtomicU32,
-}
-
-/// The 4-byte futex word at the start of the 8-byte `word`.
+/// The 4-byte word at the start of the 8-byte `word`.
 fn bell(word: &AtomicU64) -> &AtomicU32 {
     // SAFETY: an `AtomicU32` is no larger and no more aligned than the
     // `AtomicU64` it is carved from, has the representation of a `u32`,
@@ -88,8 +73,14 @@ pub(super) fn ring_words(words: &[AtomicU64], i: usize) -> RingWords<'_> {
         wclosed: at(base + 8),
         tail: at(base + LINE),
         rclosed: at(base + LINE + 8),
-        rbell: bell(at(base + 2 * LINE)),
-        wbell: bell(at(base + 3 * LINE)),
+        rbell: Bell {
+            flag: bell(at(base + 2 * LINE)),
+            seq: bell(at(base + 2 * LINE + 8)),
+        },
+        wbell: Bell {
+            flag: bell(at(base + 3 * LINE)),
+            seq: bell(at(base + 3 * LINE + 8)),
+        },
     }
 }
 
@@ -177,8 +168,10 @@ mod tests {
                 std::ptr::from_ref(r.wclosed) as usize,
                 std::ptr::from_ref(r.tail) as usize,
                 std::ptr::from_ref(r.rclosed) as usize,
-                std::ptr::from_ref(r.rbell) as usize,
-                std::ptr::from_ref(r.wbell) as usize,
+                std::ptr::from_ref(r.rbell.flag) as usize,
+                std::ptr::from_ref(r.rbell.seq) as usize,
+                std::ptr::from_ref(r.wbell.flag) as usize,
+                std::ptr::from_ref(r.wbell.seq) as usize,
             ] {
                 assert!(p - base >= 24 && p - base < DATA);
                 assert!(!seen.contains(&p));

@@ -25,17 +25,43 @@
 //! | `tail` | the reading side, Release, after copying bytes out | moves forward only; between the last `tail` seen and `head` | outside that range: [`Bad`] |
 //! | `wclosed` | the writing side, Release, once every writer is gone (after its last `head`) | 0 open, nonzero closed | (any nonzero is closed; bytes after it are read as bytes) |
 //! | `rclosed` | the reading side, Release, once every reader is gone | 0 open, nonzero closed | (any nonzero is closed) |
-//! | `rbell`, `wbell` | see `wait.rs` | `AWAKE` / `ASLEEP` | (a scribble costs a wakeup, never a lost one: waits are bounded) |
+//! | `rbell`, `wbell` (a flag and a count each) | see `wait.rs` | flag `AWAKE` / `ASLEEP`; count bumped by each ring | (a scribble costs a wakeup, never a lost one: waits are bounded) |
 //!
 //! A checked position bounds every copy to the ring's bytes: no value in
 //! the memory can make this side touch memory outside it.
 
 use std::fmt;
 
-use super::atomic::AtomicU64;
 use super::atomic::Ordering::{Acquire, Relaxed, Release};
-use super::layout::RingWords;
+use super::atomic::{AtomicU32, AtomicU64};
 use super::{Bytes, Put, Take};
+
+/// The words of one ring, in the shared memory.
+#[derive(Clone, Copy)]
+pub(crate) struct RingWords<'r> {
+    /// Every byte the writing side has written (it stores; the reader loads).
+    pub head: &'r AtomicU64,
+    /// Nonzero once every writer of the writing side is gone.
+    pub wclosed: &'r AtomicU64,
+    /// Every byte the reading side has taken.
+    pub tail: &'r AtomicU64,
+    /// Nonzero once every reader of the reading side is gone.
+    pub rclosed: &'r AtomicU64,
+    /// The reading side sleeps here; the writing side rings it.
+    pub rbell: Bell<'r>,
+    /// The writing side sleeps here; the reading side rings it.
+    pub wbell: Bell<'r>,
+}
+
+/// A bell in the shared memory (see `wait.rs`): whether a side may sleep,
+/// and the futex word it sleeps on.
+#[derive(Clone, Copy)]
+pub(crate) struct Bell<'r> {
+    /// `AWAKE`, or `ASLEEP` while a handle of the side may sleep.
+    pub flag: &'r AtomicU32,
+    /// Bumped by every ring; the sleepers' futex word.
+    pub seq: &'r AtomicU32,
+}
 
 /// A position loaded from the peer that breaks the protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,30 +1,34 @@
 //! Waiting across processes: a reader waits for bytes on its ring's
-//! `rbell`, a writer for room on its `wbell`, futex words in the shared
-//! memory that the peer rings after it moved a position, only when the
-//! bell says somebody may sleep there.
+//! `rbell`, a writer for room on its `wbell`: bells in the shared memory
+//! that the peer rings after it moved a position, only when the bell says
+//! somebody may sleep there.
 //!
 //! This room owns the sleep and the ring; it must not look at the ring
 //! itself (the caller's `look` does) and never sleeps without a bound.
 //!
-//! The handshake is the doorbell's (`event/doorbell.rs`: arm, SeqCst
-//! fences, look again, sleep while `ASLEEP`; the ringer publishes, fences,
-//! and wakes only if it reads `ASLEEP`), with one difference: several
-//! handles of one process may sleep on one bell, so a sleeper never puts
-//! `AWAKE` back itself (that could hide another sleeper from the peer);
-//! only a ring does, and it wakes every sleeper.
+//! A bell is two words: a flag and a count. The flag's handshake is the
+//! doorbell's (`event/doorbell.rs`: the sleeper arms it, SeqCst fences,
+//! looks again, and only then sleeps; the ringer publishes, fences, and
+//! wakes only if it reads `ASLEEP`). Several handles of one process may
+//! sleep on one bell, so a sleeper never puts `AWAKE` back itself (that
+//! could hide another sleeper from the peer), and it sleeps on the count,
+//! not on the flag: it reads the count before it arms, and the futex wait
+//! returns at once if a ring bumped it since. A ring after its arming thus
+//! always reaches it, even if another sleeper armed the flag again in
+//! between (`tests/loom_stream_remote.rs` models this with two sleepers).
 //!
-//! | bell | set to | by | when |
+//! | word | change | by | when |
 //! |------|--------|----|------|
-//! | `AWAKE` → `ASLEEP` | [`until`] | a handle of the sleeping side, before its last look |
-//! | `ASLEEP` → `AWAKE` | [`ring`] | the peer, after moving its position (or closing), then `FUTEX_WAKE` all |
-//! | `ASLEEP` → `AWAKE` | [`wake`] | this side (the peer died, or broke the protocol), then `FUTEX_WAKE` all |
+//! | flag | `AWAKE` → `ASLEEP` | [`until`] | a handle of the sleeping side, after reading the count, before its last look |
+//! | flag, count | `ASLEEP` → `AWAKE`, count + 1, then `FUTEX_WAKE` all on the count | [`ring`] | the peer, after moving its position (or closing), if it reads `ASLEEP` |
+//! | flag, count | the same, whatever the flag says | [`wake`] | this side, when the peer died or broke the protocol |
 //!
 //! A sleeper waits at most [`SLICE`] at a time, then looks again: a peer
 //! that scribbles on a bell (or dies with it `AWAKE`) costs a look, never
 //! a hang; the peer's death itself is told by rpc's watcher at once
-//! (`Conn::peer_gone` calls [`wake`]). A bell that keeps changing under a
-//! sleeper (the wait fails at once, with nothing to show for it) makes it
-//! pause [`STRAY_PAUSE`] instead of spinning.
+//! (`Conn::peer_gone` calls [`wake`]). A count that keeps changing under a
+//! sleeper with nothing to show for it makes it pause [`STRAY_PAUSE`]
+//! instead of spinning.
 //!
 //! A ferry thread first spins while its processor has nothing else to run
 //! (the runtime's spin budget), then sleeps in the kernel inside
@@ -33,8 +37,9 @@
 
 use std::time::Duration;
 
-use super::atomic::AtomicU32;
-use crate::event::doorbell::{self, ASLEEP};
+use super::atomic::Ordering::{Acquire, Release};
+use super::ring::Bell;
+use crate::event::doorbell;
 use crate::sys;
 
 /// The longest one sleep lasts before the sleeper looks again.
@@ -47,17 +52,18 @@ const STRAY_PAUSE: Duration = Duration::from_millis(1);
 const ALL: u32 = i32::MAX as u32;
 
 /// Waits on `bell` until `look` answers.
-pub(super) fn until<T>(bell: &AtomicU32, mut look: impl FnMut() -> Option<T>) -> T {
+pub(super) fn until<T>(bell: &Bell<'_>, mut look: impl FnMut() -> Option<T>) -> T {
     if let Some(t) = crate::thread::spin_for(&mut look) {
         return t;
     }
     let mut strays = 0u32;
     loop {
-        doorbell::arm([bell]);
+        let seen = bell.seq.load(Acquire);
+        doorbell::arm([bell.flag]);
         if let Some(t) = look() {
             return t;
         }
-        let slept = crate::blocking(|| sys::futex_wait_shared(bell, ASLEEP, SLICE));
+        let slept = crate::blocking(|| sys::futex_wait_shared(bell.seq, seen, SLICE));
         if let Some(t) = look() {
             return t;
         }
@@ -74,11 +80,16 @@ pub(super) fn until<T>(bell: &AtomicU32, mut look: impl FnMut() -> Option<T>) ->
 
 /// After moving a position: wakes whoever sleeps on the peer's `bell`.
 #[inline(always)]
-pub(super) fn ring(bell: &AtomicU32) {
-    doorbell::ring(bell, false, |b| sys::futex_wake_shared(b, ALL));
+pub(super) fn ring(bell: &Bell<'_>) {
+    doorbell::ring(bell.flag, false, |_| bump(bell));
 }
 
-/// Wakes every sleeper of this side on `bell`, whatever the bell says.
-pub(super) fn wake(bell: &AtomicU32) {
-    doorbell::ring(bell, true, |b| sys::futex_wake_shared(b, ALL));
+/// Wakes every sleeper of this side on `bell`, whatever its flag says.
+pub(super) fn wake(bell: &Bell<'_>) {
+    doorbell::ring(bell.flag, true, |_| bump(bell));
+}
+
+fn bump(bell: &Bell<'_>) {
+    bell.seq.fetch_add(1, Release);
+    sys::futex_wake_shared(bell.seq, ALL);
 }
