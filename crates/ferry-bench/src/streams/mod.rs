@@ -7,6 +7,7 @@
 //! | `rw 1B`, `rw 1KB`, `rw 4KB` | one thread writes that many bytes, then reads them back | `ferry` (a stream in a one-processor runtime, [`ferry`]), `pipe`, `unix socket` ([`kernel`]) |
 //! | `open/close` | make a stream and drop both ends; open `/dev/null` and close it | `ferry`, `open /dev/null` |
 //! | `2 threads 4KB` | a producer writes in 4 KB writes, a consumer on another core reads: MB/s | `ferry` (two ferry threads, two processors), `ferry (try + yield)` (the same with ends that never park), `pipe` (two kernel threads) |
+//! | `2 processes 4KB`, `ping-pong 1B` | between two processes ([`remote`]) | `ferry` (a cross-process stream), `pipe` |
 //!
 //! The loops are one generic code over `std::io::{Read, Write}`
 //! ([`harness`]). A one-thread run repeats its operation for a time
@@ -33,6 +34,7 @@ mod ferry;
 mod goals;
 mod harness;
 mod kernel;
+mod remote;
 
 use harness::{Budget, Flow};
 
@@ -247,6 +249,7 @@ impl Pair {
 /// # Errors
 /// A bad `--runs`; never a failed run (its row says so).
 pub fn run(common: &Common, _args: &Args) -> Result<Report, Error> {
+    remote::peer_if_asked();
     let plan = Plan::new(common)?;
     let cpus = affinity::two_cores();
     let started = Instant::now();
@@ -280,7 +283,8 @@ pub fn run(common: &Common, _args: &Args) -> Result<Report, Error> {
         Ok(())
     })?;
     hang::unwatch();
-    let sections = sections(pairs, &plan);
+    let mut sections = sections(pairs, &plan);
+    sections.push(remote::section(&plan, cpus)?);
     Ok(Report {
         doc: EXPERIMENT,
         title: format!(

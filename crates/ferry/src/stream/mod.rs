@@ -16,12 +16,18 @@
 //! until end-of-file; [`filter`] does the same through a function, to make
 //! a stage of a pipeline of threads.
 //!
+//! [`listen`] / [`Listener::accept`] and [`connect`] open a stream between
+//! two processes instead, duplex like a socket, with the same [`Writer`]
+//! and [`Reader`] (see `remote/`): a handle's kind, in process or across
+//! processes, is fixed when it is made.
+//!
 //! This room owns the stream's ring of bytes (`ring.rs`, `bytes.rs`), the
 //! handles and their paths (`writer.rs`, `reader.rs`, `path.rs`), and the
 //! pump and filter (`pump.rs`). It must not schedule (it waits and wakes
 //! only through [`crate::sync::ParkWait`] and holds an end only under a
-//! [`crate::sync::SpinLock`]), and it knows nothing of other processes
-//! (`rpc`) nor of the scheduler (`sched`).
+//! [`crate::sync::SpinLock`]), and, but for `remote/` (which uses rpc's
+//! binding and watcher), it knows nothing of other processes (`rpc`); it
+//! knows nothing of the scheduler (`sched`).
 //!
 //! ```
 //! use std::io::{BufRead, BufReader, Read, Write};

@@ -33,9 +33,9 @@
 //! A ferry thread first spins while its processor has nothing else to run
 //! (the runtime's spin budget), then sleeps in the kernel inside
 //! [`crate::blocking`]: its processor runs other threads meanwhile. A
-//! plain kernel thread sleeps at once.
+//! plain kernel thread spins for [`KERNEL_SPIN`], then sleeps.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::atomic::Ordering::{Acquire, Release};
 use super::ring::Bell;
@@ -44,6 +44,11 @@ use crate::sys;
 
 /// The longest one sleep lasts before the sleeper looks again.
 pub(super) const SLICE: Duration = Duration::from_millis(50);
+
+/// How long a plain kernel thread spins, looking, before it sleeps (a
+/// ferry thread spins for its runtime's budget, and only while its
+/// processor has nothing else to run).
+const KERNEL_SPIN: Duration = Duration::from_micros(100);
 
 /// How long a sleeper pauses when its bell changes without a ring.
 const STRAY_PAUSE: Duration = Duration::from_millis(1);
@@ -54,6 +59,11 @@ const ALL: u32 = i32::MAX as u32;
 /// Waits on `bell` until `look` answers.
 pub(super) fn until<T>(bell: &Bell<'_>, mut look: impl FnMut() -> Option<T>) -> T {
     if let Some(t) = crate::thread::spin_for(&mut look) {
+        return t;
+    }
+    if crate::thread::try_current().is_none()
+        && let Some(t) = spin_kernel(&mut look)
+    {
         return t;
     }
     let mut strays = 0u32;
@@ -75,6 +85,23 @@ pub(super) fn until<T>(bell: &Bell<'_>, mut look: impl FnMut() -> Option<T>) -> 
         } else {
             strays = 0;
         }
+    }
+}
+
+/// A plain kernel thread's spin before it sleeps: `look` until it
+/// answers, for at most [`KERNEL_SPIN`].
+fn spin_kernel<T>(look: &mut impl FnMut() -> Option<T>) -> Option<T> {
+    let start = Instant::now();
+    let mut i = 0u32;
+    loop {
+        if let Some(t) = look() {
+            return Some(t);
+        }
+        i = i.wrapping_add(1);
+        if i.is_multiple_of(64) && start.elapsed() >= KERNEL_SPIN {
+            return None;
+        }
+        std::hint::spin_loop();
     }
 }
 
