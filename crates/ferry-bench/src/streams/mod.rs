@@ -244,6 +244,19 @@ impl Pair {
     }
 }
 
+/// At each turn: a line on stderr as a round begins, and the hang watch
+/// for the pair (`what`) about to run.
+fn begin_turn(t: &crate::measure::Turn, part: &str, runs: u32, started: Instant, what: &str) {
+    if t.system == 0 {
+        eprintln!(
+            "ferry-bench streams: {part}round {}/{runs} ({:.1} s so far)",
+            t.round,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    hang::watch(&format!("streams {what}"), Duration::from_secs(60));
+}
+
 /// Runs the experiment.
 ///
 /// # Errors
@@ -255,19 +268,8 @@ pub fn run(common: &Common, _args: &Args) -> Result<Report, Error> {
     let started = Instant::now();
     let mut pairs: Vec<Pair> = vec![Pair::default(); PAIRS.len()];
     interleaved(plan.runs, 1, PAIRS.len(), |t| {
-        if t.system == 0 {
-            eprintln!(
-                "ferry-bench streams: round {}/{} ({:.1} s so far)",
-                t.round,
-                plan.runs,
-                started.elapsed().as_secs_f64()
-            );
-        }
         let (case, name, system) = PAIRS[t.system];
-        hang::watch(
-            &format!("streams {name} / {system}"),
-            Duration::from_secs(60),
-        );
+        begin_turn(&t, "", plan.runs, started, &format!("{name} / {system}"));
         let pair = &mut pairs[t.system];
         match one_run(case, system, &plan, cpus) {
             Ok(s) if !t.warmup() => {

@@ -257,19 +257,9 @@ pub fn section(plan: &Plan, cpus: (Option<usize>, Option<usize>)) -> Result<Sect
     let started = Instant::now();
     let mut k = 0u64;
     interleaved(plan.runs, 1, PAIRS.len(), |t| {
-        if t.system == 0 {
-            eprintln!(
-                "ferry-bench streams: two processes, round {}/{} ({:.1} s so far)",
-                t.round,
-                plan.runs,
-                started.elapsed().as_secs_f64()
-            );
-        }
         let (case, system) = PAIRS[t.system];
-        hang::watch(
-            &format!("streams {case} / {system}"),
-            Duration::from_secs(60),
-        );
+        let what = format!("{case} / {system}");
+        super::begin_turn(&t, "two processes, ", plan.runs, started, &what);
         k += 1;
         let run = on_thread(|| {
             affinity::pin_or_warn(cpus.0, "streams");
