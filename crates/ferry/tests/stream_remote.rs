@@ -474,3 +474,22 @@ fn a_listener_of_another_layout_is_refused_with_invalid_data() {
     let accepted = server.join().unwrap();
     drop(accepted);
 }
+
+#[test]
+fn a_second_listener_on_a_live_name_is_refused_and_the_first_goes_on() {
+    let name = fresh("twice");
+    let first = stream::listen(&name).unwrap();
+    // The second looks whether the name is live by connecting to it: the
+    // first listener's next accept passes that connection over.
+    let e = stream::listen(&name).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::AddrInUse, "{e}");
+    let peer = std::thread::spawn(move || {
+        let (mut w, _r) = stream::connect(&name).unwrap();
+        w.write_all(b"x").unwrap();
+    });
+    let (_w, mut r) = first.accept().unwrap();
+    let mut got = Vec::new();
+    r.read_to_end(&mut got).unwrap();
+    assert_eq!(got, b"x");
+    peer.join().unwrap();
+}

@@ -161,17 +161,23 @@ impl Builder {
 
 impl Listener {
     /// Waits for a process to connect and returns this side's writer and
-    /// reader of the new connection. A client that fails the handshake
-    /// (another user, a bad request, another layout version) is this
-    /// call's error; call again for the next.
+    /// reader of the new connection. A connection that closes before its
+    /// handshake is done (a process that died, or one that only checked
+    /// whether the name is live, as a second `listen` on it does) is
+    /// passed over; a client that fails the handshake otherwise (another
+    /// user, a bad request, another layout version) is this call's error:
+    /// call again for the next.
     ///
     /// # Errors
     /// As above, and I/O errors of the socket.
     pub fn accept(&self) -> io::Result<(Writer, Reader)> {
-        let accepted = self
-            .inner
-            .accept(&Policy::SameUser)
-            .map_err(|e| error(self.inner.name(), e))?;
+        let accepted = loop {
+            match self.inner.accept(&Policy::SameUser) {
+                Ok(a) => break a,
+                Err(crate::rpc::Error::PeerDied) => {}
+                Err(e) => return Err(error(self.inner.name(), e)),
+            }
+        };
         Ok(handles(Conn::open(accepted.binding, Role::Listener)?))
     }
 
