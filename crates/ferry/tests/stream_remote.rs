@@ -21,7 +21,7 @@ const ROLE: &str = "FERRY_STREAM_ROLE";
 const HASH: u64 = u64::from_le_bytes(*b"ferrySTM") ^ (1 << 56);
 const DATA: usize = 4096;
 fn ring_base(i: usize) -> usize {
-    128 + i * 512
+    128 + i * 640
 }
 
 fn fresh(tag: &str) -> String {
@@ -196,7 +196,7 @@ fn child() {
                 // Ring 1 carries the connector's bytes: a head far ahead.
                 "ahead" => {
                     word(ring_base(1)).store(1 << 40, Ordering::Release);
-                    ring(ring_base(1) + 256);
+                    ring(ring_base(1) + 384);
                 }
                 // Ten bytes, then the head moves back to four.
                 "back" => {
@@ -210,12 +210,12 @@ fn child() {
                     let mut line = String::new();
                     io::stdin().read_line(&mut line).unwrap();
                     word(ring_base(1)).store(4, Ordering::Release);
-                    ring(ring_base(1) + 256);
+                    ring(ring_base(1) + 384);
                 }
                 // Ring 0 carries the listener's bytes: a tail past its head.
                 "tail" => {
                     word(ring_base(0) + 128).store(1 << 50, Ordering::Release);
-                    ring(ring_base(0) + 384);
+                    ring(ring_base(0) + 512);
                 }
                 other => panic!("unknown scribble {other}"),
             }

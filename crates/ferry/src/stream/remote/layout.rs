@@ -12,7 +12,7 @@
 //! | 0..8 | magic [`MAGIC`] (`ferrySTM`) |
 //! | 8..16 | layout version [`VERSION`] |
 //! | 16..24 | capacity of each ring, in bytes (a power of two, 1..=[`MAX_CAPACITY`]) |
-//! | 128 + 512 i .. | ring `i`'s words (ring 0 carries bytes from the listener to the connector, ring 1 back), four lines of 128 bytes: `head` and `wclosed`; `tail` and `rclosed`; `rbell` (flag, then count); `wbell` (the same) (see `ring.rs` for each word's states) |
+//! | 128 + 640 i .. | ring `i`'s words (ring 0 carries bytes from the listener to the connector, ring 1 back), five lines of 128 bytes: `head`; `tail`; `wclosed` and `rclosed`; `rbell` (flag, then count); `wbell` (the same) (see `ring.rs` for each word's states) |
 //! | [`DATA`] + i × capacity .. | ring `i`'s bytes |
 //!
 //! The memory is exactly [`DATA`] + 2 × capacity bytes.
@@ -43,9 +43,11 @@ const LINE: usize = 128;
 /// Where the header's and each ring's words end and the bytes begin.
 pub(super) const DATA: usize = 4096;
 
-/// The first word of ring `i`'s four lines.
+/// The first word of ring `i`'s five lines. `head` and `tail`, which
+/// each side stores at every move, have a line each; the closed flags,
+/// which each side loads at every move, one that is written only once.
 const fn ring_base(i: usize) -> usize {
-    LINE + i * 4 * LINE
+    LINE + i * 5 * LINE
 }
 
 const _: () = assert!(ring_base(2) <= DATA);
@@ -70,16 +72,16 @@ pub(super) fn ring_words(words: &[AtomicU64], i: usize) -> RingWords<'_> {
     let base = ring_base(i);
     RingWords {
         head: at(base),
-        wclosed: at(base + 8),
         tail: at(base + LINE),
-        rclosed: at(base + LINE + 8),
+        wclosed: at(base + 2 * LINE),
+        rclosed: at(base + 2 * LINE + 8),
         rbell: Bell {
-            flag: bell(at(base + 2 * LINE)),
-            seq: bell(at(base + 2 * LINE + 8)),
-        },
-        wbell: Bell {
             flag: bell(at(base + 3 * LINE)),
             seq: bell(at(base + 3 * LINE + 8)),
+        },
+        wbell: Bell {
+            flag: bell(at(base + 4 * LINE)),
+            seq: bell(at(base + 4 * LINE + 8)),
         },
     }
 }
