@@ -33,7 +33,11 @@
 //! A ferry thread first spins while its processor has nothing else to run
 //! (the runtime's spin budget), then sleeps in the kernel inside
 //! [`crate::blocking`]: its processor runs other threads meanwhile. A
-//! plain kernel thread spins for [`KERNEL_SPIN`], then sleeps.
+//! plain kernel thread spins for [`KERNEL_SPIN`], then sleeps. A ferry
+//! thread terminated or suspended while it sleeps stops when that sleep
+//! ends (a ring, or at most [`SLICE`]: `blocking`'s rule); an abort or
+//! an alert ends the sleep early, and the wait goes on (a stream wait is
+//! not a call that alerts abort).
 
 use std::time::{Duration, Instant};
 
