@@ -195,6 +195,15 @@ fn streams_move_bytes_in_order_with_a_pipes_semantics() {
     run_with_each_compiler("streams.c", &[("FERRY_PROCESSORS", "2")]);
 }
 
+/// Streams between processes: a forked peer's numbers in order then
+/// end-of-file and an answer back; a peer killed mid-stream is
+/// ECONNRESET to a read and EPIPE to a write; ENOENT, EINVAL, EADDRINUSE
+/// and EFAULT; built with gcc and clang.
+#[test]
+fn streams_between_processes_from_c() {
+    run_with_each_compiler("stream_remote.c", &[("FERRY_PROCESSORS", "2")]);
+}
+
 #[test]
 fn blocking_calls_keep_the_one_processor_running() {
     run("blocking_pipe.c", &[]);

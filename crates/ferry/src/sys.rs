@@ -314,10 +314,7 @@ pub(crate) fn futex_wait(
     expected: u32,
     timeout: Option<std::time::Duration>,
 ) {
-    let timeout = timeout.map(|t| rustix::thread::futex::Timespec {
-        tv_sec: t.as_secs().try_into().unwrap_or(i64::MAX),
-        tv_nsec: t.subsec_nanos().into(),
-    });
+    let timeout = timeout.map(futex_timespec);
     let _ = rustix::thread::futex::wait(
         word,
         rustix::thread::futex::Flags::PRIVATE,
@@ -462,6 +459,34 @@ pub(crate) fn for_each_task(mut f: impl FnMut(u32)) -> bool {
 /// a private one).
 pub(crate) fn futex_wake_shared(word: &std::sync::atomic::AtomicU32, n: u32) {
     let _ = rustix::thread::futex::wake(word, rustix::thread::futex::Flags::empty(), n);
+}
+
+/// Sleeps on the futex `word` in memory shared with another process while
+/// it holds `expected`: until [`futex_wake_shared`] on it (from either
+/// process), for at most `timeout`. May return early for no reason.
+///
+/// # Errors
+/// `EAGAIN` if the word did not hold `expected` when the wait began;
+/// `ETIMEDOUT`; `EINTR`.
+pub(crate) fn futex_wait_shared(
+    word: &std::sync::atomic::AtomicU32,
+    expected: u32,
+    timeout: std::time::Duration,
+) -> rustix::io::Result<()> {
+    rustix::thread::futex::wait(
+        word,
+        rustix::thread::futex::Flags::empty(),
+        expected,
+        Some(&futex_timespec(timeout)),
+    )
+}
+
+/// A relative futex timeout.
+fn futex_timespec(t: std::time::Duration) -> rustix::thread::futex::Timespec {
+    rustix::thread::futex::Timespec {
+        tv_sec: t.as_secs().try_into().unwrap_or(i64::MAX),
+        tv_nsec: t.subsec_nanos().into(),
+    }
 }
 
 /// Sleeps until `own` (a private futex word) no longer holds `own_expected`

@@ -17,54 +17,9 @@ mod atomic {
     pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 }
 
-/// `src/stream/bytes.rs`'s interface over loom cells, one per byte.
-mod bytes {
-    use loom::cell::UnsafeCell;
-
-    pub(super) struct Bytes {
-        cells: Vec<UnsafeCell<u8>>,
-    }
-
-    // SAFETY: the ring's protocol gives each byte to one side at a time;
-    // loom checks exactly that through the cells.
-    unsafe impl Sync for Bytes {}
-    // SAFETY: plain bytes.
-    unsafe impl Send for Bytes {}
-
-    impl Bytes {
-        pub(super) fn new(len: usize) -> Bytes {
-            Bytes {
-                cells: (0..len).map(|_| UnsafeCell::new(0)).collect(),
-            }
-        }
-
-        pub(super) fn len(&self) -> usize {
-            self.cells.len()
-        }
-
-        fn cell(&self, at: u64, k: usize) -> &UnsafeCell<u8> {
-            &self.cells[(at as usize).wrapping_add(k) & (self.cells.len() - 1)]
-        }
-
-        /// # Safety
-        /// As the real `Bytes::write`.
-        pub(super) unsafe fn write(&self, at: u64, src: &[u8]) {
-            for (k, &b) in src.iter().enumerate() {
-                // SAFETY: the contract (loom checks it).
-                self.cell(at, k).with_mut(|p| unsafe { *p = b });
-            }
-        }
-
-        /// # Safety
-        /// As the real `Bytes::read`.
-        pub(super) unsafe fn read(&self, at: u64, dst: &mut [u8]) {
-            for (k, d) in dst.iter_mut().enumerate() {
-                // SAFETY: the contract (loom checks it).
-                *d = self.cell(at, k).with(|p| unsafe { *p });
-            }
-        }
-    }
-}
+/// `src/stream/bytes.rs`'s interface over loom cells.
+#[path = "loom_support/bytes.rs"]
+mod bytes;
 
 #[path = "../src/stream/ring.rs"]
 #[allow(dead_code)]

@@ -3,13 +3,15 @@
 //! its own address space and runtime, and a side can be killed with
 //! SIGKILL mid-call.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use ferry::rpc::{Client, Error, Fault, RuntimeDir, Server};
+
+mod common;
+use common::wait_for;
 
 const ROLE: &str = "FERRY_RPC_ROLE";
 
@@ -108,31 +110,7 @@ fn child() {
 }
 
 fn spawn_role(role: &str) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
-        .env(ROLE, role)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap()
-}
-
-/// Waits for the child's first line that holds `word` (the test harness
-/// may have printed the test's name before it on the same line), and
-/// returns the line from `word` on.
-fn wait_for(child: &mut Child, word: &str) -> String {
-    let out = child.stdout.as_mut().unwrap();
-    let mut reader = BufReader::new(out);
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if reader.read_line(&mut line).unwrap() == 0 {
-            panic!("child ended before saying {word}");
-        }
-        if let Some(at) = line.find(word) {
-            return line[at..].to_owned();
-        }
-    }
+    common::spawn_child(ROLE, role)
 }
 
 struct TempDir(std::path::PathBuf);

@@ -7,6 +7,7 @@
 //! | `rw 1B`, `rw 1KB`, `rw 4KB` | one thread writes that many bytes, then reads them back | `ferry` (a stream in a one-processor runtime, [`ferry`]), `pipe`, `unix socket` ([`kernel`]) |
 //! | `open/close` | make a stream and drop both ends; open `/dev/null` and close it | `ferry`, `open /dev/null` |
 //! | `2 threads 4KB` | a producer writes in 4 KB writes, a consumer on another core reads: MB/s | `ferry` (two ferry threads, two processors), `ferry (try + yield)` (the same with ends that never park), `pipe` (two kernel threads) |
+//! | `2 processes 4KB`, `ping-pong 1B` | between two processes ([`remote`]) | `ferry` (a cross-process stream), `pipe` |
 //!
 //! The loops are one generic code over `std::io::{Read, Write}`
 //! ([`harness`]). A one-thread run repeats its operation for a time
@@ -33,6 +34,7 @@ mod ferry;
 mod goals;
 mod harness;
 mod kernel;
+mod remote;
 
 use harness::{Budget, Flow};
 
@@ -242,29 +244,32 @@ impl Pair {
     }
 }
 
+/// At each turn: a line on stderr as a round begins, and the hang watch
+/// for the pair (`what`) about to run.
+fn begin_turn(t: &crate::measure::Turn, part: &str, runs: u32, started: Instant, what: &str) {
+    if t.system == 0 {
+        eprintln!(
+            "ferry-bench streams: {part}round {}/{runs} ({:.1} s so far)",
+            t.round,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    hang::watch(&format!("streams {what}"), Duration::from_secs(60));
+}
+
 /// Runs the experiment.
 ///
 /// # Errors
 /// A bad `--runs`; never a failed run (its row says so).
 pub fn run(common: &Common, _args: &Args) -> Result<Report, Error> {
+    remote::peer_if_asked();
     let plan = Plan::new(common)?;
     let cpus = affinity::two_cores();
     let started = Instant::now();
     let mut pairs: Vec<Pair> = vec![Pair::default(); PAIRS.len()];
     interleaved(plan.runs, 1, PAIRS.len(), |t| {
-        if t.system == 0 {
-            eprintln!(
-                "ferry-bench streams: round {}/{} ({:.1} s so far)",
-                t.round,
-                plan.runs,
-                started.elapsed().as_secs_f64()
-            );
-        }
         let (case, name, system) = PAIRS[t.system];
-        hang::watch(
-            &format!("streams {name} / {system}"),
-            Duration::from_secs(60),
-        );
+        begin_turn(&t, "", plan.runs, started, &format!("{name} / {system}"));
         let pair = &mut pairs[t.system];
         match one_run(case, system, &plan, cpus) {
             Ok(s) if !t.warmup() => {
@@ -280,7 +285,8 @@ pub fn run(common: &Common, _args: &Args) -> Result<Report, Error> {
         Ok(())
     })?;
     hang::unwatch();
-    let sections = sections(pairs, &plan);
+    let mut sections = sections(pairs, &plan);
+    sections.push(remote::section(&plan, cpus)?);
     Ok(Report {
         doc: EXPERIMENT,
         title: format!(

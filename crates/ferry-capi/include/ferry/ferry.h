@@ -67,6 +67,12 @@
 #define FERRY_PRIORITY_LOW 2
 
 /*
+ A name other processes connect to, from [`ferry_stream_listen`];
+ closed with [`ferry_stream_listener_close`].
+ */
+struct ferry_stream_listener;
+
+/*
  A stream's read end, from [`ferry_stream_pipe`]; closed with
  [`ferry_stream_reader_close`]. Used by one thread at a time (clone it for
  another thread).
@@ -532,6 +538,64 @@ void ferry_stream_writer_close(struct ferry_stream_writer *writer);
  `reader` is NULL or a live read end, closed once and used no more.
  */
 void ferry_stream_reader_close(struct ferry_stream_reader *reader);
+
+/*
+ Listens on `name` (ASCII letters, digits, `.`, `_`, `-`; at most 100
+ bytes) in the user's runtime directory for processes of the same user;
+ each connection gets two rings of `capacity` bytes (0: the default,
+ 64 KiB; rounded up to a power of two). Returns 0 with `*listener_out`
+ set, or `EFAULT` for a NULL pointer, `EINVAL` for a bad name or a
+ capacity above 256 MiB, `EADDRINUSE` if a live listener has the name,
+ or another errno of the socket.
+
+ # Safety
+ `name` is NULL or a NUL-terminated string; `listener_out` is NULL or
+ writable.
+ */
+int32_t ferry_stream_listen(const char *name,
+                            size_t capacity,
+                            struct ferry_stream_listener **listener_out);
+
+/*
+ Waits for a process to connect to `listener` (blocking the calling
+ thread; a cthread's processor runs others), then sets `*writer_out` and
+ `*reader_out` to this side's ends of the new connection. Returns 0,
+ `EFAULT` for a NULL pointer, `EPROTO` for a peer that is not a stream
+ of this layout, or another errno of the socket (the listener stays
+ usable).
+
+ # Safety
+ `listener` is NULL or a live listener; the out pointers are NULL or
+ writable.
+ */
+int32_t ferry_stream_accept(const struct ferry_stream_listener *listener,
+                            struct ferry_stream_writer **writer_out,
+                            struct ferry_stream_reader **reader_out);
+
+/*
+ Connects to the stream listening on `name` in the user's runtime
+ directory and sets `*writer_out` and `*reader_out` to this side's ends.
+ Returns 0, `EFAULT` for a NULL pointer, `EINVAL` for a bad name,
+ `ENOENT` if nobody listens on it, `EPROTO` if the listener is not a
+ stream of this layout, `EACCES` if it refused this process,
+ `ETIMEDOUT` if it did not answer within 5 s.
+
+ # Safety
+ `name` is NULL or a NUL-terminated string; the out pointers are NULL
+ or writable.
+ */
+int32_t ferry_stream_connect(const char *name,
+                             struct ferry_stream_writer **writer_out,
+                             struct ferry_stream_reader **reader_out);
+
+/*
+ Closes a listener: its name goes (connections made stay). NULL is
+ ignored.
+
+ # Safety
+ `listener` is NULL or a live listener, closed once and used no more.
+ */
+void ferry_stream_listener_close(struct ferry_stream_listener *listener);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -3,6 +3,7 @@
  * cleanly, and each name links and does what its documentation says in
  * the plain case. The other tests go deep; this one goes wide. */
 #include <fcntl.h>
+#include <stdio.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
@@ -15,6 +16,22 @@
 
 _Static_assert(sizeof(struct mutex) == FERRY_SYNC_WORDS * sizeof(uint64_t), "mutex size");
 _Static_assert(sizeof(struct condition) == FERRY_SYNC_WORDS * sizeof(uint64_t), "condition size");
+
+static char stream_name[64];
+
+/* Connects to `stream_name` (another process would; a cthread does here)
+ * and sends one byte. */
+static any_t connect_and_send(any_t arg) {
+    (void)arg;
+    struct ferry_stream_writer *w;
+    struct ferry_stream_reader *r;
+    char c = 'c';
+    CHECK(ferry_stream_connect(stream_name, &w, &r) == 0);
+    CHECK(ferry_stream_write(w, &c, 1, 0) == 1);
+    ferry_stream_writer_close(w);
+    ferry_stream_reader_close(r);
+    return NULL;
+}
 
 static struct mutex lock = MUTEX_INITIALIZER;
 static struct condition changed = CONDITION_INITIALIZER;
@@ -262,6 +279,17 @@ int main(void) {
     ferry_stream_reader_close(sr2);
     ferry_stream_writer_close(sw);
     ferry_stream_reader_close(sr);
+    snprintf(stream_name, sizeof stream_name, "every-name-%d", (int)getpid());
+    struct ferry_stream_listener *sl;
+    CHECK(ferry_stream_listen(stream_name, 0, &sl) == 0);
+    cthread_t connector = cthread_fork(connect_and_send, NULL);
+    CHECK(ferry_stream_accept(sl, &sw, &sr) == 0);
+    sbyte = 0;
+    CHECK(ferry_stream_read(sr, &sbyte, 1, 0) == 1 && sbyte == 'c');
+    cthread_join(connector);
+    ferry_stream_writer_close(sw);
+    ferry_stream_reader_close(sr);
+    ferry_stream_listener_close(sl);
     CHECK(rmdir(rpc_dir) == 0);
 
     puts("ok");

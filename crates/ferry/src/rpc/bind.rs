@@ -184,6 +184,8 @@ pub struct Listener {
     file: (u64, u64),
     /// The channel laid over each binding's memory before it is sent.
     layout: Option<super::layout::ChannelLayout>,
+    /// Or another layout's header, written by this function.
+    prepare: Option<fn(&Mapping)>,
 }
 
 impl Listener {
@@ -219,6 +221,7 @@ impl Listener {
             timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             file: (meta.dev(), meta.ino()),
             layout: None,
+            prepare: None,
         })
     }
 
@@ -242,6 +245,15 @@ impl Listener {
     pub(crate) fn set_layout(&mut self, layout: super::layout::ChannelLayout) -> Result<()> {
         self.set_channel_len(layout.total_size())?;
         self.layout = Some(layout);
+        Ok(())
+    }
+
+    /// Gives each binding `len` bytes of memory, over which `prepare`
+    /// writes what the client must find there before it is handed over
+    /// (a memory that is not a channel: a stream's, `stream/remote`).
+    pub(crate) fn set_prepare(&mut self, len: usize, prepare: fn(&Mapping)) -> Result<()> {
+        self.set_channel_len(len)?;
+        self.prepare = Some(prepare);
         Ok(())
     }
 
@@ -348,6 +360,9 @@ impl Listener {
                 unsafe { super::layout::ChannelRegion::from_raw(mapping.as_ptr(), mapping.len()) }
                     .map_err(Error::from)?;
             super::layout::init(region, layout).map_err(Error::from)?;
+        }
+        if let Some(prepare) = self.prepare {
+            prepare(&mapping);
         }
         Ok(mapping)
     }

@@ -108,7 +108,7 @@
 //! claims is charged only up to the call's own duration.
 
 mod activation;
-mod bind;
+pub(crate) mod bind;
 mod call;
 mod chan;
 mod client;
@@ -133,7 +133,7 @@ mod server;
 #[allow(dead_code)]
 pub(crate) mod slots;
 mod waiter;
-mod watch;
+pub(crate) mod watch;
 
 /// The atomics `waiter` and `frame_word` use (loom's in their models).
 mod atomic {

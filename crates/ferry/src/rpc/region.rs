@@ -49,6 +49,12 @@ impl<'r> ChannelRegion<'r> {
         Ok(ChannelRegion { words })
     }
 
+    /// The region's words, for a layout other than a channel's (a
+    /// cross-process stream's, `stream/remote`).
+    pub(crate) fn words(&self) -> &'r [AtomicU64] {
+        self.words
+    }
+
     /// The region's length in bytes.
     pub(crate) fn len_bytes(&self) -> usize {
         self.words.len() * 8

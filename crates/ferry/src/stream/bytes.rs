@@ -5,7 +5,9 @@
 //! the end; it must not decide who may touch which bytes (the ring's
 //! protocol does, `ring.rs`), and it never reads a byte nobody wrote: the
 //! array starts uninitialised, and only positions the writer published are
-//! read back.
+//! read back. The array is the stream's own allocation, or memory it
+//! borrows (a shared mapping of a cross-process stream, `remote/`), which
+//! it then never frees.
 
 use std::mem::MaybeUninit;
 use std::ptr::{self, NonNull};
@@ -15,6 +17,8 @@ use std::ptr::{self, NonNull};
 pub(super) struct Bytes {
     ptr: NonNull<MaybeUninit<u8>>,
     len: usize,
+    /// Whether the array is this `Bytes`' allocation (freed on drop).
+    owned: bool,
 }
 
 // SAFETY: `Bytes` owns its allocation (plain bytes); the methods that touch
@@ -31,7 +35,29 @@ impl Bytes {
         let b: Box<[MaybeUninit<u8>]> = Box::new_uninit_slice(len);
         let ptr =
             NonNull::new(Box::into_raw(b).cast::<MaybeUninit<u8>>()).expect("Box is non-null");
-        Bytes { ptr, len }
+        Bytes {
+            ptr,
+            len,
+            owned: true,
+        }
+    }
+
+    /// The `len` bytes at `ptr` (a power of two), borrowed: never freed
+    /// here.
+    ///
+    /// # Safety
+    /// The bytes stay mapped, readable and writable while the `Bytes`
+    /// lives; in this process only its holders touch them, under the
+    /// contracts of its methods (another process may write them at any
+    /// time: what a read finds is then just a value).
+    #[cfg_attr(ferry_loom, allow(dead_code))] // its user needs rpc
+    pub(super) unsafe fn borrowed(ptr: NonNull<u8>, len: usize) -> Bytes {
+        debug_assert!(len.is_power_of_two());
+        Bytes {
+            ptr: ptr.cast(),
+            len,
+            owned: false,
+        }
     }
 
     /// How many bytes the array holds.
@@ -107,6 +133,9 @@ impl Bytes {
 
 impl Drop for Bytes {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         let slice = ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len);
         // SAFETY: made by `Box::into_raw` of a slice of this length in
         // `new`, and dropped once.

@@ -16,12 +16,18 @@
 //! until end-of-file; [`filter`] does the same through a function, to make
 //! a stage of a pipeline of threads.
 //!
+//! [`listen`] / [`Listener::accept`] and [`connect`] open a stream between
+//! two processes instead, duplex like a socket, with the same [`Writer`]
+//! and [`Reader`] (see `remote/`): a handle's kind, in process or across
+//! processes, is fixed when it is made.
+//!
 //! This room owns the stream's ring of bytes (`ring.rs`, `bytes.rs`), the
 //! handles and their paths (`writer.rs`, `reader.rs`, `path.rs`), and the
 //! pump and filter (`pump.rs`). It must not schedule (it waits and wakes
 //! only through [`crate::sync::ParkWait`] and holds an end only under a
-//! [`crate::sync::SpinLock`]), and it knows nothing of other processes
-//! (`rpc`) nor of the scheduler (`sched`).
+//! [`crate::sync::SpinLock`]), and, but for `remote/` (which uses rpc's
+//! binding and watcher), it knows nothing of other processes (`rpc`); it
+//! knows nothing of the scheduler (`sched`).
 //!
 //! ```
 //! use std::io::{BufRead, BufReader, Read, Write};
@@ -108,6 +114,9 @@ mod bytes;
 mod path;
 mod pump;
 mod reader;
+// Across processes, over rpc's binding (which loom builds leave out).
+#[cfg(not(ferry_loom))]
+mod remote;
 mod ring;
 mod writer;
 
@@ -116,6 +125,8 @@ use std::sync::Arc;
 
 pub use pump::{filter, pump};
 pub use reader::Reader;
+#[cfg(not(ferry_loom))]
+pub use remote::{Listener, MAX_REMOTE_CAPACITY, connect, listen};
 pub use writer::Writer;
 
 use crate::sync::{ParkWait, SpinLock};
@@ -159,6 +170,18 @@ impl<T> std::ops::Deref for Padded<T> {
     fn deref(&self) -> &T {
         &self.0
     }
+}
+
+/// Serves `buf` from `own[*pos..]`, if bytes are left there.
+pub(super) fn serve_from(own: &[u8], pos: &mut usize, buf: &mut [u8]) -> Option<usize> {
+    let left = &own[*pos..];
+    if left.is_empty() {
+        return None;
+    }
+    let n = left.len().min(buf.len());
+    buf[..n].copy_from_slice(&left[..n]);
+    *pos += n;
+    Some(n)
 }
 
 /// Opens a stream of [`DEFAULT_CAPACITY`] bytes and returns its two ends.

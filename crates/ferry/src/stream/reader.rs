@@ -16,6 +16,8 @@ use ferry_queue::wait::Wait;
 
 use super::Shared;
 use super::path::{Alone, Path, TURN_BYTES, Turns};
+#[cfg(not(ferry_loom))]
+use super::remote::ends::RemoteReader;
 use super::ring::Take;
 
 /// The reading end of a stream ([`pipe`](super::pipe)): `std::io::Read`,
@@ -35,7 +37,25 @@ use super::ring::Take;
 /// takes up to 4 KiB out of the stream into the handle's own buffer:
 /// bytes taken there and not consumed are lost with the handle, as with
 /// `std::io::BufReader`.
-pub struct Reader {
+///
+/// A reader opened on a binding ([`connect`](super::connect),
+/// [`Listener::accept`](super::Listener::accept)) reads a stream written
+/// in another process; it behaves as a shared reader (its `fill_buf`
+/// copies into its own buffer) and says what happened to that process as
+/// the remote module's docs table.
+pub struct Reader(End);
+
+/// What a reader holds, fixed when it is made (a clone keeps it).
+enum End {
+    /// An end of a stream inside this process.
+    Local(Local),
+    /// The reading end of a connection to another process.
+    #[cfg(not(ferry_loom))]
+    Remote(RemoteReader),
+}
+
+/// A reader of a stream inside this process.
+struct Local {
     s: Arc<Shared>,
     /// Whether this handle takes turns with others: as `Writer::turns`.
     turns: AtomicBool,
@@ -48,12 +68,18 @@ pub struct Reader {
 impl Reader {
     /// The lone reader of a new stream.
     pub(super) fn new(s: Arc<Shared>) -> Reader {
-        Reader {
+        Reader(End::Local(Local {
             s,
             turns: AtomicBool::new(false),
             own: Vec::new(),
             pos: 0,
-        }
+        }))
+    }
+
+    /// The reader of a new connection to another process.
+    #[cfg(not(ferry_loom))]
+    pub(super) fn remote(r: RemoteReader) -> Reader {
+        Reader(End::Remote(r))
     }
 
     /// Reads the bytes there are, up to `buf.len()`, without blocking.
@@ -66,6 +92,46 @@ impl Reader {
         if buf.is_empty() {
             return Ok(0);
         }
+        match &mut self.0 {
+            End::Local(l) => l.try_read(buf),
+            #[cfg(not(ferry_loom))]
+            End::Remote(r) => r.read(buf, false),
+        }
+    }
+
+    /// Every byte taken out of the stream so far, by any of its readers
+    /// (read at some moment during the call); across processes, by the
+    /// readers of this process.
+    pub fn bytes_read(&self) -> u64 {
+        match &self.0 {
+            End::Local(l) => l.s.ring.taken(),
+            #[cfg(not(ferry_loom))]
+            End::Remote(r) => r.bytes_read(),
+        }
+    }
+
+    /// How many bytes the stream holds at most.
+    pub fn capacity(&self) -> usize {
+        match &self.0 {
+            End::Local(l) => l.s.ring.capacity(),
+            #[cfg(not(ferry_loom))]
+            End::Remote(r) => r.capacity(),
+        }
+    }
+
+    /// Whether this handle reads on the shared path (it, or the handle it
+    /// was cloned from, has been cloned).
+    pub fn is_shared(&self) -> bool {
+        match &self.0 {
+            End::Local(l) => l.turns.load(Relaxed),
+            #[cfg(not(ferry_loom))]
+            End::Remote(r) => r.is_shared(),
+        }
+    }
+}
+
+impl Local {
+    fn try_read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let r = if self.turns.load(Relaxed) {
             if let Some(n) = self.serve_own(buf) {
                 return Ok(n);
@@ -81,33 +147,9 @@ impl Reader {
         }
     }
 
-    /// Every byte taken out of the stream so far, by any of its readers
-    /// (read at some moment during the call).
-    pub fn bytes_read(&self) -> u64 {
-        self.s.ring.taken()
-    }
-
-    /// How many bytes the stream holds at most.
-    pub fn capacity(&self) -> usize {
-        self.s.ring.capacity()
-    }
-
-    /// Whether this handle reads on the shared path (it, or the handle it
-    /// was cloned from, has been cloned).
-    pub fn is_shared(&self) -> bool {
-        self.turns.load(Relaxed)
-    }
-
     /// Serves `buf` from this handle's own buffer, if it has bytes left.
     fn serve_own(&mut self, buf: &mut [u8]) -> Option<usize> {
-        let left = &self.own[self.pos..];
-        if left.is_empty() {
-            return None;
-        }
-        let n = left.len().min(buf.len());
-        buf[..n].copy_from_slice(&left[..n]);
-        self.pos += n;
-        Some(n)
+        super::serve_from(&self.own, &mut self.pos, buf)
     }
 }
 
@@ -166,21 +208,47 @@ impl io::Read for Reader {
         if buf.is_empty() {
             return Ok(0);
         }
-        if self.turns.load(Relaxed) {
-            if let Some(n) = self.serve_own(buf) {
+        let l = match &mut self.0 {
+            End::Local(l) => l,
+            #[cfg(not(ferry_loom))]
+            End::Remote(r) => return r.read(buf, true),
+        };
+        if l.turns.load(Relaxed) {
+            if let Some(n) = l.serve_own(buf) {
                 return Ok(n);
             }
-            read_on::<Turns>(&self.s, buf)
+            read_on::<Turns>(&l.s, buf)
         } else {
-            read_on::<Alone>(&self.s, buf)
+            read_on::<Alone>(&l.s, buf)
         }
     }
 }
 
 impl io::BufRead for Reader {
     /// The bytes there are (blocking while there are none); empty only at
-    /// end-of-file. A lone reader gets the stream's bytes in place (up to
-    /// the end of its array; the rest comes at the next call).
+    /// end-of-file. A lone reader inside one process gets the stream's
+    /// bytes in place (up to the end of its array; the rest comes at the
+    /// next call).
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        match &mut self.0 {
+            End::Local(l) => l.fill_buf(),
+            #[cfg(not(ferry_loom))]
+            End::Remote(r) => r.fill_buf(),
+        }
+    }
+
+    /// Marks `amt` bytes of the last `fill_buf` as read (more than it
+    /// returned counts as all of it).
+    fn consume(&mut self, amt: usize) {
+        match &mut self.0 {
+            End::Local(l) => l.consume(amt),
+            #[cfg(not(ferry_loom))]
+            End::Remote(r) => r.consume(amt),
+        }
+    }
+}
+
+impl Local {
     fn fill_buf(&mut self) -> io::Result<&[u8]> {
         if self.turns.load(Relaxed) {
             if self.pos == self.own.len() {
@@ -212,8 +280,6 @@ impl io::BufRead for Reader {
         })
     }
 
-    /// Marks `amt` bytes of the last `fill_buf` as read (more than it
-    /// returned counts as all of it).
     fn consume(&mut self, amt: usize) {
         if self.turns.load(Relaxed) {
             self.pos = (self.pos + amt).min(self.own.len());
@@ -238,19 +304,24 @@ impl Clone for Reader {
     /// new one (and every later clone) take turns at the read end; bytes
     /// this handle has in its own buffer stay its own.
     fn clone(&self) -> Reader {
-        self.s.ring.add_reader();
+        let l = match &self.0 {
+            End::Local(l) => l,
+            #[cfg(not(ferry_loom))]
+            End::Remote(r) => return Reader(End::Remote(r.clone())),
+        };
+        l.s.ring.add_reader();
         // As `Writer::clone`: no read of this handle runs now.
-        self.turns.store(true, Relaxed);
-        Reader {
-            s: Arc::clone(&self.s),
+        l.turns.store(true, Relaxed);
+        Reader(End::Local(Local {
+            s: Arc::clone(&l.s),
             turns: AtomicBool::new(true),
             own: Vec::new(),
             pos: 0,
-        }
+        }))
     }
 }
 
-impl Drop for Reader {
+impl Drop for Local {
     fn drop(&mut self) {
         if self.s.ring.drop_reader() {
             self.s.writable.notify_all();
@@ -260,11 +331,17 @@ impl Drop for Reader {
 
 impl fmt::Debug for Reader {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let buffered = match &self.0 {
+            End::Local(l) => l.own.len() - l.pos,
+            #[cfg(not(ferry_loom))]
+            End::Remote(r) => r.buffered(),
+        };
         f.debug_struct("Reader")
+            .field("remote", &!matches!(self.0, End::Local(_)))
             .field("capacity", &self.capacity())
             .field("bytes_read", &self.bytes_read())
             .field("shared", &self.is_shared())
-            .field("buffered", &(self.own.len() - self.pos))
+            .field("buffered", &buffered)
             .finish()
     }
 }

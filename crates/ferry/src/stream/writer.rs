@@ -14,6 +14,8 @@ use ferry_queue::wait::Wait;
 
 use super::Shared;
 use super::path::{Alone, Path, TURN_BYTES, Turns};
+#[cfg(not(ferry_loom))]
+use super::remote::ends::RemoteWriter;
 use super::ring::Put;
 
 /// The writing end of a stream ([`pipe`](super::pipe)): `std::io::Write`,
@@ -33,7 +35,24 @@ use super::ring::Put;
 /// up to [`ATOMIC_WRITE`](super::ATOMIC_WRITE) bytes (or the capacity, if
 /// smaller) goes in whole, never interleaved with another writer's (see the
 /// module docs).
-pub struct Writer {
+///
+/// A writer opened on a binding ([`connect`](super::connect),
+/// [`Listener::accept`](super::Listener::accept)) writes to a stream read
+/// in another process; it behaves the same, and says what happened to
+/// that process as the remote module's docs table.
+pub struct Writer(End);
+
+/// What a writer holds, fixed when it is made (a clone keeps it).
+enum End {
+    /// An end of a stream inside this process.
+    Local(Local),
+    /// The writing end of a connection to another process.
+    #[cfg(not(ferry_loom))]
+    Remote(RemoteWriter),
+}
+
+/// A writer of a stream inside this process.
+struct Local {
     s: Arc<Shared>,
     /// Whether this handle takes turns with others (see the module docs'
     /// path table): written by `clone` on this handle, read once per
@@ -44,10 +63,16 @@ pub struct Writer {
 impl Writer {
     /// The lone writer of a new stream.
     pub(super) fn new(s: Arc<Shared>) -> Writer {
-        Writer {
+        Writer(End::Local(Local {
             s,
             turns: AtomicBool::new(false),
-        }
+        }))
+    }
+
+    /// The writer of a new connection to another process.
+    #[cfg(not(ferry_loom))]
+    pub(super) fn remote(w: RemoteWriter) -> Writer {
+        Writer(End::Remote(w))
     }
 
     /// Writes what fits of `buf` without blocking.
@@ -61,6 +86,46 @@ impl Writer {
         if buf.is_empty() {
             return Ok(0);
         }
+        match &mut self.0 {
+            End::Local(l) => l.try_write(buf),
+            #[cfg(not(ferry_loom))]
+            End::Remote(r) => r.write(buf, false),
+        }
+    }
+
+    /// Every byte written to the stream so far, by any of its writers
+    /// (read at some moment during the call); across processes, by the
+    /// writers of this process.
+    pub fn bytes_written(&self) -> u64 {
+        match &self.0 {
+            End::Local(l) => l.s.ring.written(),
+            #[cfg(not(ferry_loom))]
+            End::Remote(r) => r.bytes_written(),
+        }
+    }
+
+    /// How many bytes the stream holds at most.
+    pub fn capacity(&self) -> usize {
+        match &self.0 {
+            End::Local(l) => l.s.ring.capacity(),
+            #[cfg(not(ferry_loom))]
+            End::Remote(r) => r.capacity(),
+        }
+    }
+
+    /// Whether this handle writes on the shared path (it, or the handle it
+    /// was cloned from, has been cloned).
+    pub fn is_shared(&self) -> bool {
+        match &self.0 {
+            End::Local(l) => l.turns.load(Relaxed),
+            #[cfg(not(ferry_loom))]
+            End::Remote(r) => r.is_shared(),
+        }
+    }
+}
+
+impl Local {
+    fn try_write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let r = if self.turns.load(Relaxed) {
             try_put::<Turns>(&self.s, buf)
         } else {
@@ -71,23 +136,6 @@ impl Writer {
             Put::Full => Err(io::ErrorKind::WouldBlock.into()),
             Put::Broken => Err(io::ErrorKind::BrokenPipe.into()),
         }
-    }
-
-    /// Every byte written to the stream so far, by any of its writers
-    /// (read at some moment during the call).
-    pub fn bytes_written(&self) -> u64 {
-        self.s.ring.written()
-    }
-
-    /// How many bytes the stream holds at most.
-    pub fn capacity(&self) -> usize {
-        self.s.ring.capacity()
-    }
-
-    /// Whether this handle writes on the shared path (it, or the handle it
-    /// was cloned from, has been cloned).
-    pub fn is_shared(&self) -> bool {
-        self.turns.load(Relaxed)
     }
 }
 
@@ -146,10 +194,11 @@ impl io::Write for Writer {
         if buf.is_empty() {
             return Ok(0);
         }
-        if self.turns.load(Relaxed) {
-            write_on::<Turns>(&self.s, buf)
-        } else {
-            write_on::<Alone>(&self.s, buf)
+        match &mut self.0 {
+            End::Local(l) if l.turns.load(Relaxed) => write_on::<Turns>(&l.s, buf),
+            End::Local(l) => write_on::<Alone>(&l.s, buf),
+            #[cfg(not(ferry_loom))]
+            End::Remote(r) => r.write(buf, true),
         }
     }
 
@@ -163,20 +212,25 @@ impl Clone for Writer {
     /// Another writer of the same stream. From now on this handle and the
     /// new one (and every later clone) take turns at the write end.
     fn clone(&self) -> Writer {
-        self.s.ring.add_writer();
+        let l = match &self.0 {
+            End::Local(l) => l,
+            #[cfg(not(ferry_loom))]
+            End::Remote(r) => return Writer(End::Remote(r.clone())),
+        };
+        l.s.ring.add_writer();
         // This handle is not inside a write (those take `&mut self`), so it
         // takes the lock from its next call on; the new handle reaches
         // another thread only through a hand-over that orders this
         // handle's earlier writes before it.
-        self.turns.store(true, Relaxed);
-        Writer {
-            s: Arc::clone(&self.s),
+        l.turns.store(true, Relaxed);
+        Writer(End::Local(Local {
+            s: Arc::clone(&l.s),
             turns: AtomicBool::new(true),
-        }
+        }))
     }
 }
 
-impl Drop for Writer {
+impl Drop for Local {
     fn drop(&mut self) {
         if self.s.ring.drop_writer() {
             self.s.readable.notify_all();
@@ -187,6 +241,7 @@ impl Drop for Writer {
 impl fmt::Debug for Writer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Writer")
+            .field("remote", &!matches!(self.0, End::Local(_)))
             .field("capacity", &self.capacity())
             .field("bytes_written", &self.bytes_written())
             .field("shared", &self.is_shared())

@@ -35,3 +35,40 @@ pub fn within<T: Send + 'static>(
         Err(RecvTimeoutError::Timeout) => panic!("hung for {limit:?}: {what}"),
     }
 }
+
+/// Runs this test binary again as a child process whose only test is the
+/// one named `child`, with `role` in the environment variable `var`
+/// (the child's test reads it and plays that role); stdin and stdout are
+/// piped.
+#[allow(dead_code)] // not every test file uses it
+pub fn spawn_child(var: &str, role: &str) -> std::process::Child {
+    use std::process::{Command, Stdio};
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+        .env(var, role)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for the child's first line that holds `word` (the test harness
+/// may have printed the test's name before it on the same line), and
+/// returns the line from `word` on.
+#[allow(dead_code)] // not every test file uses it
+pub fn wait_for(child: &mut std::process::Child, word: &str) -> String {
+    use std::io::{BufRead, BufReader};
+    let out = child.stdout.as_mut().unwrap();
+    let mut reader = BufReader::new(out);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).unwrap() == 0 {
+            panic!("child ended before saying {word}");
+        }
+        if let Some(at) = line.find(word) {
+            return line[at..].to_owned();
+        }
+    }
+}
