@@ -28,13 +28,22 @@
 //! A runnable thread is in exactly one queue: a next-to-run slot, a ring, or
 //! the injector. Stealing moves it between queues, never out of "runnable".
 
+mod choice;
+mod fine_grain;
+#[cfg(all(test, not(ferry_loom)))]
+mod fine_grain_tests;
 mod queue;
 #[cfg(all(test, not(ferry_loom)))]
 mod tests;
 mod work_stealing;
 
+pub(crate) use choice::Chosen;
+pub use choice::{SchedPolicy, UnknownPolicy};
+pub(crate) use fine_grain::FineGrain;
 pub(crate) use queue::{Chain, Injector, NEXT_STEAL_AFTER, NextSlot, RING_SLOTS, RunQueue};
 pub(crate) use work_stealing::WorkStealing;
+
+use std::sync::atomic::AtomicU32;
 
 use crate::header::Thread;
 pub(crate) use crate::header::{LEVELS, Priority, Ready};
@@ -71,15 +80,22 @@ pub(crate) struct Cx<'a> {
     pub(crate) next: &'a NextSlot,
     /// The runtime's queue of threads made or woken off a processor.
     pub(crate) injector: &'a Injector,
+    /// The processor's quantum word: the quantum, in microseconds, of the
+    /// thread it runs, which the monitor enforces instead of the runtime's
+    /// time slice when the runtime uses the fine-grain policy (that policy
+    /// writes it when it picks a thread; see `fine_grain`'s table). The
+    /// default policy leaves it alone.
+    pub(crate) quantum: &'a AtomicU32,
 }
 
 /// The scheduling decisions of one processor. The processor calls it from
 /// its own kernel thread only, never re-entrantly; a policy keeps whatever
 /// per-processor state it needs in `self`.
 ///
-/// Later policies (a fine-grain quantum, allocator-driven priorities) plug in
-/// here; the mechanism around it — switching, parking, idling, waking
-/// processors — stays as it is.
+/// Two policies plug in here, chosen per runtime ([`SchedPolicy`], held as
+/// [`Chosen`]): [`WorkStealing`], the default, and [`FineGrain`]; the
+/// mechanism around them — switching, parking, idling, waking processors,
+/// preempting — is the same for both.
 pub(crate) trait Policy {
     /// `t` became runnable on this processor for `why`: put it in a queue.
     fn ready(&mut self, cx: &Cx<'_>, t: Thread, why: Ready);
