@@ -1,28 +1,31 @@
 //! The fine-grain policy's experiment (Synthesis, 002 §4.4), checked by
 //! counts: a "device" standing for a 44.1 kHz A/D converter — a plain
-//! kernel thread, outside ferry, that puts one sample number every
-//! 22.7 µs (on an absolute clock) into a small bounded buffer and wakes
-//! the ferry thread that reads it; a sample that does not fit is dropped
-//! and counted — feeds a ferry pipeline (device reader -> stream ->
-//! filter -> stream -> consumer) while CPU-bound ferry threads compete for
-//! the same two processors. With the fine-grain policy no sample is
-//! dropped over a run of a few seconds, and the consumer gets every sample
-//! once, in order.
+//! kernel thread, outside ferry, that puts each sample number into a small
+//! lock-free buffer at its due time (every 22.7 µs, a few at a wakeup of
+//! an absolute-clock loop) and wakes the ferry thread that reads it; a
+//! sample that does not fit is dropped and counted — feeds a ferry
+//! pipeline (device reader -> stream -> filter -> stream -> consumer)
+//! while CPU-bound ferry threads compete for the same two processors. With
+//! the fine-grain policy no sample is dropped over three seconds, and the
+//! consumer gets every sample once, in order.
 //!
-//! The buffer holds 2,048 samples (46 ms of the device's output). Under the
-//! default policy the reader, woken off the processors into the injector,
-//! waits behind the competing threads' 10 ms slices, and the same run drops
-//! samples with a buffer several times that size; under the fine-grain
-//! policy the competing threads get 200 µs quanta and a woken thread goes
-//! before them, so the buffer is there only for what the kernel does to
-//! the processors' kernel threads on a busy 2-core machine.
+//! The buffer holds 8,192 samples (186 ms of the device's output). Under
+//! the default policy the reader, woken off the processors into the
+//! injector, waits behind the competing threads' 10 ms slices, and the
+//! same run drops most samples with this buffer (the ignored comparison
+//! below shows it: three quarters of them on a 2-core VM); under the
+//! fine-grain policy the competing threads get 200 µs quanta and a woken
+//! thread goes before them, and the buffer is there for what the kernel
+//! does to the processors' kernel threads on a busy 2-core machine (the
+//! most it held was 40 ms of samples, with other builds loading both
+//! cores).
 
 mod common;
 
 use std::io::{Read, Write};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 use ferry::SchedPolicy;
 use rustix::thread::{ClockId, Timespec, clock_nanosleep_absolute};
@@ -33,8 +36,13 @@ const PERIOD_NS: u64 = 1_000_000_000 / 44_100;
 /// Samples in a run: three seconds of the device's output.
 const SAMPLES: u64 = 3 * 44_100;
 
+/// Samples the device puts per wakeup (181 µs of them): one wakeup per
+/// sample, at 44.1 kHz, took two thirds of a core of a 2-core VM (timer
+/// wakeups are expensive there), which a real converter's FIFO saves.
+const SAMPLES_PER_WAKE: u64 = 8;
+
 /// The device buffer, in samples.
-const DEVICE_BUFFER: usize = 2048;
+const DEVICE_BUFFER: usize = 8192;
 
 /// CPU-bound threads competing with the pipeline.
 const HOGS: usize = 4;
@@ -66,27 +74,43 @@ fn now_ns() -> u64 {
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
-/// The device: every `PERIOD_NS` on the absolute monotonic clock, the next
-/// sample number into `tx` (dropped, and counted, if it does not fit). A
-/// late wakeup puts every sample due since, one after another. Returns
-/// the samples dropped, the most the buffer held, and how late the device
-/// itself ran at worst (in µs).
-fn device(tx: ferry::sync::Sender<u64>) -> (u64, usize, u64) {
+/// The device's buffer: a lock-free SP-SC ring (a push never waits, as a
+/// device's never does).
+type Buffer = ferry_queue::spsc::Producer<u64, ferry_queue::wait::Spin>;
+
+/// The device: sample `i` is due `(i + 1) * PERIOD_NS` after the start.
+/// It wakes on the absolute monotonic clock once per
+/// [`SAMPLES_PER_WAKE`] samples (as a converter's FIFO interrupts), puts
+/// every sample due by then into `buffer` (dropping, and counting, one
+/// that does not fit) and wakes `reader`. A late wakeup puts every sample
+/// due since. At the end it raises `done` and wakes the reader once more.
+/// Returns the samples dropped, the most the buffer held, and how late
+/// the device itself ran at worst (in µs).
+fn device(buffer: Buffer, reader: ferry::Thread, done: &AtomicBool) -> (u64, usize, u64) {
     let (mut dropped, mut max_backlog, mut late_ns) = (0, 0, 0);
     let start = now_ns();
-    for i in 0..SAMPLES {
-        let due = start + (i + 1) * PERIOD_NS;
+    let mut i = 0;
+    while i < SAMPLES {
+        let wake = start + (i + SAMPLES_PER_WAKE).min(SAMPLES) * PERIOD_NS;
         let at = Timespec {
-            tv_sec: (due / 1_000_000_000) as i64,
-            tv_nsec: (due % 1_000_000_000) as i64,
+            tv_sec: (wake / 1_000_000_000) as i64,
+            tv_nsec: (wake % 1_000_000_000) as i64,
         };
         while clock_nanosleep_absolute(ClockId::Monotonic, &at).is_err() {}
-        late_ns = late_ns.max(now_ns().saturating_sub(due));
-        if tx.try_send(i).is_err() {
-            dropped += 1;
+        let now = now_ns();
+        late_ns = late_ns.max(now.saturating_sub(wake));
+        let due = ((now - start) / PERIOD_NS).min(SAMPLES);
+        while i < due {
+            if buffer.try_push(i).is_err() {
+                dropped += 1;
+            }
+            i += 1;
         }
-        max_backlog = max_backlog.max(tx.len());
+        max_backlog = max_backlog.max(buffer.len());
+        reader.unpark();
     }
+    done.store(true, Release);
+    reader.unpark();
     (dropped, max_backlog, late_ns / 1000)
 }
 
@@ -94,9 +118,8 @@ fn device(tx: ferry::sync::Sender<u64>) -> (u64, usize, u64) {
 /// as a device's interrupt goes before the threads: a busy machine then
 /// delays the device's samples by little, and what is measured is how
 /// promptly ferry runs their reader. Whether it could (it needs the
-/// privilege). Not a real-time class: the device takes the channel's
-/// locks, and a real-time thread spinning on a lock whose holder shares
-/// its core would keep that holder off it.
+/// privilege). Not a real-time class: a wakeup may take the runtime's
+/// injector lock, whose holder may share the device's core.
 fn as_a_device() -> bool {
     // SAFETY: `gettid` has no preconditions; `setpriority` on the calling
     // thread's own id.
@@ -110,12 +133,15 @@ fn as_a_device() -> bool {
 /// is a kernel thread of the test's, made outside the runtime (so on no
 /// processor's core), started once the pipeline and the hogs are there.
 fn experiment(policy: SchedPolicy) -> Outcome {
-    let (tx, rx) = ferry::sync::channel::<u64>(DEVICE_BUFFER);
-    let (go, started) = std::sync::mpsc::channel::<()>();
+    let (buffer, samples) =
+        ferry_queue::spsc::channel_with::<u64, ferry_queue::wait::Spin>(DEVICE_BUFFER);
+    let (go, started) = std::sync::mpsc::channel::<ferry::Thread>();
+    let done = Arc::new(AtomicBool::new(false));
+    let end = Arc::clone(&done);
     let dev = std::thread::spawn(move || {
         let raised = as_a_device();
-        started.recv().unwrap();
-        (device(tx), raised)
+        let reader = started.recv().unwrap();
+        (device(buffer, reader, &end), raised)
     });
     let (received, out_of_order) = ferry::Runtime::builder()
         .processors(2)
@@ -138,15 +164,22 @@ fn experiment(policy: SchedPolicy) -> Outcome {
             let (mut w1, r1) = ferry::stream::pipe();
             let (w2, mut r2) = ferry::stream::pipe();
             let reader = ferry::spawn(move || {
-                // Everything the buffer holds at each wakeup, in one write.
+                // Everything the buffer holds at each wakeup, in one write;
+                // parks until the device puts more (its unpark after a push
+                // leaves a token if the reader was still draining).
                 let mut out = Vec::with_capacity(DEVICE_BUFFER * 8);
-                while let Ok(s) = rx.recv() {
+                loop {
+                    let end = done.load(Acquire);
                     out.clear();
-                    out.extend_from_slice(&s.to_le_bytes());
-                    for s in rx.try_iter() {
+                    while let Some(s) = samples.try_pop() {
                         out.extend_from_slice(&s.to_le_bytes());
                     }
-                    w1.write_all(&out).unwrap();
+                    if !out.is_empty() {
+                        w1.write_all(&out).unwrap();
+                    } else if end {
+                        return;
+                    }
+                    ferry::park();
                 }
             });
             let filter = ferry::spawn(move || {
@@ -166,10 +199,10 @@ fn experiment(policy: SchedPolicy) -> Outcome {
                 }
                 (received, out_of_order)
             });
-            go.send(()).unwrap();
+            go.send(reader.thread().clone()).unwrap();
 
-            // The device's end drops its sender: the reader, then each
-            // stage, sees the end in turn.
+            // The device's end: the reader, then each stage, sees the end
+            // in turn.
             reader.join().unwrap();
             filter.join().unwrap();
             let counts = consumer.join().unwrap();
