@@ -136,8 +136,7 @@ impl FineGrain {
             Duration::from_micros(u64::from(now.wrapping_sub(last)))
         };
         let q = quantum_for(rate(u64::from(bytes), elapsed));
-        cx.quantum
-            .store(q.as_micros() as u32, std::sync::atomic::Ordering::Relaxed);
+        super::quantum_word::publish(cx.quantum, q.as_micros() as u32);
     }
 
     fn pick(&mut self, cx: &Cx<'_>) -> Option<Thread> {

@@ -32,10 +32,16 @@ mod choice;
 mod fine_grain;
 #[cfg(all(test, not(ferry_loom)))]
 mod fine_grain_tests;
+pub(crate) mod quantum_word;
 mod queue;
 #[cfg(all(test, not(ferry_loom)))]
 mod tests;
 mod work_stealing;
+
+/// The atomics `quantum_word` uses (its loom model swaps in loom's).
+mod atomic {
+    pub(crate) use std::sync::atomic::{AtomicU32, Ordering};
+}
 
 pub(crate) use choice::Chosen;
 pub use choice::{SchedPolicy, UnknownPolicy};

@@ -511,7 +511,7 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen], quiet: &mut bool) -> Option<&'s
 #[inline]
 fn slice_of(shared: &Shared, p: &Processor) -> Option<Duration> {
     if shared.fine_grain {
-        let us = p.quantum.load(Relaxed).max(1);
+        let us = crate::sched::quantum_word::read(&p.quantum).max(1);
         Some(Duration::from_micros(u64::from(us)))
     } else {
         shared.time_slice
