@@ -3,11 +3,14 @@
 //! decisions choose among.
 //!
 //! This room owns the run queues (each processor's next-to-run slot and its
-//! rings, one per [`Priority`]; the runtime's injector) and the policy that
-//! uses them. It must not switch contexts, sleep or wake processors: that
-//! mechanism is [`crate::processor`]'s, which calls the policy and does what
-//! it says. A policy call never runs user code and never re-enters the
-//! policy.
+//! rings, one per [`Priority`]; the runtime's injector), the policies that
+//! use them ([`WorkStealing`], the default, and [`FineGrain`], chosen per
+//! runtime with [`SchedPolicy`]) and the processor's quantum word that the
+//! fine-grain policy writes (`quantum_word`). It must not switch contexts,
+//! sleep, wake processors or preempt threads: that mechanism is
+//! [`crate::processor`]'s (and the monitor's, in `upcall`), which calls the
+//! policy and does what it says. A policy call never runs user code and
+//! never re-enters the policy.
 //!
 //! # Thread states
 //!
