@@ -112,6 +112,10 @@ enum Command {
     /// not by hand)
     #[command(name = "scale-ferry", hide = true)]
     ScaleFerry(scale::OnceArgs),
+    /// One run of `streams`' adaptive-quantum experiment, in a process of
+    /// its own (started by it, not by hand)
+    #[command(name = "streams-adaptive", hide = true)]
+    StreamsAdaptive(streams::adaptive::OnceArgs),
 }
 
 impl Command {
@@ -128,6 +132,7 @@ impl Command {
             Command::NetServe(_) => "net-serve",
             Command::NetLoad(_) => "net-load",
             Command::ScaleFerry(_) => "scale-ferry",
+            Command::StreamsAdaptive(_) => "streams-adaptive",
             Command::Migrating(_) => "migrating",
             Command::Streams(_) => "streams",
             Command::MigratingServe(_) => "migrating-serve",
@@ -147,6 +152,7 @@ impl Command {
             Command::NetServe(a) => &a.common,
             Command::NetLoad(a) => &a.common,
             Command::ScaleFerry(a) => &a.common,
+            Command::StreamsAdaptive(a) => &a.common,
             Command::Migrating(a) => &a.common,
             Command::Streams(a) => &a.common,
             Command::MigratingServe(a) => &a.common,
@@ -161,6 +167,7 @@ fn main() -> ExitCode {
         Command::NetServe(args) => return net::serve_main(args),
         Command::NetLoad(args) => return net::load_main(args),
         Command::ScaleFerry(args) => return scale::once_main(args),
+        Command::StreamsAdaptive(args) => return streams::adaptive::once_main(args),
         Command::MigratingServe(args) => return migrating::serve_main(args),
         _ => {}
     }
@@ -181,6 +188,7 @@ fn main() -> ExitCode {
         Command::NetServe(args) => return net::serve_main(args),
         Command::NetLoad(args) => return net::load_main(args),
         Command::ScaleFerry(args) => return scale::once_main(args),
+        Command::StreamsAdaptive(args) => return streams::adaptive::once_main(args),
         Command::MigratingServe(args) => return migrating::serve_main(args),
     };
     let during = machine::interference_since(before);

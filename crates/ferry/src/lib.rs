@@ -102,6 +102,7 @@ mod waits;
 /// ```
 pub use ferry_macros::interface;
 pub use runtime::{Builder, Handle, Runtime, run};
+pub use sched::{SchedPolicy, UnknownPolicy};
 pub use thread::{
     JoinHandle, Panic, Thread, ThreadId, alerted, current, park, sleep, spawn, yield_now,
 };

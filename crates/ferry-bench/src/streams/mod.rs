@@ -8,6 +8,7 @@
 //! | `open/close` | make a stream and drop both ends; open `/dev/null` and close it | `ferry`, `open /dev/null` |
 //! | `2 threads 4KB` | a producer writes in 4 KB writes, a consumer on another core reads: MB/s | `ferry` (two ferry threads, two processors), `ferry (try + yield)` (the same with ends that never park), `pipe` (two kernel threads) |
 //! | `2 processes 4KB`, `ping-pong 1B` | between two processes ([`remote`]) | `ferry` (a cross-process stream), `pipe` |
+//! | the adaptive-quantum experiment ([`adaptive`]) | a 44.1 kHz device feeding a pipeline beside CPU-bound threads: dropped samples, latency p50/p99 | `fine-grain`, `work-stealing (10 ms slice)`, each in a child process |
 //!
 //! The loops are one generic code over `std::io::{Read, Write}`
 //! ([`harness`]). A one-thread run repeats its operation for a time
@@ -30,6 +31,7 @@ use crate::row::{Row, Unit};
 use crate::urpc::on_thread;
 use crate::watchdog::hang;
 
+pub mod adaptive;
 mod ferry;
 mod goals;
 mod harness;
@@ -287,6 +289,8 @@ pub fn run(common: &Common, _args: &Args) -> Result<Report, Error> {
     hang::unwatch();
     let mut sections = sections(pairs, &plan);
     sections.push(remote::section(&plan, cpus)?);
+    let adaptive_ms = if common.quick { 1000 } else { 2000 };
+    sections.push(adaptive::section(EXPERIMENT, plan.runs, adaptive_ms));
     Ok(Report {
         doc: EXPERIMENT,
         title: format!(

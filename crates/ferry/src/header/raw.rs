@@ -85,6 +85,16 @@ pub(crate) struct Header {
     /// Suspension (Mach's running / will-suspend / suspended); see
     /// `thread`'s module docs.
     pub(crate) control: AtomicU32,
+    /// Bytes the thread moved through streams since a fine-grain policy
+    /// last picked it (saturating; see `sched::fine_grain`): written by the
+    /// thread itself while it runs (a load and a store through
+    /// [`Header::add_stream_bytes`], not a locked add), reset by the
+    /// processor that takes it out of a run queue to run it
+    /// ([`Header::take_stream_bytes`]), when it runs nowhere. The run queue
+    /// orders the two. A preemption between the thread's load and store
+    /// can undo one reset: the next interval then counts the previous
+    /// one's bytes too (a rate a little high once, never a wrong thread).
+    stream_bytes: AtomicU32,
     /// Time stamp counter ticks the thread has run, when the runtime
     /// accounts them (`Builder::thread_cpu_time`); written (a load and a
     /// store, not a locked add) only by the processor switching it out,
@@ -104,6 +114,14 @@ pub(crate) struct Header {
     /// about to run the thread, and by its terminator (each after the
     /// thread's switch or park that orders the store).
     pub(crate) exiting: AtomicBool,
+    /// When a fine-grain policy last picked the thread to run: the low 32
+    /// bits of the monotonic clock in microseconds, `0` for never. Written
+    /// and read only by the processor that takes the thread out of a run
+    /// queue ([`Header::swap_picked_at`]), ordered by the queue as
+    /// `stream_bytes`' reset is. (Sits in the padding before `id`, as
+    /// `stream_bytes` sits in the one after `control`: the header keeps
+    /// its size.)
+    picked_at: AtomicU32,
     pub(crate) id: ThreadId,
     pub(crate) name: Option<Box<str>>,
     /// Saved while the thread is not running; written by the kernel thread
@@ -142,6 +160,38 @@ pub(crate) struct Header {
     /// protocol is in `rpc::logical`); 0 when the thread is in no call.
     pub(crate) rpc: AtomicUsize,
     vtable: &'static Vtable,
+}
+
+impl Header {
+    /// Adds `n` bytes to the stream bytes the thread moved (saturating).
+    /// The thread itself only, while it runs: a load and a store, no
+    /// locked instruction (see the field).
+    #[inline]
+    pub(crate) fn add_stream_bytes(&self, n: usize) {
+        let n = u32::try_from(n).unwrap_or(u32::MAX);
+        let was = self.stream_bytes.load(Relaxed);
+        self.stream_bytes.store(was.saturating_add(n), Relaxed);
+    }
+
+    /// The stream bytes the thread moved since the last call, and starts
+    /// counting again from zero. Only the processor taking the thread out
+    /// of a run queue (the thread runs nowhere).
+    #[inline]
+    pub(crate) fn take_stream_bytes(&self) -> u32 {
+        let n = self.stream_bytes.load(Relaxed);
+        self.stream_bytes.store(0, Relaxed);
+        n
+    }
+
+    /// Records `now` as when the thread was last picked and returns the
+    /// previous record (`0`: never). Only the processor taking the thread
+    /// out of a run queue.
+    #[inline]
+    pub(crate) fn swap_picked_at(&self, now: u32) -> u32 {
+        let was = self.picked_at.load(Relaxed);
+        self.picked_at.store(now, Relaxed);
+        was
+    }
 }
 
 /// The typed operations on a block, for its `(F, T)`.
@@ -518,11 +568,13 @@ where
             state: AtomicU32::new(super::park_word::EMPTY),
             join: AtomicU32::new(0),
             control: AtomicU32::new(0),
+            stream_bytes: AtomicU32::new(0),
             cpu_ticks: AtomicU64::new(0),
             tag: AtomicUsize::new(spec.tag),
             priority: AtomicU8::new(spec.priority.level() as u8),
             alert: AtomicU8::new(0),
             exiting: AtomicBool::new(false),
+            picked_at: AtomicU32::new(0),
             id: spec.id,
             name: spec.name,
             context: UnsafeCell::new(spec.context),
@@ -718,5 +770,15 @@ impl<T> Drop for RawJoin<T> {
             unsafe { (self.header().vtable.take_output)(self.ptr, (&raw mut out).cast()) };
         }
         release(self.ptr);
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    /// The fine-grain words sit in padding: the header did not grow (a
+    /// larger one would push more closures out of the small blocks).
+    #[test]
+    fn header_keeps_its_size() {
+        assert_eq!(size_of::<super::Header>(), 216);
     }
 }

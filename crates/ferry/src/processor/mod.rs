@@ -107,7 +107,7 @@ use std::time::Instant;
 use crate::arch::{self, Context};
 use crate::header::{Header, SmallBlock, Thread, ThreadId};
 use crate::sched::Event;
-use crate::sched::{self, Chain, Cx, NextSlot, Policy, Ready, RunQueue, WorkStealing};
+use crate::sched::{self, Chain, Chosen, Cx, NextSlot, Policy, Ready, RunQueue, SchedPolicy};
 use crate::stack::{LocalStacks, Stack, StackCache};
 
 /// Freed small thread blocks each processor keeps for its next spawns,
@@ -181,7 +181,7 @@ pub(crate) const NO_CORE: usize = usize::MAX;
 /// The parts of a processor only its own kernel thread touches.
 pub(crate) struct Owner {
     queue: RunQueue,
-    policy: WorkStealing,
+    policy: Chosen,
     /// Where the driving kernel thread records the thread it runs (its
     /// activation's, for the preemption handler and the monitor).
     running: *const Cell<*mut Header>,
@@ -242,6 +242,12 @@ pub(crate) struct Processor {
     /// while the low bit is set means one thread has run (or blocked) all
     /// along.
     pub(crate) dispatch: AtomicU32,
+    /// The quantum, in microseconds, of the thread this processor runs or
+    /// is about to run, under the fine-grain policy (which writes it when
+    /// it picks the thread, before `dispatch` is stored); read by the
+    /// monitor after `dispatch`, instead of the runtime's time slice. `0`
+    /// (never written) under the default policy. See `sched::fine_grain`.
+    pub(crate) quantum: AtomicU32,
     /// See [`ACTIVE`].
     pub(crate) membership: AtomicU8,
     /// The core its driver is pinned to, or [`NO_CORE`] for the default.
@@ -269,7 +275,7 @@ unsafe impl Send for Processor {}
 impl Processor {
     /// Builds the processors of one runtime, with their queues and each one's
     /// stealing handles on all the others.
-    pub(crate) fn build(count: usize) -> Vec<Processor> {
+    pub(crate) fn build(count: usize, policy: SchedPolicy) -> Vec<Processor> {
         RunQueue::build(count)
             .into_iter()
             .enumerate()
@@ -277,7 +283,7 @@ impl Processor {
                 index,
                 owner: UnsafeCell::new(Owner {
                     queue,
-                    policy: WorkStealing::default(),
+                    policy: Chosen::new(policy),
                     running: ptr::null(),
                     sched: ptr::null_mut(),
                     dispatches: 0,
@@ -298,6 +304,7 @@ impl Processor {
                 in_epoll: AtomicPtr::new(std::ptr::null_mut()),
                 willing_to_yield: AtomicBool::new(false),
                 dispatch: AtomicU32::new(0),
+                quantum: AtomicU32::new(0),
                 membership: AtomicU8::new(STOPPED),
                 core: AtomicUsize::new(NO_CORE),
                 home: AtomicUsize::new(NO_CORE),
@@ -511,7 +518,7 @@ impl Processor {
     fn with_policy<R>(
         &self,
         mut tok: OwnerToken<'_>,
-        f: impl FnOnce(&mut WorkStealing, &Cx<'_>) -> R,
+        f: impl FnOnce(&mut Chosen, &Cx<'_>) -> R,
     ) -> R {
         let owner = self.owner(tok.rb());
         let shared = self.shared();
@@ -519,6 +526,7 @@ impl Processor {
             queue: &owner.queue,
             next: &self.next,
             injector: &shared.injector,
+            quantum: &self.quantum,
         };
         f(&mut owner.policy, &cx)
     }

@@ -91,13 +91,15 @@ pub(crate) struct Settings {
     pub(crate) spin_tries: u32,
     /// Whether processors account each thread's run time.
     pub(crate) account_cpu: bool,
+    /// The scheduling policy every processor uses.
+    pub(crate) policy: crate::sched::SchedPolicy,
 }
 
 impl Set {
     /// A set of `settings.processors` stopped processors, with no host yet.
     pub(crate) fn new(settings: &Settings) -> Set {
         Set {
-            processors: Processor::build(settings.processors).into_boxed_slice(),
+            processors: Processor::build(settings.processors, settings.policy).into_boxed_slice(),
             injector: Injector::new(),
             idle: IdleSet::new(settings.processors),
             shutdown: AtomicBool::new(false),

@@ -21,6 +21,7 @@ fn set(n: usize) -> Set {
         stack_size: 64 * 1024,
         spin_tries: 1,
         account_cpu: false,
+        policy: crate::sched::SchedPolicy::WorkStealing,
     })
 }
 
@@ -176,7 +177,7 @@ fn built_processors_are_stopped_and_idle_with_every_other_as_victim() {
 
 #[test]
 fn stopping_is_read_from_the_membership_word() {
-    let p = &Processor::build(1)[0];
+    let p = &Processor::build(1, crate::sched::SchedPolicy::WorkStealing)[0];
     for (word, stopping) in [(STOPPED, false), (ACTIVE, false), (STOPPING, true)] {
         p.membership.store(word, Relaxed);
         assert_eq!(p.is_stopping(), stopping, "membership {word}");
@@ -185,7 +186,7 @@ fn stopping_is_read_from_the_membership_word() {
 
 #[test]
 fn each_dispatch_change_publishes_a_new_count() {
-    let p = &Processor::build(1)[0];
+    let p = &Processor::build(1, crate::sched::SchedPolicy::WorkStealing)[0];
     // SAFETY: no kernel thread drives the processor; the test is its only
     // user.
     let mut tok = unsafe { OwnerToken::new() };

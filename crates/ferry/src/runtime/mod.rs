@@ -20,6 +20,7 @@ use std::time::Duration;
 use crate::header::raw::{self, Block, Spec};
 use crate::header::{Ready, Schedule, Thread, ThreadId};
 use crate::processor::available_cpus;
+use crate::sched::SchedPolicy;
 use crate::stack::DEFAULT_STACK_SIZE;
 use crate::thread;
 use crate::upcall::deadlock::Deadlock;
@@ -40,6 +41,7 @@ pub struct Builder {
     account_cpu: bool,
     on_deadlock: Deadlock,
     io_uring: bool,
+    policy: SchedPolicy,
 }
 
 /// The time slice when [`Builder::time_slice`] is not called and
@@ -79,6 +81,7 @@ impl Runtime {
             stand_ins: std::env::var_os("FERRY_STAND_INS").is_none_or(|v| v != "0"),
             account_cpu: true,
             io_uring: true,
+            policy: SchedPolicy::from_env(),
         }
     }
 }
@@ -133,6 +136,28 @@ impl Builder {
     /// [`SpinLock`]: crate::sync::SpinLock
     pub fn time_slice(&mut self, slice: Option<Duration>) -> &mut Self {
         self.time_slice = slice;
+        self
+    }
+
+    /// The scheduling policy of every processor (see [`SchedPolicy`]):
+    /// [`SchedPolicy::WorkStealing`] by default, or
+    /// [`SchedPolicy::FineGrain`], which gives each thread a quantum
+    /// following the rate of bytes it moves through streams (200 µs to
+    /// 2 ms) in place of [`Builder::time_slice`], and runs a woken thread
+    /// next. The environment variable `FERRY_SCHED` (`work-stealing`,
+    /// `fine-grain`) sets another default; a value it cannot read leaves
+    /// the work-stealing policy.
+    ///
+    /// ```
+    /// let n = ferry::Runtime::builder()
+    ///     .processors(2)
+    ///     .policy(ferry::SchedPolicy::FineGrain)
+    ///     .run(|| ferry::spawn(|| 6 * 7).join().unwrap())
+    ///     .unwrap();
+    /// assert_eq!(n, 42);
+    /// ```
+    pub fn policy(&mut self, policy: SchedPolicy) -> &mut Self {
+        self.policy = policy;
         self
     }
 
@@ -324,7 +349,11 @@ impl Builder {
             stand_ins: self.stand_ins,
             account_cpu: self.account_cpu,
             on_deadlock: self.on_deadlock,
+            policy: self.policy,
         });
+        if self.policy == SchedPolicy::FineGrain {
+            thread::count_stream_bytes_from_now();
+        }
         shared.sources.ring.allow(self.io_uring);
         shared
     }

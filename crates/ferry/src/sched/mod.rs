@@ -3,11 +3,14 @@
 //! decisions choose among.
 //!
 //! This room owns the run queues (each processor's next-to-run slot and its
-//! rings, one per [`Priority`]; the runtime's injector) and the policy that
-//! uses them. It must not switch contexts, sleep or wake processors: that
-//! mechanism is [`crate::processor`]'s, which calls the policy and does what
-//! it says. A policy call never runs user code and never re-enters the
-//! policy.
+//! rings, one per [`Priority`]; the runtime's injector), the policies that
+//! use them ([`WorkStealing`], the default, and [`FineGrain`], chosen per
+//! runtime with [`SchedPolicy`]) and the processor's quantum word that the
+//! fine-grain policy writes (`quantum_word`). It must not switch contexts,
+//! sleep, wake processors or preempt threads: that mechanism is
+//! [`crate::processor`]'s (and the monitor's, in `upcall`), which calls the
+//! policy and does what it says. A policy call never runs user code and
+//! never re-enters the policy.
 //!
 //! # Thread states
 //!
@@ -28,13 +31,28 @@
 //! A runnable thread is in exactly one queue: a next-to-run slot, a ring, or
 //! the injector. Stealing moves it between queues, never out of "runnable".
 
+mod choice;
+mod fine_grain;
+#[cfg(all(test, not(ferry_loom)))]
+mod fine_grain_tests;
+pub(crate) mod quantum_word;
 mod queue;
 #[cfg(all(test, not(ferry_loom)))]
 mod tests;
 mod work_stealing;
 
+/// The atomics `quantum_word` uses (its loom model swaps in loom's).
+mod atomic {
+    pub(crate) use std::sync::atomic::{AtomicU32, Ordering};
+}
+
+pub(crate) use choice::Chosen;
+pub use choice::{SchedPolicy, UnknownPolicy};
+pub(crate) use fine_grain::FineGrain;
 pub(crate) use queue::{Chain, Injector, NEXT_STEAL_AFTER, NextSlot, RING_SLOTS, RunQueue};
 pub(crate) use work_stealing::WorkStealing;
+
+use std::sync::atomic::AtomicU32;
 
 use crate::header::Thread;
 pub(crate) use crate::header::{LEVELS, Priority, Ready};
@@ -71,15 +89,22 @@ pub(crate) struct Cx<'a> {
     pub(crate) next: &'a NextSlot,
     /// The runtime's queue of threads made or woken off a processor.
     pub(crate) injector: &'a Injector,
+    /// The processor's quantum word: the quantum, in microseconds, of the
+    /// thread it runs, which the monitor enforces instead of the runtime's
+    /// time slice when the runtime uses the fine-grain policy (that policy
+    /// writes it when it picks a thread; see `fine_grain`'s table). The
+    /// default policy leaves it alone.
+    pub(crate) quantum: &'a AtomicU32,
 }
 
 /// The scheduling decisions of one processor. The processor calls it from
 /// its own kernel thread only, never re-entrantly; a policy keeps whatever
 /// per-processor state it needs in `self`.
 ///
-/// Later policies (a fine-grain quantum, allocator-driven priorities) plug in
-/// here; the mechanism around it — switching, parking, idling, waking
-/// processors — stays as it is.
+/// Two policies plug in here, chosen per runtime ([`SchedPolicy`], held as
+/// [`Chosen`]): [`WorkStealing`], the default, and [`FineGrain`]; the
+/// mechanism around them — switching, parking, idling, waking processors,
+/// preempting — is the same for both.
 pub(crate) trait Policy {
     /// `t` became runnable on this processor for `why`: put it in a queue.
     fn ready(&mut self, cx: &Cx<'_>, t: Thread, why: Ready);

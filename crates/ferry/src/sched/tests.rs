@@ -6,6 +6,7 @@
 
 use std::any::Any;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU32;
 
 use super::queue::RING_SLOTS;
 use super::{
@@ -34,7 +35,7 @@ impl Schedule for ByHand {
 }
 
 /// A thread that never runs, with id `id`.
-fn thread(id: u64, priority: Priority) -> Thread {
+pub(super) fn thread(id: u64, priority: Priority) -> Thread {
     let block = Block::alloc(|| None).expect("memory for a thread block");
     let (t, join) = raw::new(
         block,
@@ -54,11 +55,11 @@ fn thread(id: u64, priority: Priority) -> Thread {
     t
 }
 
-fn normal(id: u64) -> Thread {
+pub(super) fn normal(id: u64) -> Thread {
     thread(id, Priority::Normal)
 }
 
-fn id(t: Option<Thread>) -> Option<u64> {
+pub(super) fn id(t: Option<Thread>) -> Option<u64> {
     t.map(|t| t.id().as_u64())
 }
 
@@ -69,6 +70,8 @@ struct Runtime {
     next: Vec<NextSlot>,
     injector: Injector,
     policies: Vec<WorkStealing>,
+    /// The processors' quantum word (the default policy never writes it).
+    quantum: AtomicU32,
 }
 
 impl Runtime {
@@ -78,6 +81,7 @@ impl Runtime {
             next: (0..n).map(|_| NextSlot::new()).collect(),
             injector: Injector::new(),
             policies: (0..n).map(|_| WorkStealing::default()).collect(),
+            quantum: AtomicU32::new(0),
         }
     }
 
@@ -87,6 +91,7 @@ impl Runtime {
             queue: &self.queues[p],
             next: &self.next[p],
             injector: &self.injector,
+            quantum: &self.quantum,
         };
         (&mut self.policies[p], cx)
     }

@@ -103,15 +103,47 @@ impl WorkStealing {
     }
 
     fn push_back(cx: &Cx<'_>, t: Thread) {
+        push_back(cx, t);
+    }
+}
+
+/// Puts `t` at the back of its priority's ring, or in the injector when
+/// the ring is full.
+#[inline]
+pub(super) fn push_back(cx: &Cx<'_>, t: Thread) {
+    let level = t.priority().level();
+    if let Err(t) = cx.queue.push_back(level, t)
+        && let Err(t) = cx.injector.push(t)
+    {
+        // Closed only once every processor stopped: not while one
+        // decides. Should it be, the thread is abandoned as at the end.
+        drop(t);
+    }
+}
+
+/// Puts every thread of `batch` at the back of its priority's ring, in
+/// the batch's order; from the first thread a level's ring has no room
+/// for, the rest of that level goes to the injector in one piece.
+#[inline]
+pub(super) fn queue_batch(cx: &Cx<'_>, mut batch: Chain) {
+    // Each level's ring first, while it has room; from the first
+    // thread it has none for, the rest of that level, in order, is
+    // spliced into the injector under one lock (a thief may free ring
+    // slots meanwhile: taking them would reorder the batch).
+    let mut rest = Chain::new();
+    let mut full = [false; LEVELS];
+    while let Some(t) = batch.pop() {
         let level = t.priority().level();
-        if let Err(t) = cx.queue.push_back(level, t)
-            && let Err(t) = cx.injector.push(t)
-        {
-            // Closed only once every processor stopped: not while one
-            // decides. Should it be, the thread is abandoned as at the end.
-            drop(t);
+        if full[level] {
+            rest.push(t);
+        } else if let Err(t) = cx.queue.push_back(level, t) {
+            full[level] = true;
+            rest.push(t);
         }
     }
+    // Closed only once every processor stopped (see `push_back`): the
+    // chain's threads are then abandoned, as at the end.
+    drop(cx.injector.push_chain(rest));
 }
 
 impl Policy for WorkStealing {
@@ -135,25 +167,8 @@ impl Policy for WorkStealing {
         Self::push_back(cx, t);
     }
 
-    fn ready_batch(&mut self, cx: &Cx<'_>, mut batch: Chain) {
-        // Each level's ring first, while it has room; from the first
-        // thread it has none for, the rest of that level, in order, is
-        // spliced into the injector under one lock (a thief may free ring
-        // slots meanwhile: taking them would reorder the batch).
-        let mut rest = Chain::new();
-        let mut full = [false; LEVELS];
-        while let Some(t) = batch.pop() {
-            let level = t.priority().level();
-            if full[level] {
-                rest.push(t);
-            } else if let Err(t) = cx.queue.push_back(level, t) {
-                full[level] = true;
-                rest.push(t);
-            }
-        }
-        // Closed only once every processor stopped (see `push_back`): the
-        // chain's threads are then abandoned, as at the end.
-        drop(cx.injector.push_chain(rest));
+    fn ready_batch(&mut self, cx: &Cx<'_>, batch: Chain) {
+        queue_batch(cx, batch);
     }
 
     fn next(&mut self, cx: &Cx<'_>) -> Option<Thread> {

@@ -105,12 +105,17 @@
 //! dropped: the stream stays open on that side.
 //!
 //! The counters [`Writer::bytes_written`] and [`Reader::bytes_read`] are
-//! the ring's positions: every byte that has gone in and come out.
+//! the ring's positions: every byte that has gone in and come out. Each
+//! read and write that moved bytes also counts them on the running ferry
+//! thread, for the fine-grain scheduling policy (one relaxed load while no
+//! runtime uses that policy; see `thread::stream_bytes`).
 
 mod atomic {
     pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 }
 mod bytes;
+#[cfg(all(test, not(ferry_loom)))]
+mod count_tests;
 mod path;
 mod pump;
 mod reader;

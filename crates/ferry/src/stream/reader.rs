@@ -168,7 +168,8 @@ fn try_take<P: Path>(s: &Shared, buf: &mut [u8]) -> Take {
     // `Alone` is the only reader and reads through `&mut self`; readers on
     // `Turns` hold the end under `rlock`.
     let r = P::hold(&s.rlock, || unsafe { s.ring.take(buf) });
-    if let Take::Done(_) = r {
+    if let Take::Done(n) = r {
+        crate::thread::moved_stream_bytes(n);
         s.writable.notify_all();
         if P::SHARED && s.ring.has_bytes() {
             // One write wakes one reader; if it left bytes, another may
@@ -294,6 +295,7 @@ impl Local {
         unsafe {
             let n = amt.min(s.ring.seen());
             s.ring.consume(n);
+            crate::thread::moved_stream_bytes(n);
         }
         s.writable.notify_all();
     }

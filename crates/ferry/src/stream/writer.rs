@@ -156,7 +156,8 @@ fn try_put<P: Path>(s: &Shared, buf: &[u8]) -> Put {
     // to `Turns`), and it writes through `&mut self`, so no other call holds
     // the write end; on `Turns` every writer holds the end under `wlock`.
     let r = P::hold(&s.wlock, || unsafe { s.ring.put(buf, need) });
-    if let Put::Done(_) = r {
+    if let Put::Done(n) = r {
+        crate::thread::moved_stream_bytes(n);
         s.readable.notify_one();
     }
     r

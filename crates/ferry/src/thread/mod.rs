@@ -72,6 +72,7 @@ mod local;
 mod panic;
 mod sleep;
 mod spawn;
+mod stream_bytes;
 
 pub(crate) use alert::{BLOCKED, Hooks, PENDING, set_hooks};
 pub use alert::{alerted, allow_alerts, clear_alert, cpu_time, set_priority};
@@ -83,6 +84,7 @@ pub use local::LocalKey;
 pub(crate) use panic::install_panic_hook;
 pub(crate) use sleep::with_timer;
 pub use sleep::{sleep, sleep_until};
+pub(crate) use stream_bytes::{count_stream_bytes_from_now, moved_stream_bytes};
 
 /// The resolution of ferry's timers (2^16 ns): a [`sleep`] ends within a
 /// tick after its deadline when a processor looks in time, never before.

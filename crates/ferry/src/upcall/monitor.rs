@@ -63,7 +63,10 @@
 //!
 //! How long a thread has had its processor (for its time slice) is
 //! counted from the first look that saw its dispatch, so a slice is
-//! enforced to within a look.
+//! enforced to within a look. Under the fine-grain policy the slice is
+//! the running thread's own quantum, read from its processor's quantum
+//! word after the dispatch word (`sched::fine_grain`), and the monitor
+//! keeps to the tick (every quantum is shorter than [`SLICE_AT_TICK`]).
 //!
 //! Its cost while nothing blocks: per look, a wakeup from a timed sleep
 //! (which dominates: about 25 µs of CPU per wakeup on a 2-core VM, so
@@ -360,7 +363,7 @@ fn keep_off_processors(shared: &Shared, state: &mut WatchState) {
 fn look(shared: &Arc<Shared>, seen: &mut [Seen], quiet: &mut bool) -> Option<&'static Processor> {
     let now = Instant::now();
     let mut provided = false;
-    if shared.time_slice.is_some_and(|slice| slice < SLICE_AT_TICK) {
+    if shared.fine_grain || shared.time_slice.is_some_and(|slice| slice < SLICE_AT_TICK) {
         *quiet = false;
     }
     for (i, p) in shared.processors.iter().enumerate() {
@@ -427,7 +430,7 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen], quiet: &mut bool) -> Option<&'s
             continue;
         }
         let held = now.saturating_duration_since(s.since);
-        let slice_over = shared.time_slice.is_some_and(|slice| held >= slice);
+        let slice_over = slice_of(shared, p).is_some_and(|slice| held >= slice);
         if covered
             && !slice_over
             && !leaving
@@ -499,6 +502,20 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen], quiet: &mut bool) -> Option<&'s
         }
     });
     None
+}
+
+/// How long the thread running on `p` may hold it: the runtime's time
+/// slice, or under the fine-grain policy the quantum that policy gave it
+/// (`p.quantum`, read after `p.dispatch`: that dispatch's or a later one;
+/// see `sched::fine_grain`).
+#[inline]
+fn slice_of(shared: &Shared, p: &Processor) -> Option<Duration> {
+    if shared.fine_grain {
+        let us = crate::sched::quantum_word::read(&p.quantum).max(1);
+        Some(Duration::from_micros(u64::from(us)))
+    } else {
+        shared.time_slice
+    }
 }
 
 /// Lent processor `p` needs a new driver now: the watcher's own kernel

@@ -39,6 +39,9 @@ pub(crate) struct Shared {
     pub(crate) handoff_after: Duration,
     /// Preemption time slice, if any.
     pub(crate) time_slice: Option<Duration>,
+    /// Whether the runtime uses the fine-grain policy: the monitor then
+    /// enforces each processor's quantum word instead of `time_slice`.
+    pub(crate) fine_grain: bool,
     /// Whether the monitor takes over from unannounced blocking.
     pub(crate) take_over_unannounced: bool,
     /// Whether busy pinned processors get stand-ins (`upcall::stand_in`).
@@ -103,6 +106,8 @@ pub(crate) struct Config {
     pub(crate) account_cpu: bool,
     /// What to do on a deadlock.
     pub(crate) on_deadlock: super::deadlock::Deadlock,
+    /// The scheduling policy of every processor.
+    pub(crate) policy: crate::sched::SchedPolicy,
 }
 
 impl Shared {
@@ -116,12 +121,14 @@ impl Shared {
                 stack_size: config.stack_size,
                 spin_tries: config.spin_tries,
                 account_cpu: config.account_cpu,
+                policy: config.policy,
             }),
             words: (0..max).map(|_| PerProcessor::new()).collect(),
             activations: Activations::new(config.max_activations.max(2 * max + 2)),
             monitor: Monitor::new(),
             handoff_after: config.handoff_after,
             time_slice: config.time_slice,
+            fine_grain: config.policy == crate::sched::SchedPolicy::FineGrain,
             take_over_unannounced: config.take_over_unannounced,
             stand_ins: config.stand_ins,
             deadlock: Detector::new(config.on_deadlock),
