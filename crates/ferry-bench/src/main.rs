@@ -22,6 +22,7 @@ mod affinity;
 mod common;
 mod docs;
 mod error;
+mod gravity;
 mod machine;
 mod measure;
 mod migrating;
@@ -96,6 +97,10 @@ enum Command {
     /// rows 2-4, 6); MB/s between two threads on two cores [runs: 7, at
     /// least 5]
     Streams(streams::Args),
+    /// Mean job time of 1-4 Gravity jobs at once (004 Figure 3): ferry
+    /// oblivious, plain threads, and ferry under `ferry allocd` with
+    /// equipartition and Dynamic [runs: 3]
+    Gravity(gravity::Args),
     /// The server process of `migrating` (started by it, not by hand)
     #[command(name = "migrating-serve", hide = true)]
     MigratingServe(migrating::ServeArgs),
@@ -135,6 +140,7 @@ impl Command {
             Command::StreamsAdaptive(_) => "streams-adaptive",
             Command::Migrating(_) => "migrating",
             Command::Streams(_) => "streams",
+            Command::Gravity(_) => "gravity",
             Command::MigratingServe(_) => "migrating-serve",
         }
     }
@@ -155,6 +161,7 @@ impl Command {
             Command::StreamsAdaptive(a) => &a.common,
             Command::Migrating(a) => &a.common,
             Command::Streams(a) => &a.common,
+            Command::Gravity(a) => &a.common,
             Command::MigratingServe(a) => &a.common,
         }
     }
@@ -184,6 +191,7 @@ fn main() -> ExitCode {
         Command::Net(args) => net::run(common, args),
         Command::Migrating(args) => migrating::run(common, args),
         Command::Streams(args) => streams::run(common, args),
+        Command::Gravity(args) => gravity::run(common, args),
         Command::UrpcServe(args) => return urpc::serve_main(args),
         Command::NetServe(args) => return net::serve_main(args),
         Command::NetLoad(args) => return net::load_main(args),
