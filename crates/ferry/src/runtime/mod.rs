@@ -42,6 +42,7 @@ pub struct Builder {
     on_deadlock: Deadlock,
     io_uring: bool,
     policy: SchedPolicy,
+    stats: bool,
 }
 
 /// The time slice when [`Builder::time_slice`] is not called and
@@ -82,6 +83,7 @@ impl Runtime {
             account_cpu: true,
             io_uring: true,
             policy: SchedPolicy::from_env(),
+            stats: true,
         }
     }
 }
@@ -299,6 +301,18 @@ impl Builder {
         self
     }
 
+    /// Whether the runtime publishes its figures (processors, threads,
+    /// upcall events, cross-process channels) in a page of the user's
+    /// runtime directory that `ferry top` reads ([`crate::stats`]). On by
+    /// default; off here or with `FERRY_STATS=off` in the environment. One
+    /// runtime per process publishes, the first to start while none does.
+    /// The cost when on: the monitor writes the page at most every 100 ms
+    /// while processors are busy, and once before it parks.
+    pub fn stats(&mut self, on: bool) -> &mut Self {
+        self.stats = on;
+        self
+    }
+
     /// The processor count this builder starts with, and the most it may
     /// grow to.
     fn processor_counts(&self) -> (usize, usize) {
@@ -441,6 +455,9 @@ impl Builder {
         drop(join);
         let driver_stack = crate::stack::StackCache::global().get(shared.stack_size)?;
         Self::start_helpers(&shared, count)?;
+        if let Some(page) = crate::stats::start(&shared, self.stats) {
+            page.keep_until_exit();
+        }
         let caller = shared.activations.register_caller();
         let from = main.context_ptr();
         let header = main.as_ptr();
@@ -513,6 +530,9 @@ impl Builder {
     pub fn start(&self) -> io::Result<Handle> {
         let (shared, count) = self.prepare("ferry::Builder::start")?;
         Self::start_helpers(&shared, count)?;
+        if let Some(page) = crate::stats::start(&shared, self.stats) {
+            page.keep_until_exit();
+        }
         let first = shared.activations.spawn(
             &shared,
             Some(Assignment::Start(shared.processors[0].as_static())),
@@ -557,6 +577,9 @@ impl Builder {
                 })?;
         }
         Self::start_helpers(&shared, count)?;
+        // The page goes when `run` returns (its activations joined: nobody
+        // writes it any more).
+        let page = crate::stats::start(&shared, self.stats);
         let caller = shared.activations.register_caller();
 
         let affinity = rustix::thread::sched_getaffinity(None).ok();
@@ -568,6 +591,7 @@ impl Builder {
             let _ = rustix::thread::sched_setaffinity(None, &mask);
         }
         shared.activations.join_all();
+        drop(page);
         // Threads still queued hold the runtime; let them (and their stacks) go.
         shared.drain();
         // Sockets of threads parked for good, and the epoll instance, close.

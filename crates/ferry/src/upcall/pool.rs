@@ -356,6 +356,17 @@ impl Activations {
         }
     }
 
+    /// How many activations are away in a ferry thread's kernel call whose
+    /// processor was taken over (a snapshot, for the stats page).
+    pub(crate) fn away(&self) -> usize {
+        self.all
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|(a, _)| a.away.load(Relaxed))
+            .count()
+    }
+
     /// Joins every activation's kernel thread that is not away in a
     /// ferry thread's kernel call (those end when their call returns).
     /// Allocates nothing: `spawn` made room among the retired for each.
