@@ -6,6 +6,8 @@
 //! which the process's other tests would share.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use ferry::rpc::{Client, Fault, RuntimeDir, Server};
 use ferry::stats::{ChannelKind, MappedPage, Snapshot};

@@ -433,6 +433,7 @@ impl Builder {
     /// `sync::owner` tells locks the adopted thread holds by).
     fn adopt_on(&self, stack: Option<std::ops::Range<usize>>) -> io::Result<Handle> {
         let (shared, count) = self.prepare("ferry::Builder::adopt")?;
+        let page = crate::stats::start(&shared, self.stats);
         // The first thread: a block without a stack of its own, whose
         // context the switch below fills in.
         let first = || {};
@@ -455,7 +456,7 @@ impl Builder {
         drop(join);
         let driver_stack = crate::stack::StackCache::global().get(shared.stack_size)?;
         Self::start_helpers(&shared, count)?;
-        if let Some(page) = crate::stats::start(&shared, self.stats) {
+        if let Some(page) = page {
             page.keep_until_exit();
         }
         let caller = shared.activations.register_caller();
@@ -529,10 +530,8 @@ impl Builder {
     /// If the calling kernel thread runs ferry threads.
     pub fn start(&self) -> io::Result<Handle> {
         let (shared, count) = self.prepare("ferry::Builder::start")?;
+        let page = crate::stats::start(&shared, self.stats);
         Self::start_helpers(&shared, count)?;
-        if let Some(page) = crate::stats::start(&shared, self.stats) {
-            page.keep_until_exit();
-        }
         let first = shared.activations.spawn(
             &shared,
             Some(Assignment::Start(shared.processors[0].as_static())),
@@ -541,6 +540,9 @@ impl Builder {
             shared.shut_down();
             shared.activations.join_all();
             return Err(e);
+        }
+        if let Some(page) = page {
+            page.keep_until_exit();
         }
         Ok(Handle { shared })
     }
@@ -560,6 +562,9 @@ impl Builder {
         main: impl FnOnce() -> T + Send + 'static,
     ) -> io::Result<T> {
         let (shared, count) = self.prepare("ferry::run")?;
+        // The page is in place before the first thread runs; it goes when
+        // `run` returns (its activations joined: nobody writes it any more).
+        let page = crate::stats::start(&shared, self.stats);
         shared.deadlock.report_to_caller();
         // The first thread leaves its outcome here *before* it shuts the
         // runtime down, so that nothing after the shutdown (a preemption, a
@@ -577,9 +582,6 @@ impl Builder {
                 })?;
         }
         Self::start_helpers(&shared, count)?;
-        // The page goes when `run` returns (its activations joined: nobody
-        // writes it any more).
-        let page = crate::stats::start(&shared, self.stats);
         let caller = shared.activations.register_caller();
 
         let affinity = rustix::thread::sched_getaffinity(None).ok();
