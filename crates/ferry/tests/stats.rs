@@ -77,6 +77,28 @@ fn a_runtime_publishes_its_page_while_it_runs() {
                 .unwrap();
             assert_eq!(client_end.peers, u64::from(pid), "the server's pid");
             drop((client, server));
+
+            // A call held in its handler: its logical thread is listed with
+            // its chain (this process twice: the origin and the server).
+            let release = Arc::new(AtomicBool::new(false));
+            let r = Arc::clone(&release);
+            let hold = move |_op: u32, _a: &[u8]| -> Result<Vec<u8>, Fault> {
+                while !r.load(Ordering::Acquire) {
+                    ferry::sleep(std::time::Duration::from_millis(1));
+                }
+                Ok(Vec::new())
+            };
+            let server = Server::serve_in(&dir, "stats-hold", 1, hold).unwrap();
+            let client = Client::connect_in(&dir, "stats-hold", 1).unwrap();
+            let caller = ferry::spawn(move || client.call(0, &[]).map(drop));
+            let s = read_until(&p, |s| !s.logical.is_empty());
+            assert_eq!(s.logical.len(), 1);
+            assert_eq!(s.logical[0].origin, pid);
+            assert_eq!(s.logical[0].chain, [pid, pid]);
+            release.store(true, Ordering::Release);
+            caller.join().unwrap().unwrap();
+            read_until(&p, |s| s.logical.is_empty());
+            drop(server);
         })
         .unwrap();
     assert!(!page.exists(), "the page outlived its runtime");
