@@ -48,7 +48,16 @@ impl Drop for Serve {
 /// Starts `ferry serve` with `processors` processors, serving `name`, and
 /// waits for its `ready <pid>` (its page is in place by then).
 fn serve(xdg: &Xdg, name: &str, processors: usize) -> (Serve, u32) {
-    let mut child = Command::new(FERRY)
+    serve_with(xdg, name, processors, None)
+}
+
+/// [`serve`], with `FERRY_STATS` set to `stats` if given.
+fn serve_with(xdg: &Xdg, name: &str, processors: usize, stats: Option<&str>) -> (Serve, u32) {
+    let mut cmd = Command::new(FERRY);
+    if let Some(v) = stats {
+        cmd.env("FERRY_STATS", v);
+    }
+    let mut child = cmd
         .args(["serve", "--name", name, "--processors"])
         .arg(processors.to_string())
         .arg("--dir")
@@ -111,6 +120,17 @@ fn two_live_processes_are_listed_with_their_processors() {
         assert!(p["writes"].as_u64().unwrap() >= 1);
         assert!(p.get("error").is_none());
     }
+}
+
+#[test]
+fn ferry_stats_off_publishes_no_page() {
+    let xdg = Xdg::new("off");
+    let (_on, on) = serve(&xdg, "top-on", 1);
+    let (_off, off) = serve_with(&xdg, "top-off", 1, Some("off"));
+    let doc = top_json(&xdg);
+    assert!(by_pid(&doc, on).is_some(), "{doc:?}");
+    assert!(by_pid(&doc, off).is_none(), "{doc:?}");
+    assert!(!xdg.top().join(off.to_string()).exists());
 }
 
 #[test]

@@ -226,7 +226,10 @@ impl Writer {
         s.processors = active as u64;
         s.max_processors = shared.processors.len() as u64;
         s.runnable = (active.saturating_sub(asleep) + shared.injector.len()) as u64;
-        s.blocked = shared.activations.away() as u64;
+        // (Kept from the last write when the list is busy.)
+        if let Some(away) = shared.activations.away() {
+            s.blocked = away as u64;
+        }
         s.kernel_threads = shared.activations.count() as u64;
         s.max_kernel_threads = shared.activations.max() as u64;
         let u = shared.counters.snapshot();
