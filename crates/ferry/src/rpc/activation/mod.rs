@@ -277,14 +277,18 @@ impl Activations {
     }
 
     /// The logical threads its activations serve now, into `out` (up to
-    /// the page's bound).
+    /// the page's bound). Called by the monitor for the stats page: it
+    /// never waits for a lock a poller or an activation holds (a busy one
+    /// leaves that activation, or the whole pool, out of this write).
     pub(crate) fn in_calls(&self, out: &mut Vec<crate::stats::LogicalThread>) {
-        let all = self.state.lock().all.clone();
+        let Some(all) = self.state.try_lock().map(|s| s.all.clone()) else {
+            return;
+        };
         for a in all {
             if out.len() >= crate::stats::MAX_LOGICAL {
                 break;
             }
-            let Some((_, _, _, incoming)) = *a.serving.lock() else {
+            let Some(Some((_, _, _, incoming))) = a.serving.try_lock().map(|s| *s) else {
                 continue;
             };
             out.push(crate::stats::LogicalThread {
