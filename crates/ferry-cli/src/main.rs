@@ -4,8 +4,9 @@
 //! function, and a variant of [`Command`]. Today there is `tour`, and the
 //! hidden `serve` that the tour starts as its other processes (the echo of
 //! its `rpc` stop, the chain interface of its `migrating` stop,
-//! [`chain`]); `allocd`,
-//! `top`, `bench` and `sim` come with later issues. What subcommands share
+//! [`chain`]); and `top`, the live view of
+//! every ferry process ([`top`]). `allocd`, `bench` and `sim` come with
+//! later issues. What subcommands share
 //! lives in [`measure`] (repeated runs, medians, CPU pinning) and [`report`]
 //! (tables, JSON lines).
 //!
@@ -15,6 +16,7 @@ mod chain;
 mod measure;
 mod report;
 mod serve;
+mod top;
 mod tour;
 
 use std::process::ExitCode;
@@ -37,6 +39,9 @@ enum Command {
     /// Serves the tour's echo interface until killed (the tour's second process)
     #[command(hide = true)]
     Serve(serve::Args),
+    /// A live view of every ferry process of the user (--once --json: one snapshot)
+    #[command(long_about = top::LONG_ABOUT)]
+    Top(top::Args),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +49,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Tour(args) => tour::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Top(args) => top::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

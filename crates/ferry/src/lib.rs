@@ -10,8 +10,9 @@
 //! the [`fs`], [`net`] and [`process`] wrappers that keep their processor
 //! running, a monitor for unannounced blocking, preemption (a 10 ms
 //! [`Builder::time_slice`] by default), processor changes
-//! ([`Handle::set_processors`]), and a report of deadlocks
-//! ([`Builder::on_deadlock`]).
+//! ([`Handle::set_processors`]), a report of deadlocks
+//! ([`Builder::on_deadlock`]), and a page of figures other processes read
+//! ([`stats`], what `ferry top` shows).
 //!
 //! ```
 //! let answer = ferry::run(|| {
@@ -48,6 +49,7 @@ pub mod rpc;
 mod runtime;
 mod sched;
 pub mod stack;
+pub mod stats;
 pub mod stream;
 pub mod sync;
 mod sys;

@@ -614,3 +614,56 @@ pub(crate) fn process_identity() -> (u32, u64) {
     PID.store(pid, Release);
     (pid, start)
 }
+
+/// Where user `uid`'s runtime directory is, given the value of
+/// `XDG_RUNTIME_DIR` (used only if it is an absolute path) and the temp
+/// dir: `$XDG_RUNTIME_DIR/ferry`, else `<temp>/ferry-<uid>`.
+pub(crate) fn user_runtime_dir(
+    xdg: Option<std::ffi::OsString>,
+    uid: u32,
+    temp: &std::path::Path,
+) -> std::path::PathBuf {
+    match xdg.map(std::path::PathBuf::from) {
+        Some(xdg) if xdg.is_absolute() => xdg.join("ferry"),
+        _ => temp.join(format!("ferry-{uid}")),
+    }
+}
+
+/// Why [`private_dir`] refused a directory.
+#[derive(Debug)]
+pub(crate) enum DirError {
+    /// Making or inspecting it failed.
+    Io(io::Error),
+    /// It is not safe to use: what is wrong with it.
+    Unsafe(&'static str),
+}
+
+/// Makes the directory `path` with mode 0700 if missing (its parent must
+/// exist), then checks it with `lstat`: a real directory (not a symbolic
+/// link), owned by `owner`, with no permission bit for the group or
+/// others. A directory it did not make is never loosened, only refused.
+pub(crate) fn private_dir(path: &std::path::Path, owner: u32) -> Result<(), DirError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    match std::fs::DirBuilder::new().mode(0o700).create(path) {
+        // The umask may have taken owner bits away; this sets exactly
+        // 0700 on the directory just made (checked again below).
+        Ok(()) => std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+            .map_err(DirError::Io)?,
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(DirError::Io(e)),
+    }
+    let meta = std::fs::symlink_metadata(path).map_err(DirError::Io)?;
+    if meta.file_type().is_symlink() {
+        return Err(DirError::Unsafe("it is a symbolic link"));
+    }
+    if !meta.is_dir() {
+        return Err(DirError::Unsafe("it is not a directory"));
+    }
+    if meta.uid() != owner {
+        return Err(DirError::Unsafe("it is owned by another user"));
+    }
+    if meta.mode() & 0o077 != 0 {
+        return Err(DirError::Unsafe("it is open to the group or others"));
+    }
+    Ok(())
+}

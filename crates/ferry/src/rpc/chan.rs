@@ -129,6 +129,8 @@ pub(crate) struct ServerChan {
     pub(crate) closed: AtomicBool,
     /// Run time this client's calls took on activations, in ns.
     pub(crate) cpu_ns: AtomicU64,
+    /// Calls answered (for the stats page).
+    pub(crate) served: AtomicU64,
     /// The server's path timing, if it measures it.
     path: Option<Arc<PathTicks>>,
     /// The server, to drop this channel as soon as its client is gone.
@@ -159,6 +161,7 @@ impl ServerChan {
             dispatch,
             closed: AtomicBool::new(false),
             cpu_ns: AtomicU64::new(0),
+            served: AtomicU64::new(0),
             path,
             server,
             mem,
@@ -229,6 +232,7 @@ impl ServerChan {
         if self.closed.load(Acquire) {
             return;
         }
+        self.served.fetch_add(1, Relaxed);
         let head = (spent.as_nanos() as u64).to_ne_bytes();
         let written = match &answer {
             Ok(result) => match self

@@ -152,6 +152,8 @@ pub(crate) struct ClientChan {
     pub(super) dead: AtomicBool,
     /// Replies refused (forged, repeated or out of range).
     pub(super) refused: AtomicU64,
+    /// Calls sent (for the stats page).
+    pub(super) made: AtomicU64,
     pub(super) max_len: usize,
     pub(super) mem: Memory,
 }
@@ -183,6 +185,7 @@ impl ClientChan {
             pending: AtomicUsize::new(0),
             dead: AtomicBool::new(false),
             refused: AtomicU64::new(0),
+            made: AtomicU64::new(0),
             max_len: layout
                 .slot_size()
                 .max(layout.extent_size())
@@ -240,6 +243,7 @@ impl ClientChan {
             // a time) or corrupt: the channel is unusable.
             self.break_channel();
         }
+        self.made.fetch_add(1, Relaxed);
         polled::ring(self.mem.view().doorbell(Side::Server), opts.urgent);
         // A waiter checks `dead` after arming: a death marked before it
         // armed was not seen by the poller's sweep.

@@ -36,6 +36,21 @@ struct Connection {
     entry: Arc<dyn Polled>,
     runtime: Handle,
     watch: watch::Token,
+    /// The interface name (for the stats page).
+    name: String,
+}
+
+impl crate::stats::Source for Connection {
+    /// The client as one channel end: calls made, the server's pid.
+    fn report(&self, out: &mut crate::stats::Report) {
+        out.channels.push(crate::stats::Channel {
+            kind: crate::stats::ChannelKind::Client,
+            name: self.name.clone(),
+            peers: u64::from(self.chan.mem.peer().pid.unsigned_abs()),
+            calls: self.chan.made.load(std::sync::atomic::Ordering::Relaxed),
+            cpu_ns: 0,
+        });
+    }
 }
 
 impl Drop for Connection {
@@ -74,14 +89,16 @@ impl Client {
         let watch = watch::watch(chan.clone(), chan.mem.peer().pid, chan.mem.socket())?;
         let entry: Arc<dyn Polled> = chan.clone();
         runtime.shared().add_polled(entry.clone());
-        Ok(Client {
-            inner: Arc::new(Connection {
-                chan,
-                entry,
-                runtime,
-                watch,
-            }),
-        })
+        let inner = Arc::new(Connection {
+            chan,
+            entry,
+            runtime,
+            watch,
+            name: name.to_owned(),
+        });
+        let source: Arc<dyn crate::stats::Source> = inner.clone();
+        crate::stats::register(Arc::downgrade(&source));
+        Ok(Client { inner })
     }
 
     /// Calls operation `op` with `args` and returns the result's bytes. The

@@ -14,9 +14,6 @@
 //! user, with no permission bit for the group or others.
 
 use std::ffi::OsString;
-use std::fs;
-use std::io;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::error::{Error, Result};
@@ -51,26 +48,10 @@ impl RuntimeDir {
     /// any permission bit for the group or others.
     pub fn open(path: impl Into<PathBuf>, owner: u32) -> Result<RuntimeDir> {
         let path = path.into();
-        match fs::DirBuilder::new().mode(0o700).create(&path) {
-            // The umask may have taken owner bits away; this sets exactly
-            // 0700 on the directory just made (checked again below).
-            Ok(()) => fs::set_permissions(&path, fs::Permissions::from_mode(0o700))?,
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(Error::Io(e)),
-        }
-        let meta = fs::symlink_metadata(&path)?;
-        if meta.file_type().is_symlink() {
-            return Err(Error::UnsafeDir("it is a symbolic link"));
-        }
-        if !meta.is_dir() {
-            return Err(Error::UnsafeDir("it is not a directory"));
-        }
-        if meta.uid() != owner {
-            return Err(Error::UnsafeDir("it is owned by another user"));
-        }
-        if meta.mode() & 0o077 != 0 {
-            return Err(Error::UnsafeDir("it is open to the group or others"));
-        }
+        crate::sys::private_dir(&path, owner).map_err(|e| match e {
+            crate::sys::DirError::Io(e) => Error::Io(e),
+            crate::sys::DirError::Unsafe(what) => Error::UnsafeDir(what),
+        })?;
         Ok(RuntimeDir { path })
     }
 
@@ -114,10 +95,7 @@ pub fn check_name(name: &str) -> Result<()> {
 /// Where the runtime directory of user `uid` is, given the value of
 /// `XDG_RUNTIME_DIR` (used only if it is an absolute path) and the temp dir.
 fn default_path(xdg: Option<OsString>, uid: u32, temp: &Path) -> PathBuf {
-    match xdg.map(PathBuf::from) {
-        Some(xdg) if xdg.is_absolute() => xdg.join("ferry"),
-        _ => temp.join(format!("ferry-{uid}")),
-    }
+    crate::sys::user_runtime_dir(xdg, uid, temp)
 }
 
 #[cfg(test)]

@@ -98,6 +98,10 @@ pub(crate) struct Shared {
     cpu_gone: Mutex<Vec<(i32, Duration)>>,
     stopping: AtomicBool,
     accepted: AtomicU64,
+    /// The interface name (for the stats page).
+    name: String,
+    /// Calls answered on channels of clients gone.
+    served_gone: AtomicU64,
 }
 
 impl Shared {
@@ -121,6 +125,8 @@ impl Shared {
         b.chan.close();
         b.chan.mem.close(Side::Server);
         self.runtime.shared().remove_polled(&b.entry);
+        self.served_gone
+            .fetch_add(b.chan.served.load(Relaxed), Relaxed);
         let cpu = Duration::from_nanos(b.chan.cpu_ns.load(Relaxed));
         if !cpu.is_zero() {
             self.cpu_gone
@@ -159,6 +165,40 @@ impl Shared {
         self.listener
             .layout()
             .expect("a server's listener always has a layout")
+    }
+}
+
+impl crate::stats::Source for Shared {
+    /// The server as one channel end (its clients' calls summed), and the
+    /// logical threads its activations serve.
+    fn report(&self, out: &mut crate::stats::Report) {
+        let (mut calls, mut cpu) = (self.served_gone.load(Relaxed), 0u64);
+        for (_, c) in self
+            .cpu_gone
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            cpu = cpu.saturating_add(u64::try_from(c.as_nanos()).unwrap_or(u64::MAX));
+        }
+        let peers = {
+            let bound = self.bound.lock().unwrap_or_else(PoisonError::into_inner);
+            for b in bound.iter() {
+                calls = calls.saturating_add(b.chan.served.load(Relaxed));
+                cpu = cpu.saturating_add(b.chan.cpu_ns.load(Relaxed));
+            }
+            bound.len()
+        };
+        out.channels.push(crate::stats::Channel {
+            kind: crate::stats::ChannelKind::Server,
+            name: self.name.clone(),
+            peers: peers as u64,
+            calls,
+            cpu_ns: cpu,
+        });
+        if let Serving::Migrating(acts) = &self.serving {
+            acts.in_calls(&mut out.logical);
+        }
     }
 }
 
@@ -313,7 +353,11 @@ impl ServerBuilder {
             cpu_gone: Mutex::new(Vec::new()),
             stopping: AtomicBool::new(false),
             accepted: AtomicU64::new(0),
+            name: name.to_owned(),
+            served_gone: AtomicU64::new(0),
         });
+        let source: Arc<dyn crate::stats::Source> = shared.clone();
+        crate::stats::register(Arc::downgrade(&source));
         let s = shared.clone();
         let allow = self.allow;
         let acceptor = std::thread::Builder::new()

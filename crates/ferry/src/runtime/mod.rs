@@ -42,6 +42,7 @@ pub struct Builder {
     on_deadlock: Deadlock,
     io_uring: bool,
     policy: SchedPolicy,
+    stats: bool,
 }
 
 /// The time slice when [`Builder::time_slice`] is not called and
@@ -82,6 +83,7 @@ impl Runtime {
             account_cpu: true,
             io_uring: true,
             policy: SchedPolicy::from_env(),
+            stats: true,
         }
     }
 }
@@ -299,6 +301,18 @@ impl Builder {
         self
     }
 
+    /// Whether the runtime publishes its figures (processors, threads,
+    /// upcall events, cross-process channels) in a page of the user's
+    /// runtime directory that `ferry top` reads ([`crate::stats`]). On by
+    /// default; off here or with `FERRY_STATS=off` in the environment. One
+    /// runtime per process publishes, the first to start while none does.
+    /// The cost when on: the monitor writes the page at most every 100 ms
+    /// while processors are busy, and once before it parks.
+    pub fn stats(&mut self, on: bool) -> &mut Self {
+        self.stats = on;
+        self
+    }
+
     /// The processor count this builder starts with, and the most it may
     /// grow to.
     fn processor_counts(&self) -> (usize, usize) {
@@ -419,6 +433,7 @@ impl Builder {
     /// `sync::owner` tells locks the adopted thread holds by).
     fn adopt_on(&self, stack: Option<std::ops::Range<usize>>) -> io::Result<Handle> {
         let (shared, count) = self.prepare("ferry::Builder::adopt")?;
+        let page = crate::stats::start(&shared, self.stats);
         // The first thread: a block without a stack of its own, whose
         // context the switch below fills in.
         let first = || {};
@@ -441,6 +456,9 @@ impl Builder {
         drop(join);
         let driver_stack = crate::stack::StackCache::global().get(shared.stack_size)?;
         Self::start_helpers(&shared, count)?;
+        if let Some(page) = page {
+            page.keep_until_exit();
+        }
         let caller = shared.activations.register_caller();
         let from = main.context_ptr();
         let header = main.as_ptr();
@@ -512,6 +530,7 @@ impl Builder {
     /// If the calling kernel thread runs ferry threads.
     pub fn start(&self) -> io::Result<Handle> {
         let (shared, count) = self.prepare("ferry::Builder::start")?;
+        let page = crate::stats::start(&shared, self.stats);
         Self::start_helpers(&shared, count)?;
         let first = shared.activations.spawn(
             &shared,
@@ -521,6 +540,9 @@ impl Builder {
             shared.shut_down();
             shared.activations.join_all();
             return Err(e);
+        }
+        if let Some(page) = page {
+            page.keep_until_exit();
         }
         Ok(Handle { shared })
     }
@@ -540,6 +562,9 @@ impl Builder {
         main: impl FnOnce() -> T + Send + 'static,
     ) -> io::Result<T> {
         let (shared, count) = self.prepare("ferry::run")?;
+        // The page is in place before the first thread runs; it goes when
+        // `run` returns (its activations joined: nobody writes it any more).
+        let page = crate::stats::start(&shared, self.stats);
         shared.deadlock.report_to_caller();
         // The first thread leaves its outcome here *before* it shuts the
         // runtime down, so that nothing after the shutdown (a preemption, a
@@ -568,6 +593,7 @@ impl Builder {
             let _ = rustix::thread::sched_setaffinity(None, &mask);
         }
         shared.activations.join_all();
+        drop(page);
         // Threads still queued hold the runtime; let them (and their stacks) go.
         shared.drain();
         // Sockets of threads parked for good, and the epoll instance, close.

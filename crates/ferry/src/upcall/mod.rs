@@ -94,7 +94,7 @@ pub(crate) use critical::{
 };
 pub(crate) use enter::{Entered, enter, keep_block, stop_terminated};
 pub(crate) use handover::lend;
-pub(crate) use monitor::Monitor;
+pub(crate) use monitor::{Monitor, Publish};
 pub(crate) use per_processor::{LENT, ON_WAY, PROBING, PerProcessor, Reclaim};
 pub(crate) use pool::Activations;
 pub use preempt::{PreemptionOff, preemption_off, without_preemption};

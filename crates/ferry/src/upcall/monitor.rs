@@ -161,6 +161,19 @@ const SLICE_AT_TICK: Duration = Duration::from_micros(640 * 8);
 /// such a thread no more than napping does.
 const COVERED_READ_EVERY: Duration = LONGEST_NAP;
 
+/// What the monitor publishes while it watches: at most every
+/// [`PUBLISH_EVERY`] while processors are busy, and once before it parks. Implemented above this room (the stats
+/// page), installed in `Shared::publish` by the runtime at its start; only
+/// the watcher calls it, holding the watch's state.
+pub(crate) trait Publish: Send + Sync {
+    /// Publishes what `shared` holds and does now. Must not block for long:
+    /// the watch waits meanwhile.
+    fn publish(&self, shared: &Shared);
+}
+
+/// How often the monitor publishes while it looks (see [`Publish`]).
+const PUBLISH_EVERY: Duration = Duration::from_millis(100);
+
 /// The monitor's park word.
 ///
 /// | `parked` | written by | meaning |
@@ -189,6 +202,8 @@ struct WatchState {
     /// next count.
     cpus: Option<Vec<usize>>,
     cpus_now: Vec<usize>,
+    /// When it last published (`None`: not yet).
+    published: Option<Instant>,
 }
 
 /// What the monitor remembers of one processor between looks.
@@ -294,6 +309,7 @@ pub(crate) fn watch(shared: &Arc<Shared>) -> Option<&'static Processor> {
         quiet_looks: 0,
         cpus: None,
         cpus_now: Vec::new(),
+        published: None,
     });
     // A new watcher runs where it was woken (a spare's core): move first.
     state.cpus = None;
@@ -302,6 +318,10 @@ pub(crate) fn watch(shared: &Arc<Shared>) -> Option<&'static Processor> {
         if shared.all_idle() {
             state.idle_looks += 1;
             if state.idle_looks >= IDLE_LOOKS_BEFORE_PARK {
+                if let Some(p) = shared.publish.get() {
+                    p.publish(shared);
+                    state.published = Some(Instant::now());
+                }
                 monitor.park(shared);
                 state.idle_looks = 0;
                 continue;
@@ -314,6 +334,16 @@ pub(crate) fn watch(shared: &Arc<Shared>) -> Option<&'static Processor> {
             monitor.nap(nap);
         } else {
             std::thread::sleep(TICK);
+        }
+        if let Some(p) = shared.publish.get() {
+            let now = Instant::now();
+            if state
+                .published
+                .is_none_or(|at| now.duration_since(at) >= PUBLISH_EVERY)
+            {
+                p.publish(shared);
+                state.published = Some(now);
+            }
         }
         let mut quiet = true;
         let found = look(shared, &mut state.seen, &mut quiet);

@@ -356,6 +356,19 @@ impl Activations {
         }
     }
 
+    /// How many activations are away in a ferry thread's kernel call whose
+    /// processor was taken over (a snapshot, for the stats page); `None`
+    /// if the list is busy (the monitor asks, and must not make a driver
+    /// wait for the list's lock while it counts).
+    pub(crate) fn away(&self) -> Option<usize> {
+        let all = match self.all.try_lock() {
+            Ok(all) => all,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        Some(all.iter().filter(|(a, _)| a.away.load(Relaxed)).count())
+    }
+
     /// Joins every activation's kernel thread that is not away in a
     /// ferry thread's kernel call (those end when their call returns).
     /// Allocates nothing: `spawn` made room among the retired for each.

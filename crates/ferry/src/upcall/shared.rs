@@ -48,6 +48,9 @@ pub(crate) struct Shared {
     pub(crate) stand_ins: bool,
     /// What to do when every thread is blocked for good.
     pub(crate) deadlock: Detector,
+    /// What the monitor publishes while it watches (the stats page), if
+    /// the runtime publishes one; set once at its start.
+    pub(crate) publish: std::sync::OnceLock<Box<dyn super::Publish>>,
     /// Time zero of the `*_at` words.
     epoch: Instant,
     /// This `Shared`, for handing to new kernel threads.
@@ -132,6 +135,7 @@ impl Shared {
             take_over_unannounced: config.take_over_unannounced,
             stand_ins: config.stand_ins,
             deadlock: Detector::new(config.on_deadlock),
+            publish: std::sync::OnceLock::new(),
             epoch: Instant::now(),
             this: this.clone(),
         });

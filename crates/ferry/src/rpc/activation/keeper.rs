@@ -56,7 +56,7 @@ impl Activations {
                 let allowed = {
                     let serving = a.serving.lock();
                     match *serving {
-                        Some((k, index, generation)) if k == key => {
+                        Some((k, index, generation, _)) if k == key => {
                             let call = crate::rpc::slots::IncomingCall {
                                 index,
                                 generation,

@@ -139,8 +139,9 @@ impl Ord for Waiting {
 }
 
 /// Which call an activation serves now: (channel address, slot index,
-/// generation), for matching a client's signals exactly.
-type Serving = Option<(usize, u32, u32)>;
+/// generation), for matching a client's signals exactly, and the chain it
+/// serves (for the stats page).
+type Serving = Option<(usize, u32, u32, logical::Incoming)>;
 
 /// The activation the current code runs on (000's activation: a server's
 /// passive context — a ferry thread and its guarded stack, from the
@@ -273,6 +274,31 @@ impl Activations {
             pool.make(None, false)?;
         }
         Ok(pool)
+    }
+
+    /// The logical threads its activations serve now, into `out` (up to
+    /// the page's bound). Called by the monitor for the stats page: it
+    /// never waits for a lock a poller or an activation holds (a busy one
+    /// leaves that activation, or the whole pool, out of this write).
+    pub(crate) fn in_calls(&self, out: &mut Vec<crate::stats::LogicalThread>) {
+        let Some(all) = self.state.try_lock().map(|s| s.all.clone()) else {
+            return;
+        };
+        for a in all {
+            if out.len() >= crate::stats::MAX_LOGICAL {
+                break;
+            }
+            let Some(Some((_, _, _, incoming))) = a.serving.try_lock().map(|s| *s) else {
+                continue;
+            };
+            out.push(crate::stats::LogicalThread {
+                origin: incoming.id.pid,
+                thread: incoming.id.thread,
+                priority: incoming.priority,
+                cpu_ns: u64::try_from(incoming.cpu.as_nanos()).unwrap_or(u64::MAX),
+                chain: incoming.hops().to_vec(),
+            });
+        }
     }
 
     /// Hands the call in slot `index` of `chan` to an activation (from a
@@ -503,7 +529,12 @@ impl Activations {
             // A new activation starts with alerts blocked (000 §5); one the
             // caller had before the call is pending.
             let mut serving = me.serving.lock();
-            *serving = Some((Arc::as_ptr(chan) as usize, call.index, call.generation));
+            *serving = Some((
+                Arc::as_ptr(chan) as usize,
+                call.index,
+                call.generation,
+                ctx.incoming,
+            ));
             let pending = ctx.alerted || chan.slots.signal_of(&call) != 0;
             t.header()
                 .alert
