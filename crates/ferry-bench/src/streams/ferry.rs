@@ -6,6 +6,7 @@
 //! |-------------|---------|--------|
 //! | `rw N` | one processor, pinned to the first core (`processor_on`) | `stream::Builder::new().capacity(CAPACITY).pipe()`, one writer and one reader, on the runtime's first thread |
 //! | `open/close` | the same | `stream::pipe()`, both ends dropped |
+//! | ping-pong | one processor pinned to the first core, or two processors as the flow's | two streams, one each way; the pinging side the first thread, the echoing side a spawned ferry thread |
 //! | flow | two processors, on the first two CPUs of the process's mask (the runtime's default) | as `rw`; the producer a spawned ferry thread, the consumer the first thread; blocking reads and writes, or ([`Spinning`]) `try_read`/`try_write` with `ferry::yield_now` while they would block |
 //!
 //! This module owns making those runtimes and streams; it times nothing
@@ -161,6 +162,49 @@ pub fn flow(total: u64, chunk: usize, spin: bool) -> Result<(Flow, Option<usize>
     run.map_err(|e| Error(format!("cannot start a ferry runtime: {e}")))?
 }
 
+/// Round trips of one byte between two ferry threads through two
+/// streams (one each way): on a runtime of one processor pinned to
+/// `core`, or (`two`) of two processors, the runtime's default placement,
+/// with the first thread holding its processor until the other one has
+/// taken the echoing thread. The pinging side's view.
+///
+/// # Errors
+/// If the runtime cannot start, a side fails, or a byte comes back wrong.
+pub fn ping_pong(two: bool, budget: Budget, core: Option<usize>) -> Result<Timed, Error> {
+    let body = move || {
+        let (w_there, r_there) = stream();
+        let (w_back, r_back) = stream();
+        let started = Arc::new(AtomicBool::new(false));
+        let up = Arc::clone(&started);
+        let echo = ferry::spawn(move || {
+            up.store(true, Ordering::Release);
+            harness::echo(r_there, w_back)
+        });
+        if two {
+            let deadline = Instant::now() + START_LIMIT;
+            while !started.load(Ordering::Acquire) && Instant::now() < deadline {
+                std::hint::spin_loop();
+            }
+        }
+        let timed = harness::ping_pong(w_there, r_back, budget);
+        // The ends moved into `ping_pong` are dropped: the echo sees
+        // end-of-file.
+        let echoed = echo
+            .join()
+            .map_err(|p| Error(format!("the echoing thread panicked: {p}")))?;
+        echoed?;
+        timed
+    };
+    if two {
+        ferry::Runtime::builder()
+            .processors(2)
+            .run(body)
+            .map_err(|e| Error(format!("cannot start a ferry runtime: {e}")))?
+    } else {
+        on_one_processor(core, body)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,6 +222,9 @@ mod tests {
             assert!(rw(size, TINY, core).unwrap().ops > 0);
         }
         assert!(open_close(TINY, core).unwrap().ops > 0);
+        for two in [false, true] {
+            assert!(ping_pong(two, TINY, core).unwrap().ops > 0);
+        }
         for spin in [false, true] {
             let (flow, _) = flow(1 << 20, 4096, spin).unwrap();
             assert_eq!(flow.bytes, 1 << 20);

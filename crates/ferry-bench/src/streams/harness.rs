@@ -2,8 +2,9 @@
 //! `std::io::{Read, Write}` so that a ferry stream, a pipe and a socket
 //! run the very same code: [`rw`] (002 Table 1 programs 2-4: one thread
 //! writes `size` bytes and reads them back), [`timed`] (an operation
-//! repeated for a time budget, for open/close) and [`produce`] /
-//! [`consume`] (the two-thread flow).
+//! repeated for a time budget, for open/close), [`produce`] /
+//! [`consume`] (the two-thread flow) and [`ping_pong`] / [`echo`] (one
+//! byte there and back between two threads).
 //!
 //! This module owns the loops, their checks and their clocks; it opens no
 //! stream, pipe or socket (that is [`super::kernel`]'s and
@@ -96,6 +97,51 @@ pub fn rw<W: Write, R: Read>(
         }
         Ok(())
     })
+}
+
+/// One side of a ping-pong: writes one byte to `w`, waits for it to come
+/// back on `r` (echoed by [`echo`] on another thread), repeated for the
+/// budget: the mean ns per round trip. Each byte is the round's number,
+/// checked when it comes back.
+///
+/// # Errors
+/// An I/O error, end-of-file, or a byte that is not the one sent.
+pub fn ping_pong<W: Write, R: Read>(mut w: W, mut r: R, budget: Budget) -> Result<Timed, Error> {
+    let mut tag = 0u8;
+    timed(budget, || {
+        tag = tag.wrapping_add(1);
+        write_all(&mut w, &[tag])?;
+        let mut back = [0u8];
+        read_exact(&mut r, &mut back)?;
+        if back[0] != tag {
+            return Err(Error(format!(
+                "ping-pong: byte {} came back where {tag} was sent",
+                back[0]
+            )));
+        }
+        Ok(())
+    })
+}
+
+/// The other side of [`ping_pong`]: writes back to `w` every byte read
+/// from `r`, one at a time, until end-of-file; how many it echoed.
+///
+/// # Errors
+/// An I/O error.
+pub fn echo<R: Read, W: Write>(mut r: R, mut w: W) -> Result<u64, Error> {
+    let mut n = 0;
+    let mut b = [0u8];
+    loop {
+        match r.read(&mut b) {
+            Ok(0) => return Ok(n),
+            Ok(_) => {
+                write_all(&mut w, &b)?;
+                n += 1;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error(format!("echo read: {e}"))),
+        }
+    }
 }
 
 /// `Write::write` until all of `buf` is written.

@@ -1,8 +1,9 @@
 //! The kernel's side of `streams`: a Linux pipe (`pipe2(2)`, then
 //! `write(2)` and `read(2)`), a Unix socket pair (`socketpair(2)`,
 //! `SOCK_STREAM`: `write(2)` and `recv(2)`), `open("/dev/null")` +
-//! `close(2)` as 002's program 6 does, and the two-thread flow over a pipe
-//! between two kernel threads pinned to two cores.
+//! `close(2)` as 002's program 6 does, the two-thread flow over a pipe
+//! between two kernel threads pinned to two cores, and a ping-pong of one
+//! byte over two pipes between two kernel threads.
 //!
 //! This module owns opening the kernel's objects and the kernel threads
 //! of the flow; the loops are [`super::harness`]'s, the same ones the
@@ -94,6 +95,36 @@ pub fn flow_pipe(
     })
 }
 
+/// Round trips of one byte between two kernel threads through two pipes
+/// (one each way): the pinging thread on `cpus.0`, the echoing one on
+/// `cpus.1`. The pinging side's view.
+///
+/// # Errors
+/// If a pipe cannot be made, a side fails, or a byte comes back wrong.
+pub fn ping_pong_pipes(
+    budget: Budget,
+    cpus: (Option<usize>, Option<usize>),
+) -> Result<Timed, Error> {
+    let (r_there, w_there) = std::io::pipe().map_err(|e| Error(format!("pipe: {e}")))?;
+    let (r_back, w_back) = std::io::pipe().map_err(|e| Error(format!("pipe: {e}")))?;
+    std::thread::scope(|s| {
+        let echo = s.spawn(move || {
+            affinity::pin_or_warn(cpus.1, "streams echo");
+            harness::echo(r_there, w_back)
+        });
+        let timed = s
+            .spawn(move || {
+                affinity::pin_or_warn(cpus.0, "streams ping");
+                harness::ping_pong(w_there, r_back, budget)
+            })
+            .join()
+            .unwrap_or_else(|_| Err(Error("the pinging thread panicked".into())));
+        echo.join()
+            .unwrap_or_else(|_| Err(Error("the echoing thread panicked".into())))?;
+        timed
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,6 +143,9 @@ mod tests {
         }
         assert!(open_close(TINY).unwrap().ops > 0);
         let cpus = affinity::two_cores();
+        for on in [(cpus.0, cpus.0), cpus] {
+            assert!(ping_pong_pipes(TINY, on).unwrap().ops > 0);
+        }
         let (flow, _) = flow_pipe(1 << 20, 4096, cpus).unwrap();
         assert_eq!(flow.bytes, 1 << 20);
     }

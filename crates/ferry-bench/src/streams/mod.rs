@@ -7,6 +7,7 @@
 //! | `rw 1B`, `rw 1KB`, `rw 4KB` | one thread writes that many bytes, then reads them back | `ferry` (a stream in a one-processor runtime, [`ferry`]), `pipe`, `unix socket` ([`kernel`]) |
 //! | `open/close` | make a stream and drop both ends; open `/dev/null` and close it | `ferry`, `open /dev/null` |
 //! | `2 threads 4KB` | a producer writes in 4 KB writes, a consumer on another core reads: MB/s | `ferry` (two ferry threads, two processors), `ferry (try + yield)` (the same with ends that never park), `pipe` (two kernel threads) |
+//! | `ping-pong 1B, 1 cpu`, `ping-pong 1B, 2 cpus` | one thread writes one byte, another reads it and writes it back, the first reads it: mean ns per round trip, the two threads on one CPU or on two | `ferry` (two ferry threads, two streams; one processor, or two), `pipe` (two kernel threads, two pipes) |
 //! | `2 processes 4KB`, `ping-pong 1B` | between two processes ([`remote`]) | `ferry` (a cross-process stream), `pipe` |
 //! | the adaptive-quantum experiment ([`adaptive`]) | a 44.1 kHz device feeding a pipeline beside CPU-bound threads: dropped samples, latency p50/p99 | `fine-grain`, `work-stealing (10 ms slice)`, each in a child process |
 //!
@@ -52,6 +53,10 @@ pub const RW: [(&str, usize); 3] = [("rw 1B", 1), ("rw 1KB", 1024), ("rw 4KB", 4
 pub const OPEN_CLOSE: &str = "open/close";
 /// The two-thread case.
 pub const FLOW: &str = "2 threads 4KB";
+/// The ping-pong between two threads on one CPU.
+pub const PING_ONE: &str = "ping-pong 1B, 1 cpu";
+/// The ping-pong between two threads on two CPUs.
+pub const PING_TWO: &str = "ping-pong 1B, 2 cpus";
 /// The flow's write and read size.
 const FLOW_CHUNK: usize = 4096;
 
@@ -75,10 +80,12 @@ enum Case {
     OpenClose,
     /// Two threads, MB/s.
     Flow,
+    /// Two threads, one byte there and back; on two CPUs if true.
+    PingPong(bool),
 }
 
 /// Every (case, system) pair, in table order.
-const PAIRS: [(Case, &str, &str); 14] = [
+const PAIRS: [(Case, &str, &str); 18] = [
     (Case::Rw(RW[0].1), RW[0].0, FERRY),
     (Case::Rw(RW[0].1), RW[0].0, PIPE),
     (Case::Rw(RW[0].1), RW[0].0, SOCKET),
@@ -93,6 +100,10 @@ const PAIRS: [(Case, &str, &str); 14] = [
     (Case::Flow, FLOW, FERRY),
     (Case::Flow, FLOW, FERRY_SPINNING),
     (Case::Flow, FLOW, PIPE),
+    (Case::PingPong(false), PING_ONE, FERRY),
+    (Case::PingPong(false), PING_ONE, PIPE),
+    (Case::PingPong(true), PING_TWO, FERRY),
+    (Case::PingPong(true), PING_TWO, PIPE),
 ];
 
 /// The row's unit.
@@ -193,6 +204,11 @@ fn one_run(
             Sample::flow(ferry::flow(plan.flow_bytes, FLOW_CHUNK, true)?)
         }
         (Case::Flow, PIPE) => Sample::flow(kernel::flow_pipe(plan.flow_bytes, FLOW_CHUNK, cpus)?),
+        (Case::PingPong(two), FERRY) => Sample::timed(ferry::ping_pong(two, budget, cpus.0)?),
+        (Case::PingPong(two), PIPE) => {
+            let on = if two { cpus } else { (cpus.0, cpus.0) };
+            Sample::timed(kernel::ping_pong_pipes(budget, on)?)
+        }
         (case, system) => return Err(Error(format!("no system {system} for {case:?}"))),
     })
 }
@@ -304,14 +320,16 @@ pub fn run(common: &Common, _args: &Args) -> Result<Report, Error> {
     })
 }
 
-/// The two tables (one thread; two threads), the goals and 002 Table 1
-/// after the last.
+/// The three tables (one thread; two threads' flow; two threads'
+/// ping-pong), the goals and 002 Table 1 after the flow's.
 fn sections(pairs: Vec<Pair>, plan: &Plan) -> Vec<Section> {
-    let (mut one, mut two, mut failed) = (Vec::new(), Vec::new(), String::new());
+    let (mut one, mut two, mut ping) = (Vec::new(), Vec::new(), Vec::new());
+    let mut failed = String::new();
     for ((case, name, system), pair) in PAIRS.into_iter().zip(pairs) {
         let row = pair.row(case, name, system, &mut failed);
         match case {
             Case::Flow => two.push(row),
+            Case::PingPong(_) => ping.push(row),
             _ => one.push(row),
         }
     }
@@ -342,6 +360,17 @@ fn sections(pairs: Vec<Pair>, plan: &Plan) -> Vec<Section> {
             rows: two,
             ratios: vec![Ratio::to_system("vs ferry", FERRY)],
             notes,
+        },
+        Section {
+            title: format!(
+                "Two threads, one byte there and back through two streams (two pipes): mean ns \
+                 per round trip, the threads on one CPU or on two; {:?} timed per run",
+                plan.budget.timed
+            ),
+            headers: ("case", "system"),
+            rows: ping,
+            ratios: vec![Ratio::to_system("vs ferry", FERRY)],
+            notes: String::new(),
         },
     ]
 }
@@ -376,8 +405,12 @@ mod tests {
     fn sections_split_one_and_two_threads_and_carry_the_goals() {
         let plan = Plan::new(&Common::default()).unwrap();
         let s = sections(vec![Pair::default(); PAIRS.len()], &plan);
-        assert_eq!((s[0].rows.len(), s[1].rows.len()), (11, 3));
+        assert_eq!(
+            (s[0].rows.len(), s[1].rows.len(), s[2].rows.len()),
+            (11, 3, 4)
+        );
         assert!(s[0].rows.iter().all(|r| r.unit == Unit::Ns));
+        assert!(s[2].rows.iter().all(|r| r.unit == Unit::Ns));
         assert!(s[1].notes.contains("goals"), "{}", s[1].notes);
         assert!(s[1].notes.contains("002 Table 1"), "{}", s[1].notes);
     }
