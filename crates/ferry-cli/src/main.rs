@@ -11,6 +11,7 @@
 //!
 //! The library crates must not depend on this one (nor on clap or serde).
 
+mod allocd;
 mod chain;
 mod measure;
 mod report;
@@ -37,6 +38,8 @@ enum Command {
     /// Serves the tour's echo interface until killed (the tour's second process)
     #[command(hide = true)]
     Serve(serve::Args),
+    /// The processor allocation daemon: shares the cores among ferry processes
+    Allocd(allocd::Args),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +47,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Tour(args) => tour::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Allocd(args) => allocd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

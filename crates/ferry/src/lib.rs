@@ -24,6 +24,9 @@
 
 #![deny(missing_docs)]
 
+// (Over `rpc`'s binding, which loom builds leave out.)
+#[cfg(not(ferry_loom))]
+pub mod alloc;
 pub mod arch;
 mod event;
 pub mod fs;
@@ -101,6 +104,16 @@ mod waits;
 /// std::fs::remove_dir_all(&path).unwrap();
 /// ```
 pub use ferry_macros::interface;
+
+/// What a runtime does once it has started, in the rooms above `runtime`
+/// (wired here so that `runtime` does not import them): registering with
+/// a processor allocation daemon if `allocd` allows and one listens.
+pub(crate) fn runtime_started(handle: &Handle, allocd: bool) {
+    #[cfg(not(ferry_loom))]
+    alloc::client::start(handle, allocd);
+    #[cfg(ferry_loom)]
+    let _ = (handle, allocd);
+}
 pub use runtime::{Builder, Handle, Runtime, run};
 pub use sched::{SchedPolicy, UnknownPolicy};
 pub use thread::{

@@ -12,6 +12,7 @@
 mod handle;
 
 pub use handle::Handle;
+pub(crate) use handle::WeakHandle;
 
 use std::io;
 use std::sync::{Arc, PoisonError};
@@ -42,6 +43,7 @@ pub struct Builder {
     on_deadlock: Deadlock,
     io_uring: bool,
     policy: SchedPolicy,
+    allocd: bool,
 }
 
 /// The time slice when [`Builder::time_slice`] is not called and
@@ -82,6 +84,7 @@ impl Runtime {
             account_cpu: true,
             io_uring: true,
             policy: SchedPolicy::from_env(),
+            allocd: std::env::var_os("FERRY_ALLOCD").is_none_or(|v| v != "off"),
         }
     }
 }
@@ -299,6 +302,17 @@ impl Builder {
         self
     }
 
+    /// Whether the runtime registers with a processor allocation daemon
+    /// (`ferry allocd`) when one listens in the user's runtime directory
+    /// at start, and then runs as many processors as it owns cores,
+    /// following the daemon's orders (`ferry::alloc`). On by default;
+    /// `FERRY_ALLOCD=off` in the environment turns the default off.
+    /// Without a daemon nothing changes either way.
+    pub fn allocd(&mut self, on: bool) -> &mut Self {
+        self.allocd = on;
+        self
+    }
+
     /// The processor count this builder starts with, and the most it may
     /// grow to.
     fn processor_counts(&self) -> (usize, usize) {
@@ -460,7 +474,9 @@ impl Builder {
         // was just prepared and is resumed once.
         let _p = unsafe { thread::switch_in_adopted(from, &driver, header) };
         crate::thread::note_adopted_stack(stack);
-        Ok(Handle { shared })
+        let handle = Handle { shared };
+        crate::runtime_started(&handle, self.allocd);
+        Ok(handle)
     }
 
     /// In the child of a `fork()` made by a ferry thread: abandons the
@@ -522,7 +538,9 @@ impl Builder {
             shared.activations.join_all();
             return Err(e);
         }
-        Ok(Handle { shared })
+        let handle = Handle { shared };
+        crate::runtime_started(&handle, self.allocd);
+        Ok(handle)
     }
 
     /// Runs `main` as the first user-level thread, with the calling kernel
@@ -557,6 +575,12 @@ impl Builder {
                 })?;
         }
         Self::start_helpers(&shared, count)?;
+        crate::runtime_started(
+            &Handle {
+                shared: Arc::clone(&shared),
+            },
+            self.allocd,
+        );
         let caller = shared.activations.register_caller();
 
         let affinity = rustix::thread::sched_getaffinity(None).ok();
