@@ -40,6 +40,9 @@ enum Command {
     Serve(serve::Args),
     /// The processor allocation daemon: shares the cores among ferry processes
     Allocd(allocd::Args),
+    /// A busy ferry process that reports its processors (for allocd's tests)
+    #[command(hide = true)]
+    AllocProbe(allocd::probe::Args),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +51,7 @@ fn main() -> ExitCode {
         Command::Tour(args) => tour::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Allocd(args) => allocd::run(args),
+        Command::AllocProbe(args) => allocd::probe::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

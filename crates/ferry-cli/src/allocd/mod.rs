@@ -12,6 +12,7 @@
 
 mod daemon;
 pub mod policy;
+pub mod probe;
 
 use std::io;
 use std::path::PathBuf;
