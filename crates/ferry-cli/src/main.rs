@@ -1,11 +1,12 @@
 //! `ferry`: the command of the ferry runtime.
 //!
 //! Each subcommand is a module with a `clap::Args` struct and a `run`
-//! function, and a variant of [`Command`]. Today there is `tour`, and the
-//! hidden `serve` that the tour starts as its other processes (the echo of
-//! its `rpc` stop, the chain interface of its `migrating` stop,
-//! [`chain`]); `allocd`,
-//! `top`, `bench` and `sim` come with later issues. What subcommands share
+//! function, and a variant of [`Command`]. Today there is `tour`, the
+//! processor allocation daemon `allocd` ([`allocd`], with the hidden
+//! `alloc-probe` its tests run), and the hidden `serve` that the tour
+//! starts as its other processes (the echo of its `rpc` stop, the chain
+//! interface of its `migrating` stop, [`chain`]); `top`, `bench` and `sim`
+//! come later. What subcommands share
 //! lives in [`measure`] (repeated runs, medians, CPU pinning) and [`report`]
 //! (tables, JSON lines).
 //!
