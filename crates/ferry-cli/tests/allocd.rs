@@ -95,28 +95,21 @@ impl Proc {
     /// Waits until `f` holds of the lines so far; panics with them after
     /// [`PATIENCE`].
     fn wait_for(&self, what: &str, f: impl Fn(&[String]) -> bool) {
-        eprintln!("waiting for {what}");
         let start = Instant::now();
         loop {
-            let lines = self.lines();
-            if f(&lines) {
-                return;
+            {
+                let lines = self.lines.lock().unwrap();
+                if f(&lines) {
+                    return;
+                }
+                assert!(
+                    start.elapsed() < PATIENCE,
+                    "waited in vain for {what}; output:\n{}",
+                    lines.join("\n")
+                );
             }
-            assert!(
-                start.elapsed() < PATIENCE,
-                "waited in vain for {what}; output:\n{}",
-                lines.join("\n")
-            );
-            std::thread::sleep(Duration::from_millis(5));
+            std::thread::sleep(Duration::from_millis(20));
         }
-    }
-
-    /// A probe's latest processor count.
-    fn processors(&self) -> Option<usize> {
-        self.lines()
-            .iter()
-            .rev()
-            .find_map(|l| l.strip_prefix("processors ")?.parse().ok())
     }
 
     fn kill9(&mut self) {
@@ -138,6 +131,14 @@ impl Drop for Proc {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A probe's latest processor count in its output `lines`.
+fn processors(lines: &[String]) -> Option<usize> {
+    lines
+        .iter()
+        .rev()
+        .find_map(|l| l.strip_prefix("processors ")?.parse().ok())
 }
 
 fn daemon(rt: &TempRuntime, extra: &[&str]) -> Proc {
@@ -240,12 +241,10 @@ fn three_processes_share_the_cores_and_never_own_more_than_there_are() {
         if cores >= 3 {
             d.wait_for("a stable allocation", |l| owned(l).is_some());
             let want = owned(&d.lines()).unwrap().max(1);
-            p.wait_for("processors as cores owned", |_| {
-                p.processors() == Some(want)
-            });
+            p.wait_for("processors as cores owned", |l| processors(l) == Some(want));
         } else {
             // Rotation: one core at a time, never two.
-            p.wait_for("one processor", |_| p.processors() == Some(1));
+            p.wait_for("one processor", |l| processors(l) == Some(1));
         }
     }
 }
@@ -270,7 +269,7 @@ fn a_killed_process_cores_go_to_the_others() {
             .last()
             .is_some_and(|x| x.len() == 2 && x.iter().all(|e| !e.1.is_empty()))
     });
-    a.wait_for("a sharing", |_| a.processors().is_some_and(|n| n < cores));
+    a.wait_for("a sharing", |l| processors(l).is_some_and(|n| n < cores));
     b.kill9();
     d.wait_for("b's exit seen", |l| {
         l.iter()
@@ -283,7 +282,7 @@ fn a_killed_process_cores_go_to_the_others() {
             .last()
             .is_some_and(|x| x.len() == 1 && x[0].0 == pa && x[0].1.len() == cores)
     });
-    a.wait_for("a running every core", |_| a.processors() == Some(cores));
+    a.wait_for("a running every core", |l| processors(l) == Some(cores));
 }
 
 #[test]
@@ -311,7 +310,7 @@ fn processes_outlive_the_daemon_and_register_again() {
             .last()
             .is_some_and(|x| x.len() == 1 && x[0].1.len() == cores)
     });
-    b.wait_for("b running every core", |_| b.processors() == Some(cores));
+    b.wait_for("b running every core", |l| processors(l) == Some(cores));
     drop(b.stdin.take());
     b.wait_for("b done", |l| l.iter().any(|l| l == "done"));
     assert!(b.child.wait().unwrap().success());
@@ -378,8 +377,8 @@ fn a_scribbled_page_is_fenced_and_the_others_are_still_served() {
                 .any(|e| e.0 == p.pid() && e.1.len() == cores && !e.2)
         })
     });
-    p.wait_for("the probe running every core", |_| {
-        p.processors() == Some(cores)
+    p.wait_for("the probe running every core", |l| {
+        processors(l) == Some(cores)
     });
     assert!(d.alive(), "the daemon died of a scribbled page");
     // And it still registers newcomers.

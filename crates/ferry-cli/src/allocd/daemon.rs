@@ -197,7 +197,14 @@ impl Daemon {
         let mut target = vec![CoreSet::new(); self.procs.len()];
         for (k, &i) in active.iter().enumerate() {
             target[i] = sets[k];
-            self.procs[i].credit.sample(fair[k], sets[k].len());
+            // With more processes than cores, each one's share is a
+            // fraction of a core, whatever the turn.
+            let share_milli = if active.len() > ncores {
+                (ncores * 1000 / active.len()) as i64
+            } else {
+                fair[k] as i64 * 1000
+            };
+            self.procs[i].credit.sample(share_milli, sets[k].len());
         }
         for (i, p) in self.procs.iter_mut().enumerate() {
             let fair_share = active.iter().position(|&a| a == i).map_or(0, |k| fair[k]);

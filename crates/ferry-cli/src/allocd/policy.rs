@@ -308,9 +308,11 @@ pub struct Credit {
 }
 
 impl Credit {
-    /// Adds one sample (taken at each tick).
-    pub fn sample(&mut self, fair_share: usize, count: usize) {
-        let x = (fair_share as i64 - count as i64) * 1000;
+    /// Adds one sample (taken at each tick): the fair share in
+    /// thousandths of a processor (a fraction when processes outnumber
+    /// cores) and the cores owned.
+    pub fn sample(&mut self, fair_share_milli: i64, count: usize) {
+        let x = fair_share_milli - count as i64 * 1000;
         self.samples = (self.samples + 1).min(CREDIT_WINDOW);
         self.mean_milli += (x - self.mean_milli) / self.samples;
     }

@@ -232,8 +232,8 @@ fn credit_is_the_running_mean_of_share_minus_count_and_sets_priority() {
     let mut frugal = Credit::default();
     let mut greedy = Credit::default();
     for _ in 0..10 {
-        frugal.sample(2, 1);
-        greedy.sample(1, 3);
+        frugal.sample(2000, 1);
+        greedy.sample(1000, 3);
     }
     assert_eq!(frugal.milli(), 1000);
     assert_eq!(greedy.milli(), -2000);
@@ -243,16 +243,21 @@ fn credit_is_the_running_mean_of_share_minus_count_and_sets_priority() {
     // A mean: half the time one below the share, half at it.
     let mut half = Credit::default();
     for i in 0..100 {
-        half.sample(2, if i % 2 == 0 { 1 } else { 2 });
+        half.sample(2000, if i % 2 == 0 { 1 } else { 2 });
     }
     assert!((400..=600).contains(&half.milli()), "{}", half.milli());
     assert_eq!(half.priority(), NEUTRAL_PRIORITY + 1);
     // Priorities are bounded.
     let mut huge = Credit::default();
     for _ in 0..50 {
-        huge.sample(100, 0);
+        huge.sample(100_000, 0);
     }
     assert_eq!(huge.priority(), 16);
+    // Three processes on two cores: a share of two thirds each.
+    let mut third = Credit::default();
+    third.sample(2 * 1000 / 3, 1);
+    assert_eq!(third.milli(), -334);
+    assert_eq!(third.priority(), NEUTRAL_PRIORITY - 1);
     // Credit then decides Dynamic's rule 3.
     let c = counts(
         Policy::Dynamic,
