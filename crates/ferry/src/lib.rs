@@ -10,8 +10,9 @@
 //! the [`fs`], [`net`] and [`process`] wrappers that keep their processor
 //! running, a monitor for unannounced blocking, preemption (a 10 ms
 //! [`Builder::time_slice`] by default), processor changes
-//! ([`Handle::set_processors`]), and a report of deadlocks
-//! ([`Builder::on_deadlock`]).
+//! ([`Handle::set_processors`]), processors shared between processes
+//! by a processor allocation daemon ([`alloc`], `ferry allocd`), and a
+//! report of deadlocks ([`Builder::on_deadlock`]).
 //!
 //! ```
 //! let answer = ferry::run(|| {

@@ -17,7 +17,8 @@
 //!
 //! 1. the daemon gone (the registration socket readable: end of file)?
 //!    The process keeps the processors and cores it has and tries to
-//!    register again every [`REGISTER_RETRY`];
+//!    register again every [`REGISTER_RETRY`] (a follower whose first
+//!    registration fails, at a socket a dead daemon left, ends at once);
 //! 2. a new order (`order` even and changed)? `set_processors(n)` for its
 //!    `n` usable cores, processor `i` pinned to the `i`-th, then `acked`;
 //! 3. `desired` = threads running + threads queued (on the processors in
@@ -110,7 +111,9 @@ impl Follower {
             if handle.shared().is_shut_down() {
                 return;
             }
-            self.step(&handle);
+            if !self.step(&handle) {
+                return;
+            }
             drop(handle);
             match &self.registered {
                 Some(r) => r.page().wait_order(r.seen, FOLLOW_TICK),
@@ -119,8 +122,9 @@ impl Follower {
         }
     }
 
-    /// One look: register if due, else follow and publish.
-    fn step(&mut self, handle: &Handle) {
+    /// One look: register if due, else follow and publish. False if the
+    /// first registration failed: the follower ends.
+    fn step(&mut self, handle: &Handle) -> bool {
         if let Some(r) = &self.registered
             && daemon_gone(&r.binding)
         {
@@ -130,13 +134,18 @@ impl Follower {
         }
         if self.registered.is_none() {
             if self.tried.is_some_and(|t| t.elapsed() < REGISTER_RETRY) {
-                return;
+                return true;
             }
+            let first = self.tried.is_none();
             self.tried = Some(Instant::now());
             self.registered = register(handle);
+            if first && self.registered.is_none() {
+                // A socket left by a daemon that is gone: nothing changes.
+                return false;
+            }
         }
         let Some(r) = &mut self.registered else {
-            return;
+            return true;
         };
         let page = page_of(r.binding.mapping());
         if let Some((g, cores)) = page.read_order()
@@ -154,6 +163,7 @@ impl Follower {
             page.set_desired(desired);
             r.desired = desired;
         }
+        true
     }
 }
 
