@@ -274,8 +274,11 @@ fn look_at(p: &mut Proc, ncores: usize, now: Instant) {
                         fence(p, why);
                     }
                 }
+                // (`check` returns these as errors; fenced all the same.)
                 Ack::Malformed => {
-                    unreachable!("check returns malformed acknowledgements as errors")
+                    if p.fenced.is_none() {
+                        fence(p, format!("malformed page: acked {:#x}", words.acked));
+                    }
                 }
             }
         }
