@@ -26,6 +26,11 @@
 //!    stored only when it differs from the value last stored, so a spawn
 //!    costs nothing and the daemon sees a change within a tick.
 //!
+//! The processors' willing words point into the page, so each page's
+//! mapping (with its registration socket) is kept by the runtime until it
+//! ends (`Set::keep`): a registration again after a daemon's restart keeps
+//! one more page of 4 KiB and one descriptor.
+//!
 //! Ordered no core at all (more processes than cores, out of turn), the
 //! process keeps the runtime's minimum of one processor, on the core
 //! processor 0 last had: the kernel time-slices it with that core's owner
