@@ -1,17 +1,19 @@
 //! `ferry`: the command of the ferry runtime.
 //!
 //! Each subcommand is a module with a `clap::Args` struct and a `run`
-//! function, and a variant of [`Command`]. Today there is `tour`, and the
-//! hidden `serve` that the tour starts as its other processes (the echo of
-//! its `rpc` stop, the chain interface of its `migrating` stop,
-//! [`chain`]); and `top`, the live view of
-//! every ferry process ([`top`]). `allocd`, `bench` and `sim` come with
-//! later issues. What subcommands share
+//! function, and a variant of [`Command`]. Today there is `tour`; `top`,
+//! the live view of every ferry process ([`top`]); the processor
+//! allocation daemon `allocd` ([`allocd`], with the hidden `alloc-probe`
+//! its tests run); and the hidden `serve` that the tour starts as its
+//! other processes (the echo of its `rpc` stop, the chain interface of its
+//! `migrating` stop, [`chain`]). `bench` and `sim` come later. What
+//! subcommands share
 //! lives in [`measure`] (repeated runs, medians, CPU pinning) and [`report`]
 //! (tables, JSON lines).
 //!
 //! The library crates must not depend on this one (nor on clap or serde).
 
+mod allocd;
 mod chain;
 mod measure;
 mod report;
@@ -42,6 +44,11 @@ enum Command {
     /// A live view of every ferry process of the user (--once --json: one snapshot)
     #[command(long_about = top::LONG_ABOUT)]
     Top(top::Args),
+    /// The processor allocation daemon: shares the cores among ferry processes
+    Allocd(allocd::Args),
+    /// A busy ferry process that reports its processors (for allocd's tests)
+    #[command(hide = true)]
+    AllocProbe(allocd::probe::Args),
 }
 
 fn main() -> ExitCode {
@@ -50,6 +57,8 @@ fn main() -> ExitCode {
         Command::Tour(args) => tour::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Top(args) => top::run(args),
+        Command::Allocd(args) => allocd::run(args),
+        Command::AllocProbe(args) => allocd::probe::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

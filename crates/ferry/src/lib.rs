@@ -10,9 +10,10 @@
 //! the [`fs`], [`net`] and [`process`] wrappers that keep their processor
 //! running, a monitor for unannounced blocking, preemption (a 10 ms
 //! [`Builder::time_slice`] by default), processor changes
-//! ([`Handle::set_processors`]), a report of deadlocks
-//! ([`Builder::on_deadlock`]), and a page of figures other processes read
-//! ([`stats`], what `ferry top` shows).
+//! ([`Handle::set_processors`]), processors shared between processes
+//! by a processor allocation daemon ([`alloc`], `ferry allocd`), a report
+//! of deadlocks ([`Builder::on_deadlock`]), and a page of figures other
+//! processes read ([`stats`], what `ferry top` shows).
 //!
 //! ```
 //! let answer = ferry::run(|| {
@@ -25,6 +26,9 @@
 
 #![deny(missing_docs)]
 
+// (Over `rpc`'s binding, which loom builds leave out.)
+#[cfg(not(ferry_loom))]
+pub mod alloc;
 pub mod arch;
 mod event;
 pub mod fs;
@@ -103,6 +107,16 @@ mod waits;
 /// std::fs::remove_dir_all(&path).unwrap();
 /// ```
 pub use ferry_macros::interface;
+
+/// What a runtime does once it has started, in the rooms above `runtime`
+/// (wired here so that `runtime` does not import them): registering with
+/// a processor allocation daemon if `allocd` allows and one listens.
+pub(crate) fn runtime_started(handle: &Handle, allocd: bool) {
+    #[cfg(not(ferry_loom))]
+    alloc::client::start(handle, allocd);
+    #[cfg(ferry_loom)]
+    let _ = (handle, allocd);
+}
 pub use runtime::{Builder, Handle, Runtime, run};
 pub use sched::{SchedPolicy, UnknownPolicy};
 pub use thread::{

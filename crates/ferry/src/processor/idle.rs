@@ -116,7 +116,7 @@ impl Processor {
                 return;
             }
             // Give up spinning, and offer the core while asleep.
-            self.willing_to_yield.store(true, Relaxed);
+            self.set_willing(true);
             self.sleep.store(0, Relaxed);
             shared.sleeper_enter(self.index);
             shared.spinning_exit();
@@ -128,7 +128,7 @@ impl Processor {
             {
                 return;
             }
-            self.willing_to_yield.store(true, Relaxed);
+            self.set_willing(true);
             self.sleep.store(0, Relaxed);
             shared.sleeper_enter(self.index);
         }
@@ -142,7 +142,7 @@ impl Processor {
             || self.steal_stranded_next(tok.rb(), shared)
         {
             shared.sleeper_exit(self.index);
-            self.willing_to_yield.store(false, Relaxed);
+            self.set_willing(false);
             // The monitor may have seen us willing and parked.
             shared.host().woke();
             return;
@@ -185,7 +185,7 @@ impl Processor {
             sys::futex_wait(&self.sleep, 0, None);
         }
         shared.sleeper_exit(self.index);
-        self.willing_to_yield.store(false, Relaxed);
+        self.set_willing(false);
         shared.host().woke();
         if let Some((start, _)) = budget {
             self.idled_for_entries(tok.rb(), shared, start);

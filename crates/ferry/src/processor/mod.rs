@@ -72,7 +72,11 @@
 //! | `Processor::willing_to_yield` | written by | meaning |
 //! |-------------------------------|------------|---------|
 //! | `false` | the processor, when it leaves `idle` | busy, or spinning for work |
-//! | `true` | the processor, when it stops spinning and goes to sleep | it has nothing to run: its core may be taken back (the processor-allocation issue reads it) |
+//! | `true` | the processor, when it stops spinning and goes to sleep | it has nothing to run: its core may be taken back |
+//!
+//! Both stores go through `set_willing`, which also writes the processor's
+//! mirror word when a processor allocator's page gave it one (`alloc`'s
+//! client; one load and a branch when none did).
 
 mod cpus;
 mod drive;
@@ -107,7 +111,9 @@ use std::time::Instant;
 use crate::arch::{self, Context};
 use crate::header::{Header, SmallBlock, Thread, ThreadId};
 use crate::sched::Event;
-use crate::sched::{self, Chain, Chosen, Cx, NextSlot, Policy, Ready, RunQueue, SchedPolicy};
+use crate::sched::{
+    self, Chain, Chosen, Cx, NextSlot, Policy, Ready, RingLens, RunQueue, SchedPolicy,
+};
 use crate::stack::{LocalStacks, Stack, StackCache};
 
 /// Freed small thread blocks each processor keeps for its next spawns,
@@ -237,6 +243,13 @@ pub(crate) struct Processor {
     in_epoll: AtomicPtr<crate::event::readiness::Reactor>,
     /// See the module docs.
     willing_to_yield: AtomicBool,
+    /// A word outside the runtime that follows `willing_to_yield` (a
+    /// processor allocator's page), or null: see
+    /// [`Processor::mirror_willing_to`].
+    willing_mirror: AtomicPtr<AtomicU32>,
+    /// A look at this processor's rings from outside, for
+    /// [`Processor::queued_hint`].
+    rings: RingLens,
     /// `dispatches << 1 | running a thread`, written at every switch (see
     /// `mark_dispatch`), read by the monitor: a value that stays the same
     /// while the low bit is set means one thread has run (or blocked) all
@@ -281,6 +294,7 @@ impl Processor {
             .enumerate()
             .map(|(index, queue)| Processor {
                 index,
+                rings: queue.lens(),
                 owner: UnsafeCell::new(Owner {
                     queue,
                     policy: Chosen::new(policy),
@@ -303,6 +317,7 @@ impl Processor {
                 sleep: AtomicU32::new(0),
                 in_epoll: AtomicPtr::new(std::ptr::null_mut()),
                 willing_to_yield: AtomicBool::new(false),
+                willing_mirror: AtomicPtr::new(ptr::null_mut()),
                 dispatch: AtomicU32::new(0),
                 quantum: AtomicU32::new(0),
                 membership: AtomicU8::new(STOPPED),
@@ -511,6 +526,42 @@ impl Processor {
     /// (see the module docs).
     pub(crate) fn is_willing_to_yield(&self) -> bool {
         self.willing_to_yield.load(Relaxed)
+    }
+
+    /// Marks this processor willing to yield its core, or not, and its
+    /// mirror word if it has one (one load and a branch without).
+    #[inline]
+    pub(crate) fn set_willing(&self, willing: bool) {
+        self.willing_to_yield.store(willing, Relaxed);
+        let mirror = self.willing_mirror.load(Relaxed);
+        if !mirror.is_null() {
+            // SAFETY: `mirror_willing_to`'s contract keeps the word valid
+            // for as long as the processor lives.
+            unsafe { (*mirror).store(u32::from(willing), Relaxed) };
+        }
+    }
+
+    /// From now on `set_willing` stores 1 or 0 in `word` too (null: no
+    /// more). The word is not written now: it shows the processor's state
+    /// from its next change.
+    ///
+    /// # Safety
+    /// `word` (if not null) stays valid for as long as this processor
+    /// lives, whatever is mirrored later: its memory is kept by the set
+    /// ([`Set::keep`]).
+    pub(crate) unsafe fn mirror_willing_to(&self, word: *const AtomicU32) {
+        self.willing_mirror.store(word.cast_mut(), Relaxed);
+    }
+
+    /// How many threads look queued on this processor (its rings and its
+    /// next-to-run slot): a hint, from any kernel thread.
+    pub(crate) fn queued_hint(&self) -> usize {
+        self.rings.len() + usize::from(!self.next.is_empty())
+    }
+
+    /// Whether the processor runs a thread now (a snapshot of `dispatch`).
+    pub(crate) fn runs_a_thread(&self) -> bool {
+        self.dispatch.load(Relaxed) & 1 != 0
     }
 
     /// Runs `f` with this processor's policy and the view it decides on.

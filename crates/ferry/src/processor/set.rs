@@ -18,9 +18,9 @@
 use std::any::Any;
 use std::cell::UnsafeCell;
 use std::ops::Range;
-use std::sync::Arc;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex};
 
 use super::Processor;
 use super::idle_set::IdleSet;
@@ -73,6 +73,10 @@ pub(crate) struct Set {
     /// The runtime this set belongs to (set once, before any processor
     /// runs: [`Set::set_host`]).
     host: UnsafeCell<Option<*const dyn Host>>,
+    /// Memory outside the runtime that processors' mirror words point
+    /// into, kept until the set (and so every processor) is gone
+    /// ([`Set::keep`]).
+    kept: Mutex<Vec<Box<dyn Any + Send + Sync>>>,
 }
 
 // SAFETY: `host` is written once, before the set is shared with any other
@@ -110,7 +114,18 @@ impl Set {
             counters: Counters::new(),
             account_cpu: settings.account_cpu,
             host: UnsafeCell::new(None),
+            kept: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Keeps `memory` alive until the set drops, after its processors
+    /// stopped: what a processor's mirror word may point into
+    /// (`Processor::mirror_willing_to`).
+    pub(crate) fn keep(&self, memory: Box<dyn Any + Send + Sync>) {
+        self.kept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(memory);
     }
 
     /// Names the runtime the set belongs to, and tells each processor its

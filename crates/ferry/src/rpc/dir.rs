@@ -32,13 +32,17 @@ impl RuntimeDir {
     /// The calling user's runtime directory (see the module docs), created
     /// if missing and checked.
     pub fn user() -> Result<RuntimeDir> {
-        let uid = rustix::process::getuid().as_raw();
-        let path = default_path(
+        RuntimeDir::open(RuntimeDir::user_path(), rustix::process::getuid().as_raw())
+    }
+
+    /// Where the calling user's runtime directory is (see the module
+    /// docs), without creating or checking it.
+    pub(crate) fn user_path() -> PathBuf {
+        default_path(
             std::env::var_os("XDG_RUNTIME_DIR"),
-            uid,
+            rustix::process::getuid().as_raw(),
             &std::env::temp_dir(),
-        );
-        RuntimeDir::open(path, uid)
+        )
     }
 
     /// The runtime directory at `path`, which must belong to user `owner`:

@@ -155,7 +155,7 @@ fn run() {
 
 /// A pidfd for the peer on `socket`: from the socket where the kernel
 /// supports it (Linux 6.5), else `pidfd_open(pid)`.
-fn peer_pidfd(socket: BorrowedFd<'_>, pid: i32) -> Result<OwnedFd> {
+pub(crate) fn peer_pidfd(socket: BorrowedFd<'_>, pid: i32) -> Result<OwnedFd> {
     const SO_PEERPIDFD: libc::c_int = 77;
     let mut fd: libc::c_int = -1;
     let mut len = size_of::<libc::c_int>() as libc::socklen_t;

@@ -5,7 +5,7 @@
 //! This file owns only the public face; the work is `upcall::Shared`'s.
 
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use crate::thread;
 use crate::upcall::{Shared, UpcallStats};
@@ -143,6 +143,11 @@ impl Handle {
         &self.shared
     }
 
+    /// A handle that does not keep the runtime alive.
+    pub(crate) fn downgrade(&self) -> WeakHandle {
+        WeakHandle(Arc::downgrade(&self.shared))
+    }
+
     /// How many kernel threads the runtime runs now (processor drivers,
     /// spares, the one that watches, and threads away in blocking calls),
     /// and the bound
@@ -193,6 +198,18 @@ impl Handle {
             .iter()
             .filter(|p| p.is_willing_to_yield())
             .count()
+    }
+}
+
+/// A [`Handle`] that does not keep its runtime alive (for a kernel
+/// thread that serves the runtime and must end with it).
+#[derive(Clone)]
+pub(crate) struct WeakHandle(Weak<Shared>);
+
+impl WeakHandle {
+    /// The handle, while the runtime lives.
+    pub(crate) fn upgrade(&self) -> Option<Handle> {
+        self.0.upgrade().map(|shared| Handle { shared })
     }
 }
 

@@ -12,6 +12,7 @@
 mod handle;
 
 pub use handle::Handle;
+pub(crate) use handle::WeakHandle;
 
 use std::io;
 use std::sync::{Arc, PoisonError};
@@ -43,6 +44,7 @@ pub struct Builder {
     io_uring: bool,
     policy: SchedPolicy,
     stats: bool,
+    allocd: bool,
 }
 
 /// The time slice when [`Builder::time_slice`] is not called and
@@ -84,6 +86,7 @@ impl Runtime {
             io_uring: true,
             policy: SchedPolicy::from_env(),
             stats: true,
+            allocd: std::env::var_os("FERRY_ALLOCD").is_none_or(|v| v != "off"),
         }
     }
 }
@@ -313,6 +316,17 @@ impl Builder {
         self
     }
 
+    /// Whether the runtime registers with a processor allocation daemon
+    /// (`ferry allocd`) when one listens in the user's runtime directory
+    /// at start, and then runs as many processors as it owns cores,
+    /// following the daemon's orders (`ferry::alloc`). On by default;
+    /// `FERRY_ALLOCD=off` in the environment turns the default off.
+    /// Without a daemon nothing changes either way.
+    pub fn allocd(&mut self, on: bool) -> &mut Self {
+        self.allocd = on;
+        self
+    }
+
     /// The processor count this builder starts with, and the most it may
     /// grow to.
     fn processor_counts(&self) -> (usize, usize) {
@@ -478,7 +492,9 @@ impl Builder {
         // was just prepared and is resumed once.
         let _p = unsafe { thread::switch_in_adopted(from, &driver, header) };
         crate::thread::note_adopted_stack(stack);
-        Ok(Handle { shared })
+        let handle = Handle { shared };
+        crate::runtime_started(&handle, self.allocd);
+        Ok(handle)
     }
 
     /// In the child of a `fork()` made by a ferry thread: abandons the
@@ -544,7 +560,9 @@ impl Builder {
         if let Some(page) = page {
             page.keep_until_exit();
         }
-        Ok(Handle { shared })
+        let handle = Handle { shared };
+        crate::runtime_started(&handle, self.allocd);
+        Ok(handle)
     }
 
     /// Runs `main` as the first user-level thread, with the calling kernel
@@ -582,6 +600,12 @@ impl Builder {
                 })?;
         }
         Self::start_helpers(&shared, count)?;
+        crate::runtime_started(
+            &Handle {
+                shared: Arc::clone(&shared),
+            },
+            self.allocd,
+        );
         let caller = shared.activations.register_caller();
 
         let affinity = rustix::thread::sched_getaffinity(None).ok();

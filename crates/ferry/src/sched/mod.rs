@@ -49,7 +49,9 @@ mod atomic {
 pub(crate) use choice::Chosen;
 pub use choice::{SchedPolicy, UnknownPolicy};
 pub(crate) use fine_grain::FineGrain;
-pub(crate) use queue::{Chain, Injector, NEXT_STEAL_AFTER, NextSlot, RING_SLOTS, RunQueue};
+pub(crate) use queue::{
+    Chain, Injector, NEXT_STEAL_AFTER, NextSlot, RING_SLOTS, RingLens, RunQueue,
+};
 pub(crate) use work_stealing::WorkStealing;
 
 use std::sync::atomic::AtomicU32;

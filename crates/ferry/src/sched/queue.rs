@@ -105,7 +105,24 @@ pub(crate) struct RunQueue {
     victims: Vec<(usize, [Consumer; LEVELS])>,
 }
 
+/// A look at one processor's rings from any kernel thread: how many
+/// threads they hold, as a hint (consumer handles that only count).
+pub(crate) struct RingLens([Consumer; LEVELS]);
+
+impl RingLens {
+    /// How many threads the rings held at some moment during the call
+    /// (each ring's count is exact at its own moment).
+    pub(crate) fn len(&self) -> usize {
+        self.0.iter().map(Consumer::len).sum()
+    }
+}
+
 impl RunQueue {
+    /// A [`RingLens`] on this processor's rings.
+    pub(crate) fn lens(&self) -> RingLens {
+        RingLens(std::array::from_fn(|l| self.rx[l].clone()))
+    }
+
     /// The run queues of `count` processors, each with stealing handles on
     /// all the others.
     pub(crate) fn build(count: usize) -> Vec<RunQueue> {
