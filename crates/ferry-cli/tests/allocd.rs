@@ -4,7 +4,10 @@
 //! print `processors N` whenever their processor count changes.
 //!
 //! Every wait polls the daemon's log or a probe's output with a generous
-//! overall timeout; nothing is judged by how long it took.
+//! overall timeout; nothing is judged by how long it took. The tests run
+//! one at a time: two threads of one process reaping children at once
+//! (each test kills and waits for its processes) were seen to spin in the
+//! kernel for good (`wait4` in `shrink_dcache_parent`, Linux 6.18).
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
@@ -13,6 +16,15 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// Held for the whole of each test (see the module docs).
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// How long any one condition may take to come true.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -112,13 +124,27 @@ impl Proc {
         }
     }
 
+    /// Sends SIGKILL; the process is reaped later (see [`stop_all`]).
     fn kill9(&mut self) {
         rustix::process::kill_process(
             rustix::process::Pid::from_raw(self.pid() as i32).unwrap(),
             rustix::process::Signal::KILL,
         )
         .unwrap();
-        self.child.wait().unwrap();
+    }
+
+    /// Waits (polling) for the process to end; whether it succeeded.
+    fn reap(&mut self) -> bool {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.success();
+            }
+            if start.elapsed() > PATIENCE {
+                let _ = self.child.kill();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     fn alive(&mut self) -> bool {
@@ -128,9 +154,24 @@ impl Proc {
 
 impl Drop for Proc {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        // A probe ends at the end of its input; the daemon is killed.
+        if self.stdin.take().is_none() || self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+        }
         let _ = self.child.wait();
     }
+}
+
+/// Ends every probe in `procs` by closing its input, and only then reaps
+/// them: a busy ferry process reaped while others spin on every core was
+/// seen to keep the reaper in the kernel for minutes (`wait4` in
+/// `shrink_dcache_parent`, Linux 6.18, 2 cores). Whether each exited
+/// with success.
+fn stop_all(procs: &mut [&mut Proc]) -> Vec<bool> {
+    for p in procs.iter_mut() {
+        drop(p.stdin.take());
+    }
+    procs.iter_mut().map(|p| p.reap()).collect()
 }
 
 /// A probe's latest processor count in its output `lines`.
@@ -193,6 +234,7 @@ fn registered(lines: &[String], pid: u32) -> usize {
 
 #[test]
 fn three_processes_share_the_cores_and_never_own_more_than_there_are() {
+    let _serial = one_at_a_time();
     let rt = TempRuntime::new("three");
     let d = daemon(&rt, &[]);
     let cores = daemon_cores(&d);
@@ -249,10 +291,14 @@ fn three_processes_share_the_cores_and_never_own_more_than_there_are() {
             p.wait_for("one processor", |l| processors(l) == Some(1));
         }
     }
+    let mut probes = probes;
+    let mut all: Vec<&mut Proc> = probes.iter_mut().collect();
+    assert_eq!(stop_all(&mut all), vec![true; 3]);
 }
 
 #[test]
 fn a_killed_process_cores_go_to_the_others() {
+    let _serial = one_at_a_time();
     let rt = TempRuntime::new("kill");
     let d = daemon(&rt, &[]);
     let cores = daemon_cores(&d);
@@ -260,7 +306,7 @@ fn a_killed_process_cores_go_to_the_others() {
         eprintln!("one core: nothing to share");
         return;
     }
-    let a = probe(&rt);
+    let mut a = probe(&rt);
     let mut b = probe(&rt);
     let (pa, pb) = (a.pid(), b.pid());
     d.wait_for("both registered", |l| {
@@ -285,10 +331,12 @@ fn a_killed_process_cores_go_to_the_others() {
             .is_some_and(|x| x.len() == 1 && x[0].0 == pa && x[0].1.len() == cores)
     });
     a.wait_for("a running every core", |l| processors(l) == Some(cores));
+    assert_eq!(stop_all(&mut [&mut a, &mut b]), vec![true, false]);
 }
 
 #[test]
 fn processes_outlive_the_daemon_and_register_again() {
+    let _serial = one_at_a_time();
     let rt = TempRuntime::new("restart");
     let mut d = daemon(&rt, &["--policy", "equipartition"]);
     let mut a = probe(&rt);
@@ -301,7 +349,6 @@ fn processes_outlive_the_daemon_and_register_again() {
     // Without a daemon, a finishes its work.
     drop(a.stdin.take());
     a.wait_for("a done", |l| l.iter().any(|l| l == "done"));
-    assert!(a.child.wait().unwrap().success());
     assert!(b.alive(), "b died with the daemon");
     // A new daemon replaces the stale socket and b registers again.
     let d2 = daemon(&rt, &["--policy", "equipartition"]);
@@ -315,7 +362,7 @@ fn processes_outlive_the_daemon_and_register_again() {
     b.wait_for("b running every core", |l| processors(l) == Some(cores));
     drop(b.stdin.take());
     b.wait_for("b done", |l| l.iter().any(|l| l == "done"));
-    assert!(b.child.wait().unwrap().success());
+    assert_eq!(stop_all(&mut [&mut a, &mut b]), vec![true, true]);
     // A second daemon beside a live one refuses to start.
     let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
         .arg("allocd")
@@ -353,6 +400,7 @@ const ACKED: usize = 72;
 
 #[test]
 fn a_scribbled_page_is_fenced_and_the_others_are_still_served() {
+    let _serial = one_at_a_time();
     let rt = TempRuntime::new("scribble");
     let mut d = daemon(&rt, &[]);
     let cores = daemon_cores(&d);
@@ -386,10 +434,13 @@ fn a_scribbled_page_is_fenced_and_the_others_are_still_served() {
     // And it still registers newcomers.
     let q = probe(&rt);
     d.wait_for("a newcomer registered", |l| registered(l, q.pid()) == 1);
+    let (mut p, mut q) = (p, q);
+    assert_eq!(stop_all(&mut [&mut p, &mut q]), vec![true, true]);
 }
 
 #[test]
 fn a_process_that_ignores_orders_is_fenced_until_it_acknowledges() {
+    let _serial = one_at_a_time();
     let rt = TempRuntime::new("ignore");
     let mut d = daemon(&rt, &[]);
     let me = std::process::id();
