@@ -69,6 +69,40 @@ pub fn fmt_rate(y: &f64) -> String {
     }
 }
 
+/// Draws `series` into `path` with [`log_y_lines`] and says where, as a
+/// line for a report's notes: `axes` describes the chart drawn with text;
+/// without a font the line describes it in words (`no_font_axes`) and
+/// names each series' colour.
+pub fn caption(
+    path: &Path,
+    labels: &Labels<'_>,
+    series: &[Series],
+    axes: &str,
+    no_font_axes: &str,
+) -> String {
+    if series.is_empty() {
+        return "plot: not drawn (no points)\n".to_owned();
+    }
+    let shown = path
+        .strip_prefix(crate::docs::workspace_root())
+        .unwrap_or(path)
+        .display();
+    match log_y_lines(path, labels, series) {
+        Ok(true) => format!("plot: {shown} ({axes})\n"),
+        Ok(false) => {
+            let key: Vec<String> = series
+                .iter()
+                .map(|s| format!("{} = {}", s.color_name, s.name))
+                .collect();
+            format!(
+                "plot: {shown} drawn WITHOUT text (no font found): {no_font_axes}, {}\n",
+                key.join(", ")
+            )
+        }
+        Err(e) => format!("plot: not drawn: {e}\n"),
+    }
+}
+
 /// Draws `series` into `path` (x linear from 0, y logarithmic); `Ok(true)`
 /// if drawn with text, `Ok(false)` if without (no font found).
 pub fn log_y_lines(path: &Path, labels: &Labels<'_>, series: &[Series]) -> Result<bool, String> {

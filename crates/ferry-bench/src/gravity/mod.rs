@@ -191,29 +191,17 @@ fn draw(path: &Path, rows: &[Row]) -> String {
             });
         }
     }
-    if series.is_empty() {
-        return "plot: not drawn (no points)\n".to_owned();
-    }
     let labels = plot::Labels {
         title: "Gravity jobs at once: mean job time (004 Figure 3)",
         x: "concurrent jobs",
         y: "mean job time, s (log scale)",
         y_format: &|y| format!("{y:.1}"),
     };
-    let shown = path
-        .strip_prefix(crate::docs::workspace_root())
-        .unwrap_or(path)
-        .display();
-    let key: Vec<String> = series
-        .iter()
-        .map(|s| format!("{} = {}", s.color_name, s.name))
-        .collect();
-    match plot::log_y_lines(path, &labels, &series) {
-        Ok(true) => format!("plot: {shown} ({})\n", key.join(", ")),
-        Ok(false) => format!(
-            "plot: {shown} drawn WITHOUT text (no font found): x = jobs, y on a log scale, {}\n",
-            key.join(", ")
-        ),
-        Err(e) => format!("plot: not drawn: {e}\n"),
-    }
+    plot::caption(
+        path,
+        &labels,
+        &series,
+        "x = jobs, y log scale",
+        "x = jobs, y on a log scale",
+    )
 }

@@ -459,32 +459,19 @@ fn draw(path: &Path, rates: &[Row]) -> String {
             });
         }
     }
-    if series.is_empty() {
-        return "plot: not drawn (no points)\n".to_owned();
-    }
     let labels = plot::Labels {
         title: "TCP echo, 64-byte messages, closed loop: requests/s against connections",
         x: "connections C, log10 (0 = 1, 4 = 10,000)",
         y: "requests/s (log scale)",
         y_format: &plot::fmt_rate,
     };
-    let shown = path
-        .strip_prefix(crate::docs::workspace_root())
-        .unwrap_or(path)
-        .display();
-    let key: Vec<String> = series
-        .iter()
-        .map(|s| format!("{} = {}", s.color_name, s.name))
-        .collect();
-    match plot::log_y_lines(path, &labels, &series) {
-        Ok(true) => format!("plot: {shown} (x = log10 C, y log scale)\n"),
-        Ok(false) => format!(
-            "plot: {shown} drawn WITHOUT text (no font found): x = log10 C from 0 to 4, y \
-             on a log scale, a grey line at each power of ten, {}\n",
-            key.join(", ")
-        ),
-        Err(e) => format!("plot: not drawn: {e}\n"),
-    }
+    plot::caption(
+        path,
+        &labels,
+        &series,
+        "x = log10 C, y log scale",
+        "x = log10 C from 0 to 4, y on a log scale, a grey line at each power of ten",
+    )
 }
 
 #[cfg(test)]
