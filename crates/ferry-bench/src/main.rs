@@ -19,6 +19,7 @@
 //! [`Command`], and a template in `templates/`.
 
 mod affinity;
+mod allocd;
 mod common;
 mod docs;
 mod error;
@@ -121,6 +122,10 @@ enum Command {
     /// its own (started by it, not by hand)
     #[command(name = "streams-adaptive", hide = true)]
     StreamsAdaptive(streams::adaptive::OnceArgs),
+    /// The runtime of `upcalls`' daemon-ordered processor changes, in a
+    /// process of its own (started by it, not by hand)
+    #[command(name = "upcalls-ordered", hide = true)]
+    UpcallsOrdered(upcalls::ordered::OnceArgs),
 }
 
 impl Command {
@@ -138,6 +143,7 @@ impl Command {
             Command::NetLoad(_) => "net-load",
             Command::ScaleFerry(_) => "scale-ferry",
             Command::StreamsAdaptive(_) => "streams-adaptive",
+            Command::UpcallsOrdered(_) => "upcalls-ordered",
             Command::Migrating(_) => "migrating",
             Command::Streams(_) => "streams",
             Command::Gravity(_) => "gravity",
@@ -159,6 +165,7 @@ impl Command {
             Command::NetLoad(a) => &a.common,
             Command::ScaleFerry(a) => &a.common,
             Command::StreamsAdaptive(a) => &a.common,
+            Command::UpcallsOrdered(a) => &a.common,
             Command::Migrating(a) => &a.common,
             Command::Streams(a) => &a.common,
             Command::Gravity(a) => &a.common,
@@ -176,6 +183,7 @@ fn main() -> ExitCode {
         Command::ScaleFerry(args) => return scale::once_main(args),
         Command::StreamsAdaptive(args) => return streams::adaptive::once_main(args),
         Command::MigratingServe(args) => return migrating::serve_main(args),
+        Command::UpcallsOrdered(args) => return upcalls::ordered::once_main(args),
         _ => {}
     }
     let (name, common) = (cli.command.name(), cli.command.common());
@@ -198,6 +206,7 @@ fn main() -> ExitCode {
         Command::ScaleFerry(args) => return scale::once_main(args),
         Command::StreamsAdaptive(args) => return streams::adaptive::once_main(args),
         Command::MigratingServe(args) => return migrating::serve_main(args),
+        Command::UpcallsOrdered(args) => return upcalls::ordered::once_main(args),
     };
     let during = machine::interference_since(before);
     let report = match result {

@@ -272,7 +272,7 @@ fn three_processes_share_the_cores_and_never_own_more_than_there_are() {
             .last()
             .is_some_and(|a| a.iter().map(|(_, s, _)| s.len()).sum::<usize>() == cores)
     });
-    // Each probe runs as many processors as it owns cores (at least one).
+    // Each probe runs as many processors as it owns cores.
     for p in &probes {
         let pid = p.pid();
         let owned = |l: &[String]| {
@@ -287,8 +287,20 @@ fn three_processes_share_the_cores_and_never_own_more_than_there_are() {
                 processors(l).is_some() && processors(l) == owned(&d.lines()).map(|n| n.max(1))
             });
         } else {
-            // Rotation: one core at a time, never two.
-            p.wait_for("one processor", |l| processors(l) == Some(1));
+            // Rotation of whole cores: one processor in turn, none out of
+            // turn (no processor on a core another process owns), never
+            // two.
+            p.wait_for("one processor in turn", |l| processors(l) == Some(1));
+            p.wait_for("no processor out of turn", |l| processors(l) == Some(0));
+            p.wait_for("one processor in turn again", |l| processors(l) == Some(1));
+            // (It starts with a processor per core, before its first
+            // order.)
+            let lines = p.lines();
+            let followed = lines.iter().skip_while(|l| *l != "processors 1");
+            assert!(
+                !followed.clone().any(|l| l == "processors 2"),
+                "two processors on fewer than three cores: {lines:?}"
+            );
         }
     }
     let mut probes = probes;

@@ -1,8 +1,8 @@
 //! The runtime's side of processor allocation against a daemon played by
 //! the test itself (`ferry::alloc::Registrar` in a fresh runtime
 //! directory): a runtime started beside it registers, states its maximum
-//! and desire, follows each order (as many processors as cores, at least
-//! one) and acknowledges it, marks idle processors willing to yield, and
+//! and desire, follows each order (as many processors as cores, none
+//! while it owns no core) and acknowledges it, marks idle processors willing to yield, and
 //! registers again after the daemon's end of the registration closes.
 //!
 //! One test in this file: it sets `XDG_RUNTIME_DIR` for the process.
@@ -79,9 +79,25 @@ fn a_runtime_registers_follows_orders_and_registers_again() {
     until("processors as usable cores", || rt.processors() == usable);
     assert_eq!(reg.page().runtime_words().held as usize, usable);
 
-    // No core at all: the runtime's minimum of one processor.
+    // No core at all (out of turn): no processor runs, and a thread
+    // spawned meanwhile waits until a core is ordered again.
     let g = order_and_wait(&reg, g, &CoreSet::new());
+    until("no processor", || rt.processors() == 0);
+    assert_eq!(reg.page().runtime_words().held, 0);
+    let ran = Arc::new(AtomicBool::new(false));
+    let waiting = {
+        let ran = Arc::clone(&ran);
+        rt.spawn(move || ran.store(true, Ordering::SeqCst)).unwrap()
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        !ran.load(Ordering::SeqCst),
+        "a thread ran while the process held no core"
+    );
+    let g = order_and_wait(&reg, g, &one);
     until("one processor again", || rt.processors() == 1);
+    waiting.join().unwrap();
+    assert!(ran.load(Ordering::SeqCst));
 
     // With nothing to run, the processor marks itself willing to yield.
     until("a willing processor", || {
@@ -110,10 +126,16 @@ fn a_runtime_registers_follows_orders_and_registers_again() {
         t.join().unwrap();
     }
     until("desired 1", || reg.page().runtime_words().desired == 1);
-    let _ = g;
 
-    // The daemon's end closes: the runtime keeps running and comes back.
+    // The daemon's end closes while the process is out of turn: it takes
+    // a processor back at once, keeps running and comes back.
+    order_and_wait(&reg, g, &CoreSet::new());
+    until("no processor before the daemon goes", || {
+        rt.processors() == 0
+    });
     drop(reg);
+    until("a processor without a daemon", || rt.processors() == 1);
+    assert_eq!(rt.spawn(|| 6 * 7).unwrap().join().unwrap(), 42);
     let again = registrar.accept().unwrap();
     assert_eq!(again.pid() as u32, std::process::id());
     until("max_processors again", || {

@@ -4,7 +4,7 @@
 //!
 //! This module owns the run schedule, the sizes ([`Plan`]), the names of
 //! cases and quantities, and the targets; the scenarios are in
-//! [`blocking`], [`events`] and [`figure2`], their system-call wrappers in
+//! [`blocking`], [`events`], [`ordered`] and [`figure2`], their system-call wrappers in
 //! [`sys`], the gathering of samples in [`collect`].
 //!
 //! # Table 1: event latencies
@@ -22,6 +22,7 @@
 //! | `unannounced` | the same with a raw `libc::read`, which ferry is not told about, (the takeover is on by default): the monitor must notice the sleeping kernel thread | the stall (median over the calls), `unannounced_blocks`, `blocked.mean` (here from the monitor's finding), `unblocked.mean` |
 //! | `preempted` | 1 processor, `time_slice(1 ms)`; a spinner that never yields and a thread that yields [`Plan::preempt_yields`] times | `preempted.mean/max` (signal handler entry to the policy), how many, and wall time per preemption (the slice as enforced) |
 //! | `processors` | `processors(1).max_processors(2)`; [`Plan::processor_changes`] times: `set_processors(2)`, wait for the `ProcessorAdded` event, `set_processors(1)`, wait for `ProcessorRemoved` | `processor_added.mean`, `processor_removed.mean` |
+//! | `processors ordered by allocd` | the same changes ([`Plan::ordered_changes`] pairs), ordered by a `ferry allocd --policy dynamic` in another process as the runtime's desire rises to 2 and falls to 1; the runtime in a child process ([`ordered`]) | `processor_added.mean`, `processor_removed.mean`, from the daemon's order to the policy |
 //! | `blocking overhead` | ns per `libc::getppid()`: direct; in `ferry::blocking` alone on 1 processor; with a second runnable thread (`handoff_after(0)`, the default: each call wakes a spare that waits on its core, unless one is already on its way, and takes the processor only if the call sleeps); the same on a runtime of `max_processors(1)` (whose kernel threads ferry leaves unpinned, while with room for a second processor processor 0's drivers are all pinned to the first CPU); the same as the first with `handoff_after(20 µs)` (Go's rule) | ns per call, ratio over direct, and `Blocked` events per call |
 //!
 //! Targets: `blocked.mean` at most twice one same-core futex wake+wait, the
@@ -79,6 +80,7 @@ mod blocking;
 mod collect;
 mod events;
 mod figure2;
+pub mod ordered;
 mod sys;
 
 use collect::Collector;
@@ -125,6 +127,9 @@ pub struct Plan {
     pub io_warmup: u32,
     /// Add/remove pairs per run of `processors`.
     pub processor_changes: u32,
+    /// Add/remove pairs per run of `processors ordered by allocd` (each
+    /// takes a few of the daemon's and the follower's 10 ms ticks).
+    pub ordered_changes: u32,
     /// Yields of the yielding thread per run of `preempted`.
     pub preempt_yields: u32,
     /// Round trips per run of the futex baseline.
@@ -151,6 +156,7 @@ impl Plan {
                 io_events: 60,
                 io_warmup: 20,
                 processor_changes: 60,
+                ordered_changes: 10,
                 preempt_yields: 100,
                 futex_round_trips: 3_000,
                 switch_yields: 50_000,
@@ -165,6 +171,7 @@ impl Plan {
                 io_events: 200,
                 io_warmup: 50,
                 processor_changes: 200,
+                ordered_changes: 40,
                 preempt_yields: 1000,
                 futex_round_trips: 10_000,
                 switch_yields: 200_000,
@@ -184,6 +191,7 @@ mod case {
     pub const UNANNOUNCED: &str = "table1 unannounced";
     pub const PREEMPTED: &str = "table1 preempted";
     pub const PROCESSORS: &str = "table1 processors";
+    pub const ORDERED: &str = "table1 processors ordered by allocd";
     pub const OVERHEAD: &str = "table1 blocking overhead";
     pub const SWITCH: &str = "table4 context switch";
 }
@@ -233,6 +241,8 @@ pub fn run(common: &Common, _args: &Args) -> Result<Report, Error> {
         events::table1_preempted(&plan, &mut col);
         watch(case::PROCESSORS);
         events::table1_processors(&plan, &mut col);
+        watch(case::ORDERED);
+        ordered::table1_ordered(&plan, &mut col, case::ORDERED);
         watch(case::OVERHEAD);
         blocking::table1_overhead(&plan, &mut col);
         watch(case::SWITCH);

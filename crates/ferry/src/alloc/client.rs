@@ -19,8 +19,11 @@
 //!    The process keeps the processors and cores it has and tries to
 //!    register again every [`REGISTER_RETRY`] (a follower whose first
 //!    registration fails, at a socket a dead daemon left, ends at once);
-//! 2. a new order (`order` even and changed)? `set_processors(n)` for its
-//!    `n` usable cores, processor `i` pinned to the `i`-th, then `acked`;
+//! 2. a new order (`order` even and changed)? As many processors as its
+//!    usable cores, processor `i` pinned to the `i`-th, then `acked`; the
+//!    change is timestamped from the order (`ordered_at`), so the
+//!    runtime's `ProcessorAdded`/`ProcessorRemoved` latencies count from
+//!    the daemon's decision;
 //! 3. `desired` = threads running + threads queued (on the processors in
 //!    the set and in the injector), clamped to `1..=max_processors`:
 //!    stored only when it differs from the value last stored, so a spawn
@@ -32,9 +35,11 @@
 //! one more page of 4 KiB and one descriptor.
 //!
 //! Ordered no core at all (more processes than cores, out of turn), the
-//! process keeps the runtime's minimum of one processor, on the core
-//! processor 0 last had: the kernel time-slices it with that core's owner
-//! until the process's turn comes.
+//! process runs no processor until its turn comes: its threads wait
+//! queued, none runs on a core another process owns. Ordered cores of
+//! which none is in its affinity mask, it keeps one processor, unpinned.
+//! When the daemon goes away while the process holds no processor, the
+//! process takes one back at once (it keeps what it had otherwise).
 
 use std::os::unix::fs::FileTypeExt;
 use std::sync::Arc;
@@ -82,6 +87,8 @@ struct Registered {
     seen: u32,
     /// The last `desired` stored.
     desired: usize,
+    /// The processors the last order followed left running.
+    held: Option<usize>,
 }
 
 impl Registered {
@@ -133,7 +140,11 @@ impl Follower {
         if let Some(r) = &self.registered
             && daemon_gone(&r.binding)
         {
-            // Keep the processors and cores as they are.
+            // Keep the processors and cores as they are; but a process
+            // out of turn must not wait for a daemon that may never come.
+            if r.held == Some(0) {
+                let _ = handle.set_processors(1);
+            }
             self.registered = None;
             crate::stats::set_allocation(None);
             self.tried = Some(Instant::now());
@@ -159,9 +170,10 @@ impl Follower {
             && g != 0
         {
             r.seen = g;
-            if let Ok(held) = obey(handle, &cores) {
+            if let Ok(held) = obey(handle, &cores, page.order_age()) {
                 page.ack(g, held);
                 r.followed = g;
+                r.held = Some(held);
             }
         }
         let desired = desired(handle);
@@ -217,6 +229,7 @@ fn register(handle: &Handle) -> Option<Registered> {
         followed: 0,
         seen: 0,
         desired,
+        held: None,
     })
 }
 
@@ -233,18 +246,23 @@ fn daemon_gone(binding: &Binding) -> bool {
     matches!(poll(&mut fds, Some(&zero)), Ok(n) if n > 0)
 }
 
-/// Follows an order to own `cores`: as many processors as usable cores
-/// (at least one), processor `i` pinned to the `i`-th. Returns the
+/// Follows an order, given `age` ago, to own `cores`: as many processors
+/// as usable cores, processor `i` pinned to the `i`-th; none for no core;
+/// one, unpinned, for cores of which none is usable. Returns the
 /// processors held.
-fn obey(handle: &Handle, cores: &CoreSet) -> std::io::Result<usize> {
+fn obey(handle: &Handle, cores: &CoreSet, age: Duration) -> std::io::Result<usize> {
     let allowed = crate::processor::allowed_cpus();
     let usable: Vec<usize> = cores
         .iter()
         .filter(|c| allowed.is_empty() || allowed.contains(c))
         .take(handle.max_processors())
         .collect();
-    let n = usable.len().max(1);
-    handle.set_processors(n)?;
+    let n = if cores.is_empty() {
+        0
+    } else {
+        usable.len().max(1)
+    };
+    handle.shared().change_processors(n, age)?;
     for (i, &core) in usable.iter().enumerate() {
         handle.processor_on(i, core)?;
     }

@@ -19,6 +19,7 @@
 //! | 12 | `fenced` | the daemon | when it fences or lets go (Relaxed) | shown only |
 //! | 16 | `order` | the daemon | sequence word around `cores` (see `protocol`); futex word | the runtime takes only an even, unchanged generation |
 //! | 20 | `count`, `fair_share`, `priority`, `credit` | the daemon | before the order's final store (Relaxed) | shown only; the runtime acts on `cores` |
+//! | 40 | `ordered_at` | the daemon | before the order's final store (Relaxed): `CLOCK_MONOTONIC` ns of the order | only timestamps the processor change (an age over a second or in the future counts as none) |
 //! | 64 | `max_processors` | the runtime | once, at registration (Relaxed) | clamped to `1..=MAX_CORES` |
 //! | 68 | `desired` | the runtime | when its runnable work changes by a processor (Relaxed) | clamped to `1..=` cores and `max_processors` |
 //! | 72 | `acked` | the runtime | after following an order (Release) | [`check_ack`]: odd or not issued since the last accepted one is malformed |
@@ -47,7 +48,7 @@ pub const PAGE_LEN: usize = 4096;
 pub const MAGIC: u64 = u64::from_le_bytes(*b"ferryALC");
 
 /// The page layout's version.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// Processors with a willing-to-yield word (processor indices below this).
 pub const MAX_WILLING: usize = 256;
@@ -63,7 +64,8 @@ pub struct Page {
     fair_share: AtomicU32,
     priority: AtomicU32,
     credit: AtomicI64,
-    _daemon_rest: [AtomicU64; 3],
+    ordered_at: AtomicU64,
+    _daemon_rest: [AtomicU64; 2],
     max_processors: AtomicU32,
     desired: AtomicU32,
     acked: AtomicU32,
@@ -75,6 +77,7 @@ pub struct Page {
 }
 
 const _: () = assert!(size_of::<Page>() == PAGE_LEN);
+const _: () = assert!(std::mem::offset_of!(Page, ordered_at) == 40);
 const _: () = assert!(std::mem::offset_of!(Page, max_processors) == 64);
 const _: () = assert!(std::mem::offset_of!(Page, cores) == 128);
 const _: () = assert!(std::mem::offset_of!(Page, willing) == 256);
@@ -230,6 +233,7 @@ impl Page {
         self.fair_share.store(info.fair_share, Relaxed);
         self.priority.store(info.priority, Relaxed);
         self.credit.store(info.credit_milli, Relaxed);
+        self.ordered_at.store(monotonic_ns(), Relaxed);
         let g = protocol::publish(&self.order, &self.cores, cores.words(), prev);
         crate::sys::futex_wake_shared(&self.order, u32::MAX);
         g
@@ -268,6 +272,18 @@ impl Page {
         Some((g, CoreSet::from_words(words)))
     }
 
+    /// The runtime: how long ago the daemon wrote its latest order, as the
+    /// page says (zero when the word is in the future or over a second old:
+    /// it only timestamps processor changes).
+    pub(crate) fn order_age(&self) -> Duration {
+        let age = monotonic_ns().saturating_sub(self.ordered_at.load(Relaxed));
+        if age > 1_000_000_000 {
+            Duration::ZERO
+        } else {
+            Duration::from_nanos(age)
+        }
+    }
+
     /// The runtime: sleeps while `order` holds `seen`, at most `timeout`.
     pub(crate) fn wait_order(&self, seen: u32, timeout: Duration) {
         let _ = crate::sys::futex_wait_shared(&self.order, seen, timeout);
@@ -295,6 +311,13 @@ impl Page {
     pub(crate) fn willing_word(&self, i: usize) -> Option<&AtomicU32> {
         self.willing.get(i)
     }
+}
+
+/// `CLOCK_MONOTONIC` now, in ns: the clock every process of the machine
+/// shares (and `std::time::Instant`'s).
+fn monotonic_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    u64::try_from(t.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(t.tv_nsec).unwrap_or(0)
 }
 
 impl std::fmt::Debug for Page {

@@ -276,8 +276,23 @@ impl Shared {
     /// Changes the set of processors to the first `n` (at least one, at
     /// most all the runtime has).
     pub(crate) fn set_processors(&self, n: usize) -> io::Result<()> {
-        let n = n.clamp(1, self.processors.len());
-        let now = self.now_ns();
+        self.change_processors(n.max(1), Duration::ZERO)
+    }
+
+    /// Changes the set of processors to the first `n` (at most all the
+    /// runtime has), as decided `age` ago (a processor allocation daemon's
+    /// order: the `ProcessorAdded`/`ProcessorRemoved` latencies count from
+    /// the decision).
+    ///
+    /// `n` may be zero: only a kernel thread outside the runtime (the
+    /// allocation follower) asks for that, for a process out of turn. No
+    /// thread of the runtime runs until a processor is added again;
+    /// wakes, spawns and completions wait in the injector, and deadlock
+    /// detection, which needs a processor asleep, stays quiet.
+    pub(crate) fn change_processors(&self, n: usize, age: Duration) -> io::Result<()> {
+        let n = n.min(self.processors.len());
+        let age = u64::try_from(age.as_nanos()).unwrap_or(u64::MAX);
+        let now = self.now_ns().saturating_sub(age);
         for (i, p) in self.processors.iter().enumerate() {
             let p = p.as_static();
             if i < n {
