@@ -387,7 +387,8 @@ fn keep_off_processors(shared: &Shared, state: &mut WatchState) {
 /// (shorter than [`SLICE_AT_TICK`]), no
 /// processor lent, starting or stopping, every busy one with a stand-in
 /// standing by (which notices its driver sleeping by itself), no driver
-/// asleep for `BLOCKED_AFTER`, no signal sent, no stand-in handed out. (A
+/// asleep for `BLOCKED_AFTER`, no signal sent but for a time slice that
+/// ran out (the next is a slice away), no stand-in handed out. (A
 /// driver merely kept off its core, by the monitor itself or another
 /// process, does not count.)
 fn look(shared: &Arc<Shared>, seen: &mut [Seen], quiet: &mut bool) -> Option<&'static Processor> {
@@ -515,7 +516,13 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen], quiet: &mut bool) -> Option<&'s
             }
             TaskState::Running => {
                 if slice_over || leaving {
-                    *quiet = false;
+                    // A slice that ran out keeps the monitor napping: the
+                    // next is a whole slice away, and a signal that did not
+                    // take is sent again at the next look. A leaving
+                    // processor is pushed at every tick until it stops.
+                    if leaving {
+                        *quiet = false;
+                    }
                     p.upcall().ask_preempt(dispatch);
                     preempt::signal(a);
                 }
