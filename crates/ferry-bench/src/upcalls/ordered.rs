@@ -1,27 +1,27 @@
 //! `table1 processors ordered by allocd`: the processor changes of
-//! `table1 processors`, but ordered by a real `ferry allocd` (Dynamic
+//! `table1 processors`, but ordered by a real `ferry allocd` (Equipartition
 //! policy) in another process instead of made in process.
 //!
 //! A child process (`ferry-bench upcalls-ordered`, its `XDG_RUNTIME_DIR`
-//! the daemon's scratch directory) runs a runtime of
-//! `processors(1).max_processors(2)` that registers with the daemon. Each
-//! change: two threads that yield in a loop make the runtime desire two
-//! processors; the follower publishes that, the daemon orders two cores,
-//! and the runtime adds a processor (`ProcessorAdded`); the threads end,
-//! the desire falls to one, and the daemon takes the core back
-//! (`ProcessorRemoved`). The runtime timestamps each change from the
+//! the daemon's scratch directory) runs a runtime of `max_processors(2)`
+//! that registers with the daemon and, alone, owns both cores. Each
+//! change: it starts a competitor (`ferry alloc-probe`, one computing
+//! thread) that registers too, and the daemon orders the child down to
+//! one core (`ProcessorRemoved`); it kills the competitor, the daemon
+//! sees the death on its pidfd, and orders the core back
+//! (`ProcessorAdded`). The runtime timestamps each change from the
 //! daemon's order (`ordered_at` in the shared page), so its own
 //! `processor_added`/`processor_removed` latencies here are order to
 //! policy: the daemon's futex wake, the follower, the processor change and
-//! the event's delivery. What precedes the order (the desire published
-//! within a follower tick, the daemon's tick) is not counted.
+//! the event's delivery. What precedes the order (the competitor's start,
+//! the daemon's tick) is not counted, nor is the first pair (which waits
+//! for the runtime's registration too).
 //!
 //! This module owns the scenario and its child; it must not start the
 //! daemon by other means than [`crate::allocd`].
 
-use std::process::{Command, ExitCode};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitCode, Stdio};
 
 use ferry::upcall::UpcallStats;
 
@@ -36,15 +36,18 @@ pub struct OnceArgs {
     /// Unused; there for the shape every subcommand shares.
     #[command(flatten)]
     pub common: crate::common::Common,
-    /// Add/remove pairs to make.
+    /// Remove/add pairs to make.
     #[arg(long)]
     pub changes: u32,
+    /// The `ferry` binary (for `ferry alloc-probe`).
+    #[arg(long)]
+    pub ferry: std::path::PathBuf,
 }
 
-/// The child: `changes` daemon-ordered add/remove pairs; prints the
+/// The child: `changes` daemon-ordered remove/add pairs; prints the
 /// latencies as `added <count> <mean ns> <max ns>` and `removed ...`.
 pub fn once_main(args: &OnceArgs) -> ExitCode {
-    match changes(args.changes) {
+    match changes(args.changes, args.ferry.clone()) {
         Ok((before, after)) => {
             for (name, d) in [
                 (
@@ -68,43 +71,60 @@ pub fn once_main(args: &OnceArgs) -> ExitCode {
 }
 
 /// In the child: the changes, and the snapshots around them.
-fn changes(n: u32) -> Result<(UpcallStats, UpcallStats), String> {
+fn changes(n: u32, ferry: PathBuf) -> Result<(UpcallStats, UpcallStats), String> {
     on_runtime(
         |b| {
-            b.processors(1).max_processors(2).allocd(true);
+            b.processors(2).max_processors(2).allocd(true);
         },
         move || {
             let h = ferry::Handle::current();
-            let before = h.upcall_stats();
-            for _ in 0..n {
+            // The first pair is not counted: it also waits for the
+            // runtime's registration (a removal needs it).
+            let mut before = None;
+            for i in 0..=n {
                 let s0 = h.upcall_stats();
-                let stop = Arc::new(AtomicBool::new(false));
-                let busy: Vec<_> = (0..2)
-                    .map(|_| {
-                        let stop = Arc::clone(&stop);
-                        ferry::spawn(move || {
-                            while !stop.load(Relaxed) {
-                                ferry::yield_now();
-                            }
-                        })
-                    })
-                    .collect();
-                ferry_wait_until("the daemon never ordered a second core", || {
-                    h.processors() == 2
-                        && h.upcall_stats().processor_added.count > s0.processor_added.count
-                })?;
-                stop.store(true, Relaxed);
-                for t in busy {
-                    t.join().map_err(|_| "a busy thread failed".to_owned())?;
+                if i == 1 {
+                    before = Some(s0.clone());
                 }
-                ferry_wait_until("the daemon never took the second core back", || {
+                let ferry = ferry.clone();
+                let competitor = ferry::blocking(move || {
+                    Command::new(ferry)
+                        .args(["alloc-probe", "--threads", "1"])
+                        .stdin(Stdio::null())
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null())
+                        .spawn()
+                })
+                .map_err(|e| format!("cannot start ferry alloc-probe: {e}"))?;
+                let mut competitor = Competitor(competitor);
+                ferry_wait_until("the daemon never took a core for the competitor", || {
                     h.processors() == 1
                         && h.upcall_stats().processor_removed.count > s0.processor_removed.count
                 })?;
+                ferry::blocking(|| {
+                    let _ = competitor.0.kill();
+                    competitor.0.wait()
+                })
+                .map_err(|e| format!("cannot reap the competitor: {e}"))?;
+                ferry_wait_until("the daemon never gave the core back", || {
+                    h.processors() == 2
+                        && h.upcall_stats().processor_added.count > s0.processor_added.count
+                })?;
             }
-            Ok((before, h.upcall_stats()))
+            let after = h.upcall_stats();
+            Ok((before.unwrap_or_else(|| after.clone()), after))
         },
     )?
+}
+
+/// A competitor process, killed and reaped if the run fails.
+struct Competitor(Child);
+
+impl Drop for Competitor {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// Parses the child's line `name count mean max`.
@@ -125,11 +145,14 @@ fn run(plan: &Plan) -> Result<(Delta, Delta), String> {
     }
     let target = allocd::build_release(&["ferry-cli"], &["ferry"]).map_err(|e| e.0)?;
     let dir = Scratch::new("upcalls")?;
-    let _daemon = allocd::daemon(&target.join("ferry"), "dynamic", dir.path())?;
+    let ferry = target.join("ferry");
+    let _daemon = allocd::daemon(&ferry, "equipartition", dir.path())?;
     let me = std::env::current_exe().map_err(|e| format!("cannot find ferry-bench: {e}"))?;
     let out = Command::new(me)
         .args(["upcalls-ordered", "--changes"])
         .arg(plan.ordered_changes.to_string())
+        .arg("--ferry")
+        .arg(&ferry)
         .env("XDG_RUNTIME_DIR", dir.path())
         .env_remove("FERRY_ALLOCD")
         .output()

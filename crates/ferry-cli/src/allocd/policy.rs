@@ -23,7 +23,10 @@
 //!    while the giver's priority is below the taker's;
 //! 4. what remains is shared by equipartition among processes of equal
 //!    priority: a process above its fair share gives to one of the same
-//!    priority below its own (unless that one has idle processors).
+//!    priority below its own (unless that one has idle processors);
+//! 5. cores nobody took stay with the process that held them, beyond its
+//!    desire: a core is taken from a process only for another that wants
+//!    it, so a sequential phase costs no processor change each way.
 //!
 //! `fair_share` is the equipartition of the cores with each process capped
 //! at its desire (water-filling); `credit` is the running mean of
@@ -249,6 +252,20 @@ fn dynamic(cores: usize, procs: &[ProcState]) -> Vec<usize> {
         };
         c[d] -= 1;
         c[t] += 1;
+    }
+    // 5. Cores nobody wants stay where they were: a process whose desire
+    // fell keeps what it held until another wants it (its idle processors
+    // say so by yielding), so a brief dip (a sequential phase) costs no
+    // processor change each way.
+    let mut free = cores.saturating_sub(c.iter().sum::<usize>());
+    for i in 0..c.len() {
+        let back = procs[i]
+            .held
+            .min(procs[i].max_processors.max(1))
+            .saturating_sub(c[i])
+            .min(free);
+        c[i] += back;
+        free -= back;
     }
     c
 }

@@ -113,6 +113,20 @@ fn each_rule_of_each_policy_gives_the_counts_in_its_row() {
             &[4, 1, 3],
         ),
         case(
+            "dynamic 5: cores nobody wants stay with their holder",
+            Dynamic,
+            4,
+            vec![p(1, 3), p(1, 1)],
+            &[3, 1],
+        ),
+        case(
+            "dynamic 5: alone, a dip in desire keeps every core",
+            Dynamic,
+            2,
+            vec![p(1, 2)],
+            &[2],
+        ),
+        case(
             "dynamic: fair share follows desire",
             Dynamic,
             4,
