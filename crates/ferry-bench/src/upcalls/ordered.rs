@@ -84,7 +84,7 @@ fn changes(n: u32, ferry: PathBuf) -> Result<(UpcallStats, UpcallStats), String>
             for i in 0..=n {
                 let s0 = h.upcall_stats();
                 if i == 1 {
-                    before = Some(s0.clone());
+                    before = Some(s0);
                 }
                 let ferry = ferry.clone();
                 let competitor = ferry::blocking(move || {
@@ -112,7 +112,7 @@ fn changes(n: u32, ferry: PathBuf) -> Result<(UpcallStats, UpcallStats), String>
                 })?;
             }
             let after = h.upcall_stats();
-            Ok((before.unwrap_or_else(|| after.clone()), after))
+            Ok((before.unwrap_or(after), after))
         },
     )?
 }
