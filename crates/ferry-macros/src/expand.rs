@@ -53,8 +53,43 @@ fn generate(iface: &Interface) -> TokenStream {
         .enumerate()
         .map(|(op, m)| server_arm(name, op_lit(op), m));
 
+    let connect = if iface.grpc {
+        let desc = format_ident!("{}Grpc", name);
+        quote! {
+            /// Binds to the server of `name`: in the user's runtime
+            /// directory, or for a URL `grpc://host:port/name` (or
+            /// `grpcs://`, with TLS) over gRPC (`ferry-grpc`), as the same
+            /// client type. Must be called on a ferry thread.
+            #vis fn connect(name: &str) -> #rpc::Result<Self> {
+                let client = if ::ferry_grpc::is_url(name) {
+                    ::ferry_grpc::connect::<#desc>(name)?
+                } else {
+                    #rpc::Client::connect(name, Self::VERSION)?
+                };
+                ::core::result::Result::Ok(Self { client })
+            }
+        }
+    } else {
+        quote! {
+            /// Binds to the server of `name` in the user's runtime directory.
+            /// Must be called on a ferry thread.
+            #vis fn connect(name: &str) -> #rpc::Result<Self> {
+                ::core::result::Result::Ok(Self {
+                    client: #rpc::Client::connect(name, Self::VERSION)?,
+                })
+            }
+        }
+    };
+    let grpc = if iface.grpc {
+        crate::grpc::generate(iface, &version_const)
+    } else {
+        TokenStream::new()
+    };
+
     quote! {
         #t
+
+        #grpc
 
         #[doc = #version_doc]
         #vis const #version_const: u64 = #hash_lit;
@@ -70,13 +105,7 @@ fn generate(iface: &Interface) -> TokenStream {
             /// The interface version hash this client binds with.
             #vis const VERSION: u64 = #version_const;
 
-            /// Binds to the server of `name` in the user's runtime directory.
-            /// Must be called on a ferry thread.
-            #vis fn connect(name: &str) -> #rpc::Result<Self> {
-                ::core::result::Result::Ok(Self {
-                    client: #rpc::Client::connect(name, Self::VERSION)?,
-                })
-            }
+            #connect
 
             /// Binds to the server of `name` in runtime directory `dir`.
             /// Must be called on a ferry thread.

@@ -109,6 +109,7 @@
 //! ```
 
 mod expand;
+mod grpc;
 mod model;
 mod version;
 

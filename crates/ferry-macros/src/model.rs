@@ -18,6 +18,8 @@ pub(crate) struct Interface {
     pub trait_item: ItemTrait,
     /// Its methods in declaration order: a method's index is its op number.
     pub methods: Vec<Method>,
+    /// `#[interface(grpc)]`: also reachable over gRPC (`ferry-grpc`).
+    pub grpc: bool,
 }
 
 /// One method of an interface: one op.
@@ -52,9 +54,24 @@ pub(crate) const LOCAL_PREFIX: &str = "__ferry";
 pub(crate) fn parse(attr: TokenStream, item: TokenStream) -> syn::Result<Interface> {
     let trait_item: ItemTrait = syn::parse2(item)?;
     let mut errors = Errors::default();
-    if !attr.is_empty() {
-        errors.push(attr.span(), "#[interface] takes no arguments");
-    }
+    let grpc = if attr.is_empty() {
+        false
+    } else if syn::parse2::<Ident>(attr.clone()).is_ok_and(|i| i == "grpc") {
+        if !cfg!(feature = "grpc") {
+            errors.push(
+                attr.span(),
+                "#[interface(grpc)] needs ferry's `grpc` feature (depend on ferry-grpc, \
+                 which turns it on)",
+            );
+        }
+        true
+    } else {
+        errors.push(
+            attr.span(),
+            "#[interface] takes no arguments but `grpc` (#[interface(grpc)])",
+        );
+        false
+    };
     if let Some(t) = &trait_item.unsafety {
         errors.push(t.span(), "an interface cannot be an `unsafe trait`");
     }
@@ -85,6 +102,7 @@ pub(crate) fn parse(attr: TokenStream, item: TokenStream) -> syn::Result<Interfa
     Ok(Interface {
         trait_item,
         methods,
+        grpc,
     })
 }
 

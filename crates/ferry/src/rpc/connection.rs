@@ -2,7 +2,10 @@
 //! clones) and [`Call`] (one call sent, to wait for or abort).
 //!
 //! This module owns connecting and the public calling API; the calling path
-//! itself is `client`'s ([`ClientChan`]).
+//! itself is `client`'s ([`ClientChan`]). A client made over a remote
+//! transport ([`Client::from_remote`]) calls through it instead
+//! ([`super::remote::Remote`]); its [`Call`]s run on a ferry thread of
+//! their own, which an abort alerts.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -15,6 +18,7 @@ use super::dir::RuntimeDir;
 use super::error::{Error, Result};
 use super::layout::Side;
 use super::memory::Memory;
+use super::remote::Remote;
 use super::watch;
 use crate::event::polled::Polled;
 use crate::header::Unparker;
@@ -28,7 +32,16 @@ use crate::sync::SpinLock;
 /// closed when the last clone is dropped.
 #[derive(Clone)]
 pub struct Client {
-    inner: Arc<Connection>,
+    inner: Inner,
+}
+
+/// What a client calls through.
+#[derive(Clone)]
+enum Inner {
+    /// A channel in shared memory with a server on this machine.
+    Local(Arc<Connection>),
+    /// A transport to another machine.
+    Remote(Arc<dyn Remote>),
 }
 
 struct Connection {
@@ -98,7 +111,24 @@ impl Client {
         });
         let source: Arc<dyn crate::stats::Source> = inner.clone();
         crate::stats::register(Arc::downgrade(&source));
-        Ok(Client { inner })
+        Ok(Client {
+            inner: Inner::Local(inner),
+        })
+    }
+
+    /// A client that calls through `remote` (a transport to another
+    /// machine, such as `ferry-grpc`'s): the same type, so code that calls
+    /// does not change with where the server is.
+    pub fn from_remote(remote: Arc<dyn Remote>) -> Client {
+        super::logical::install_hooks();
+        Client {
+            inner: Inner::Remote(remote),
+        }
+    }
+
+    /// Whether this client calls through a remote transport.
+    pub fn is_remote(&self) -> bool {
+        matches!(self.inner, Inner::Remote(_))
     }
 
     /// Calls operation `op` with `args` and returns the result's bytes. The
@@ -111,7 +141,7 @@ impl Client {
     /// as the server answered; [`Error::BadReply`] for a reply that does
     /// not follow the protocol.
     pub fn call(&self, op: u32, args: &[u8]) -> Result<Vec<u8>> {
-        self.inner.chan.call(op, args, &CallOptions::default())
+        self.call_with(op, args, &CallOptions::default())
     }
 
     /// [`Client::call`] with `opts`: a deadline ([`Error::TimedOut`] after
@@ -120,7 +150,10 @@ impl Client {
     /// # Errors
     /// As [`Client::call`], and [`Error::TimedOut`].
     pub fn call_with(&self, op: u32, args: &[u8], opts: &CallOptions) -> Result<Vec<u8>> {
-        self.inner.chan.call(op, args, opts)
+        match &self.inner {
+            Inner::Local(c) => c.chan.call(op, args, opts),
+            Inner::Remote(r) => r.call(op, args, opts),
+        }
     }
 
     /// Sends a call of `op` with `args` and returns at once: the call is in
@@ -130,43 +163,83 @@ impl Client {
     /// # Errors
     /// As [`Client::call`], for what fails before the call is sent.
     pub fn start(&self, op: u32, args: &[u8], opts: &CallOptions) -> Result<Call> {
-        let sent = self.inner.chan.send(op, args, opts)?;
+        let shared = Arc::new(CallShared {
+            aborted: AtomicBool::new(false),
+            waiter: SpinLock::new(Some(Unparker::current())),
+            worker: SpinLock::new(None),
+        });
+        let pending = match &self.inner {
+            Inner::Local(c) => Pending::Local {
+                chan: c.clone(),
+                sent: c.chan.send(op, args, opts)?,
+            },
+            Inner::Remote(r) => {
+                let (r, args, opts) = (r.clone(), args.to_vec(), *opts);
+                let worker = crate::thread::Builder::new()
+                    .name("ferry-remote-call")
+                    .spawn(move || r.call(op, &args, &opts))
+                    .map_err(Error::Io)?;
+                *shared.worker.lock() = Some(worker.thread());
+                Pending::Remote(worker)
+            }
+        };
         Ok(Call {
             client: self.clone(),
-            sent: Some(sent),
+            pending: Some(pending),
             deadline: opts.deadline,
-            shared: Arc::new(CallShared {
-                aborted: AtomicBool::new(false),
-                waiter: SpinLock::new(Some(Unparker::current())),
-            }),
+            shared,
             _not_send: std::marker::PhantomData,
         })
     }
 
-    /// The server's credentials, as the kernel reported them at binding.
+    fn local(&self) -> Option<&Connection> {
+        match &self.inner {
+            Inner::Local(c) => Some(c),
+            Inner::Remote(_) => None,
+        }
+    }
+
+    /// The server's credentials, as the kernel reported them at binding;
+    /// for a remote client, which has none the kernel vouches for, pid 0
+    /// and the overflow ids (`u32::MAX`, nobody).
     pub fn peer(&self) -> Credentials {
-        self.inner.chan.mem.peer()
+        match self.local() {
+            Some(c) => c.chan.mem.peer(),
+            None => Credentials {
+                pid: 0,
+                uid: u32::MAX,
+                gid: u32::MAX,
+            },
+        }
     }
 
     /// The interface name this client is bound to.
     pub fn name(&self) -> &str {
-        self.inner.chan.mem.name()
+        match &self.inner {
+            Inner::Local(c) => c.chan.mem.name(),
+            Inner::Remote(r) => r.name(),
+        }
     }
 
-    /// The largest arguments or result one call may carry.
+    /// The largest arguments or result one call may carry (for a remote
+    /// client, [`MAX_CALL_LEN`](super::MAX_CALL_LEN)).
     pub fn max_call_len(&self) -> usize {
-        self.inner.chan.max_len
+        self.local().map_or(super::MAX_CALL_LEN, |c| c.chan.max_len)
     }
 
     /// Whether the server is known to be gone (calls fail with
     /// [`Error::PeerDied`]).
     pub fn is_dead(&self) -> bool {
-        self.inner.chan.dead.load(Acquire)
+        match &self.inner {
+            Inner::Local(c) => c.chan.dead.load(Acquire),
+            Inner::Remote(r) => r.is_dead(),
+        }
     }
 
-    /// Replies refused so far (forged, repeated or out of range indices).
+    /// Replies refused so far (forged, repeated or out of range indices;
+    /// always 0 for a remote client, whose transport checks its own).
     pub fn refused_replies(&self) -> u64 {
-        self.inner.chan.refused.load(Relaxed)
+        self.local().map_or(0, |c| c.chan.refused.load(Relaxed))
     }
 }
 
@@ -174,6 +247,7 @@ impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
             .field("name", &self.name())
+            .field("remote", &self.is_remote())
             .field("peer", &self.peer())
             .field("dead", &self.is_dead())
             .finish()
@@ -185,16 +259,31 @@ struct CallShared {
     aborted: AtomicBool,
     /// Whom to wake when the call is aborted (the thread that started it).
     waiter: SpinLock<Option<Unparker>>,
+    /// A remote call's worker thread, alerted by an abort (its transport
+    /// then cancels the call).
+    worker: SpinLock<Option<crate::Thread>>,
 }
 
 impl CallShared {
     fn abort(&self) {
         self.aborted.store(true, Release);
+        let worker = self.worker.lock().clone();
+        if let Some(t) = worker {
+            t.alert();
+        }
         let waiter = self.waiter.lock().clone();
         if let Some(u) = waiter {
             u.unpark();
         }
     }
+}
+
+/// A call in flight.
+enum Pending {
+    /// Sent on a local channel.
+    Local { chan: Arc<Connection>, sent: Sent },
+    /// Made by a ferry thread of its own through a remote transport.
+    Remote(crate::thread::JoinHandle<Result<Vec<u8>>>),
 }
 
 /// One call in flight ([`Client::start`]), made by the thread that holds
@@ -205,7 +294,7 @@ impl CallShared {
 /// was not waited for aborts it.
 pub struct Call {
     client: Client,
-    sent: Option<Sent>,
+    pending: Option<Pending>,
     deadline: Option<std::time::Instant>,
     shared: Arc<CallShared>,
     /// Waited for by the thread that sent it (its unparker is the slot's).
@@ -240,11 +329,25 @@ impl Call {
     /// As [`Client::call_with`], and [`Error::Aborted`] if the call was
     /// aborted first.
     pub fn wait(mut self) -> Result<Vec<u8>> {
-        let sent = self.sent.take().expect("a call is waited for once");
-        self.client
-            .inner
-            .chan
-            .finish(sent, self.deadline, Some(&self.shared.aborted))
+        match self.pending.take().expect("a call is waited for once") {
+            Pending::Local { chan, sent } => {
+                chan.chan
+                    .finish(sent, self.deadline, Some(&self.shared.aborted))
+            }
+            Pending::Remote(worker) => {
+                if self.shared.aborted.load(Acquire) {
+                    // Its worker was alerted; it ends by itself.
+                    return Err(Error::Aborted);
+                }
+                let result = worker.join().unwrap_or_else(|_| {
+                    Err(Error::Transport("the remote call's thread panicked".into()))
+                });
+                if self.shared.aborted.load(Acquire) {
+                    return Err(Error::Aborted);
+                }
+                result
+            }
+        }
     }
 
     /// Aborts the call (see [`AbortHandle::abort`]); [`Call::wait`] then
@@ -261,13 +364,16 @@ impl Call {
 
 impl Drop for Call {
     fn drop(&mut self) {
-        if let Some(sent) = self.sent.take() {
-            self.shared.aborted.store(true, Release);
-            let _ = self
-                .client
-                .inner
-                .chan
-                .finish(sent, self.deadline, Some(&self.shared.aborted));
+        match self.pending.take() {
+            Some(Pending::Local { chan, sent }) => {
+                self.shared.aborted.store(true, Release);
+                let _ = chan
+                    .chan
+                    .finish(sent, self.deadline, Some(&self.shared.aborted));
+            }
+            // Alerted: its transport cancels, and the thread ends by itself.
+            Some(Pending::Remote(_)) => self.shared.abort(),
+            None => {}
         }
     }
 }

@@ -84,6 +84,9 @@ pub enum Error {
     NoRuntime,
     /// A system call failed.
     Io(io::Error),
+    /// A remote transport ([`Remote`](super::remote::Remote)) failed in a
+    /// way a local call has no counterpart for; the text says how.
+    Transport(String),
 }
 
 /// The result of an `rpc` operation.
@@ -125,6 +128,7 @@ impl fmt::Display for Error {
                 f.write_str("not on a ferry thread: channels are polled by a ferry runtime")
             }
             Error::Io(e) => write!(f, "system call failed: {e}"),
+            Error::Transport(what) => write!(f, "remote transport: {what}"),
         }
     }
 }

@@ -158,6 +158,28 @@ impl Incoming {
         &self.hops[..usize::from(self.depth)]
     }
 
+    /// The chain as a remote transport received it (hops as given, the
+    /// receiving process not added: the next call made under it adds it).
+    ///
+    /// # Errors
+    /// [`Error::ChainTooDeep`] for no hop or more than a call may carry.
+    pub(crate) fn from_chain(c: &Chain) -> Result<Incoming> {
+        let depth = c.hops.len();
+        if depth == 0 || depth >= MAX_CHAIN_DEPTH {
+            return Err(Error::ChainTooDeep { depth: depth + 1 });
+        }
+        let mut hops = [0u32; MAX_CHAIN_DEPTH];
+        hops[..depth].copy_from_slice(&c.hops);
+        Ok(Incoming {
+            id: c.id,
+            priority: c.priority,
+            deadline: c.deadline,
+            cpu: c.cpu,
+            hops,
+            depth: depth as u8,
+        })
+    }
+
     fn to_chain(self) -> Chain {
         Chain {
             id: self.id,

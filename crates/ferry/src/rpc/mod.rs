@@ -129,6 +129,7 @@ mod memory;
 mod pool;
 #[allow(dead_code)]
 pub(crate) mod region;
+pub mod remote;
 mod server;
 #[allow(dead_code)]
 pub(crate) mod slots;
