@@ -50,8 +50,9 @@ pub trait Calc {
     fn nothing(&self);
     /// The chain's depth, priority and whether it has a deadline.
     fn who(&self) -> (usize, String, bool);
-    /// Waits, alerts allowed, until alerted; says so.
-    fn wait_for_alert(&self) -> bool;
+    /// Waits, alerts allowed, until alerted; says so (`key` names the
+    /// test's own flags).
+    fn wait_for_alert(&self, key: usize) -> bool;
     fn boom(&self) -> u32;
     /// The logical thread's origin: (pid, thread id).
     fn origin(&self) -> (u32, u64);
@@ -59,8 +60,9 @@ pub trait Calc {
     fn burn(&self, ms: u64) -> u64;
 }
 
-static WAITING: AtomicBool = AtomicBool::new(false);
-static SAW_ALERT: AtomicBool = AtomicBool::new(false);
+/// Per test (`key`): the server waits for an alert, and saw it.
+static WAITING: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
+static SAW_ALERT: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
 
 struct Impl;
 
@@ -86,9 +88,9 @@ impl Calc for Impl {
         let c = ferry::rpc::chain().unwrap();
         (c.depth(), format!("{:?}", c.priority), c.deadline.is_some())
     }
-    fn wait_for_alert(&self) -> bool {
+    fn wait_for_alert(&self, key: usize) -> bool {
         ferry::thread::allow_alerts(true);
-        WAITING.store(true, Ordering::SeqCst);
+        WAITING[key].store(true, Ordering::SeqCst);
         let start = Instant::now();
         while !ferry::alerted() {
             if start.elapsed() > PATIENCE {
@@ -96,7 +98,7 @@ impl Calc for Impl {
             }
             ferry::sleep(Duration::from_millis(1));
         }
-        SAW_ALERT.store(true, Ordering::SeqCst);
+        SAW_ALERT[key].store(true, Ordering::SeqCst);
         true
     }
     fn boom(&self) -> u32 {
@@ -210,9 +212,9 @@ fn the_server_sees_the_callers_logical_thread_and_charges_it_its_run_time() {
 #[test]
 fn an_alert_cancels_a_remote_call_and_alerts_the_servers_activation() {
     both(|_local, remote, _server| {
-        let caller = ferry::spawn(move || remote.wait_for_alert());
+        let caller = ferry::spawn(move || remote.wait_for_alert(0));
         let start = Instant::now();
-        while !WAITING.load(Ordering::SeqCst) {
+        while !WAITING[0].load(Ordering::SeqCst) {
             assert!(
                 start.elapsed() < PATIENCE,
                 "the call never reached the server"
@@ -221,7 +223,44 @@ fn an_alert_cancels_a_remote_call_and_alerts_the_servers_activation() {
         }
         caller.thread().alert();
         assert!(matches!(caller.join().unwrap(), Err(Error::Aborted)));
-        while !SAW_ALERT.load(Ordering::SeqCst) {
+        while !SAW_ALERT[0].load(Ordering::SeqCst) {
+            assert!(
+                start.elapsed() < PATIENCE,
+                "the activation was never alerted"
+            );
+            ferry::sleep(Duration::from_millis(1));
+        }
+    });
+}
+
+#[test]
+fn a_started_remote_call_is_waited_for_or_aborted() {
+    both(|_local, remote, _server| {
+        // op 0 is `add`; the arguments are the local wire's tuple.
+        let args = ferry::rpc::__private::encode(&(&20i64, &22i64)).unwrap();
+        let call = remote
+            .client()
+            .start(0, &args, &CallOptions::default())
+            .unwrap();
+        let reply = call.wait().unwrap();
+        assert_eq!(ferry::rpc::__private::decode::<i64>(&reply), Some(42));
+        // `wait_for_alert` (op 6) runs until alerted: abort it.
+        let args = ferry::rpc::__private::encode(&(&1usize,)).unwrap();
+        let call = remote
+            .client()
+            .start(6, &args, &CallOptions::default())
+            .unwrap();
+        let start = Instant::now();
+        while !WAITING[1].load(Ordering::SeqCst) {
+            assert!(
+                start.elapsed() < PATIENCE,
+                "the call never reached the server"
+            );
+            ferry::sleep(Duration::from_millis(1));
+        }
+        call.abort();
+        assert!(matches!(call.wait(), Err(Error::Aborted)));
+        while !SAW_ALERT[1].load(Ordering::SeqCst) {
             assert!(
                 start.elapsed() < PATIENCE,
                 "the activation was never alerted"

@@ -129,14 +129,16 @@ pub fn on_alert<R>(alert: &(dyn Fn() + Sync), f: impl FnOnce() -> R) -> R {
 /// is not among them until `f` calls into it).
 ///
 /// # Errors
-/// [`Error::NoRuntime`] off a ferry thread, or when the thread already
-/// serves or makes a call; [`Error::ChainTooDeep`] for a chain of no hop
-/// or as deep as a call may go.
+/// [`Error::NoRuntime`] off a ferry thread; [`Error::Transport`] when the
+/// thread already serves or makes a call; [`Error::ChainTooDeep`] for a
+/// chain of no hop or as deep as a call may go.
 pub fn serve_as<R>(chain: &Chain, f: impl FnOnce() -> R) -> Result<R> {
     let t = thread::try_current().ok_or(Error::NoRuntime)?;
     let incoming = Incoming::from_chain(chain)?;
     if t.header().rpc.load(std::sync::atomic::Ordering::Relaxed) != 0 {
-        return Err(Error::NoRuntime);
+        return Err(Error::Transport(
+            "serve_as on a thread that already serves or makes a call".into(),
+        ));
     }
     logical::install_hooks();
     let frame = Frame::new(Some(incoming));
