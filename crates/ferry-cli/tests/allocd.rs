@@ -347,6 +347,24 @@ fn a_killed_process_cores_go_to_the_others() {
 }
 
 #[test]
+fn a_terminated_daemon_removes_its_socket_and_a_new_one_starts() {
+    let _serial = one_at_a_time();
+    let rt = TempRuntime::new("term");
+    let mut d = daemon(&rt, &[]);
+    let socket = rt.0.join("ferry").join("allocd.sock");
+    assert!(socket.exists());
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(d.pid() as i32).unwrap(),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    assert!(d.reap(), "the daemon did not exit cleanly on SIGTERM");
+    assert!(!socket.exists(), "SIGTERM left {}", socket.display());
+    let again = daemon(&rt, &[]);
+    drop(again);
+}
+
+#[test]
 fn processes_outlive_the_daemon_and_register_again() {
     let _serial = one_at_a_time();
     let rt = TempRuntime::new("restart");

@@ -74,10 +74,15 @@ impl Daemon {
         }
     }
 
-    /// Serves until the registration socket fails.
-    pub fn run(mut self) -> io::Result<()> {
+    /// Serves until `stop` is set (a signal, which also ends the wait) or
+    /// the registration socket fails; the socket is removed as the daemon
+    /// drops.
+    pub fn run(mut self, stop: &std::sync::atomic::AtomicBool) -> io::Result<()> {
         let mut next_tick = Instant::now();
         loop {
+            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                return Ok(());
+            }
             let wait = next_tick.saturating_duration_since(Instant::now());
             let (registering, gone) = self.wait(wait)?;
             let mut changed = false;

@@ -38,7 +38,9 @@ pub struct Args {
     pub cores: Option<CoreSet>,
 }
 
-/// Runs the daemon until it is killed (or its socket fails).
+/// Runs the daemon until `SIGTERM`, `SIGINT` or `SIGHUP` (it then removes
+/// its socket and returns; its processes keep their cores), SIGKILL, or
+/// its socket failing.
 pub fn run(args: &Args) -> io::Result<()> {
     let _ = tracing_subscriber::fmt()
         .with_writer(io::stderr)
@@ -67,13 +69,23 @@ pub fn run(args: &Args) -> io::Result<()> {
         }
         Err(e) => return Err(io::Error::other(e)),
     };
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for signal in [
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(signal, std::sync::Arc::clone(&stop))?;
+    }
     tracing::info!(
         "listening at {} policy={:?} cores={}",
         registrar.path().display(),
         args.policy,
         cores
     );
-    daemon::Daemon::new(registrar, args.policy, cores).run()
+    daemon::Daemon::new(registrar, args.policy, cores).run(&stop)?;
+    tracing::info!("stopping on a signal; the socket is removed");
+    Ok(())
 }
 
 /// The CPUs of the daemon's affinity mask.
