@@ -121,6 +121,16 @@ impl Calc for Impl {
     }
 }
 
+/// Waits (a ferry thread, polling) until `flag` is set; fails saying
+/// `what` never happened after [`PATIENCE`].
+fn until(flag: &AtomicBool, what: &str) {
+    let start = Instant::now();
+    while !flag.load(Ordering::SeqCst) {
+        assert!(start.elapsed() < PATIENCE, "{what}");
+        ferry::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Serves `Impl` locally as `calc` and over gRPC on loopback; runs `f`
 /// with the local client, the gRPC client and the gRPC server.
 fn both<T: Send + 'static>(
@@ -213,23 +223,10 @@ fn the_server_sees_the_callers_logical_thread_and_charges_it_its_run_time() {
 fn an_alert_cancels_a_remote_call_and_alerts_the_servers_activation() {
     both(|_local, remote, _server| {
         let caller = ferry::spawn(move || remote.wait_for_alert(0));
-        let start = Instant::now();
-        while !WAITING[0].load(Ordering::SeqCst) {
-            assert!(
-                start.elapsed() < PATIENCE,
-                "the call never reached the server"
-            );
-            ferry::sleep(Duration::from_millis(1));
-        }
+        until(&WAITING[0], "the call never reached the server");
         caller.thread().alert();
         assert!(matches!(caller.join().unwrap(), Err(Error::Aborted)));
-        while !SAW_ALERT[0].load(Ordering::SeqCst) {
-            assert!(
-                start.elapsed() < PATIENCE,
-                "the activation was never alerted"
-            );
-            ferry::sleep(Duration::from_millis(1));
-        }
+        until(&SAW_ALERT[0], "the activation was never alerted");
     });
 }
 
@@ -250,23 +247,10 @@ fn a_started_remote_call_is_waited_for_or_aborted() {
             .client()
             .start(6, &args, &CallOptions::default())
             .unwrap();
-        let start = Instant::now();
-        while !WAITING[1].load(Ordering::SeqCst) {
-            assert!(
-                start.elapsed() < PATIENCE,
-                "the call never reached the server"
-            );
-            ferry::sleep(Duration::from_millis(1));
-        }
+        until(&WAITING[1], "the call never reached the server");
         call.abort();
         assert!(matches!(call.wait(), Err(Error::Aborted)));
-        while !SAW_ALERT[1].load(Ordering::SeqCst) {
-            assert!(
-                start.elapsed() < PATIENCE,
-                "the activation was never alerted"
-            );
-            ferry::sleep(Duration::from_millis(1));
-        }
+        until(&SAW_ALERT[1], "the activation was never alerted");
     });
 }
 
