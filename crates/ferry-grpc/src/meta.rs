@@ -182,14 +182,17 @@ pub(crate) fn error_of(s: &Status, op: u32) -> Error {
     }
 }
 
-/// Whether `s` was made on this side because the connection's socket
-/// failed under the call (the peer went away: tonic reports a connection
-/// closed or reset as `Unknown: transport error`, with the I/O error in
-/// its source chain). A status the peer sent has no source.
+/// Whether `s` was made on this side because the connection ended under
+/// the call, whatever the code tonic gave it: the transport's error (or
+/// the socket's) is in its source chain. tonic reports a connection the
+/// peer reset or closed as `Unknown: transport error`, one it closed with
+/// a GOAWAY as `Internal: h2 protocol error`, and a request the closing
+/// connection never sent as `Cancelled`. A status the peer sent has no
+/// source.
 fn connection_failed(s: &Status) -> bool {
     let mut source = std::error::Error::source(s);
     while let Some(e) = source {
-        if e.is::<std::io::Error>() {
+        if e.is::<tonic::transport::Error>() || e.is::<std::io::Error>() {
             return true;
         }
         source = e.source();

@@ -121,7 +121,7 @@ fn build_go_client(out: &Path) -> Option<PathBuf> {
     let bin = out.join("interop");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go");
     let built = Command::new("go")
-        .args(["build", "-o"])
+        .args(["build", "-buildvcs=false", "-o"])
         .arg(&bin)
         .arg(".")
         .current_dir(&src)
