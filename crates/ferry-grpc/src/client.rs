@@ -209,6 +209,15 @@ impl<I: Interface> Remote for GrpcRemote<I> {
         let outcome = remote::on_alert(&move || abort.abort(), || rx.recv());
         let response = match outcome {
             Err(_) => return Err(Error::Aborted),
+            // The server gives up at the deadline too: tonic answers
+            // `Cancelled` when a request's `grpc-timeout` passes, which
+            // may arrive before this side's own timer fires.
+            Ok(Err(status))
+                if status.code() == tonic::Code::Cancelled
+                    && deadline.is_some_and(|d| Instant::now() >= d) =>
+            {
+                return Err(Error::DeadlineExceeded);
+            }
             Ok(Err(status)) => return Err(meta::error_of(&status, op)),
             Ok(Ok(r)) => r,
         };

@@ -163,6 +163,9 @@ pub(crate) fn status_of(e: &Error) -> Status {
 
 /// The ferry error a status stands for, for a call of `op`.
 pub(crate) fn error_of(s: &Status, op: u32) -> Error {
+    if connection_failed(s) {
+        return Error::PeerDied;
+    }
     match (get(s.metadata(), ERROR), s.code()) {
         (Some("unknown-op"), _) | (None, Code::Unimplemented) => Error::UnknownOp { op },
         (Some("bad-args"), _) | (None, Code::InvalidArgument) => Error::BadArgs,
@@ -177,6 +180,24 @@ pub(crate) fn error_of(s: &Status, op: u32) -> Error {
         (_, Code::Unavailable) => Error::PeerDied,
         (_, code) => Error::Transport(format!("{code:?}: {}", s.message())),
     }
+}
+
+/// Whether `s` was made on this side because the connection ended under
+/// the call, whatever the code tonic gave it: the transport's error (or
+/// the socket's) is in its source chain. tonic reports a connection the
+/// peer reset or closed as `Unknown: transport error`, one it closed with
+/// a GOAWAY as `Internal: h2 protocol error`, and a request the closing
+/// connection never sent as `Cancelled`. A status the peer sent has no
+/// source.
+fn connection_failed(s: &Status) -> bool {
+    let mut source = std::error::Error::source(s);
+    while let Some(e) = source {
+        if e.is::<tonic::transport::Error>() || e.is::<std::io::Error>() {
+            return true;
+        }
+        source = e.source();
+    }
+    false
 }
 
 #[cfg(test)]
@@ -250,5 +271,15 @@ mod tests {
             let back = error_of(&status_of(&e), 4);
             assert_eq!(format!("{back:?}"), format!("{e:?}"));
         }
+    }
+
+    #[test]
+    fn a_connection_that_fails_under_a_call_is_peer_died_and_a_sent_unknown_is_not() {
+        let broken = std::io::Error::new(std::io::ErrorKind::BrokenPipe, "closed");
+        let local = Status::from_error(Box::new(broken));
+        assert_eq!(local.code(), Code::Unknown);
+        assert!(matches!(error_of(&local, 0), Error::PeerDied));
+        let sent = Status::unknown("the peer's own failure");
+        assert!(matches!(error_of(&sent, 0), Error::Transport(_)));
     }
 }
