@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use crate::report::{Error, Report};
 
 /// The template of each page, by `doc` name.
-const TEMPLATES: [(&str, &str); 11] = [
+const TEMPLATES: [(&str, &str); 12] = [
     ("queues", include_str!("../templates/queues.md")),
     ("switch", include_str!("../templates/switch.md")),
     ("threads", include_str!("../templates/threads.md")),
@@ -26,6 +26,7 @@ const TEMPLATES: [(&str, &str); 11] = [
     ("migrating", include_str!("../templates/migrating.md")),
     ("streams", include_str!("../templates/streams.md")),
     ("gravity", include_str!("../templates/gravity.md")),
+    ("grpc", include_str!("../templates/grpc.md")),
 ];
 
 /// The workspace root (where `docs/` lives).

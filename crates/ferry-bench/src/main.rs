@@ -24,6 +24,7 @@ mod common;
 mod docs;
 mod error;
 mod gravity;
+mod grpc;
 mod machine;
 mod measure;
 mod migrating;
@@ -102,6 +103,11 @@ enum Command {
     /// oblivious, plain threads, and ferry under `ferry allocd` with
     /// equipartition and Dynamic [runs: 3]
     Gravity(gravity::Args),
+    /// ns per round trip of a null call and a 1 KB call to one ferry
+    /// interface: a local ferry call, the same interface over gRPC on
+    /// loopback (ferry-grpc), and a plain tonic client and server with the
+    /// same messages [runs: 7, at least 5]
+    Grpc(grpc::Args),
     /// The server process of `migrating` (started by it, not by hand)
     #[command(name = "migrating-serve", hide = true)]
     MigratingServe(migrating::ServeArgs),
@@ -147,6 +153,7 @@ impl Command {
             Command::Migrating(_) => "migrating",
             Command::Streams(_) => "streams",
             Command::Gravity(_) => "gravity",
+            Command::Grpc(_) => "grpc",
             Command::MigratingServe(_) => "migrating-serve",
         }
     }
@@ -169,6 +176,7 @@ impl Command {
             Command::Migrating(a) => &a.common,
             Command::Streams(a) => &a.common,
             Command::Gravity(a) => &a.common,
+            Command::Grpc(a) => &a.common,
             Command::MigratingServe(a) => &a.common,
         }
     }
@@ -200,6 +208,7 @@ fn main() -> ExitCode {
         Command::Migrating(args) => migrating::run(common, args),
         Command::Streams(args) => streams::run(common, args),
         Command::Gravity(args) => gravity::run(common, args),
+        Command::Grpc(args) => grpc::run(common, args),
         Command::UrpcServe(args) => return urpc::serve_main(args),
         Command::NetServe(args) => return net::serve_main(args),
         Command::NetLoad(args) => return net::load_main(args),

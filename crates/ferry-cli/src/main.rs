@@ -6,7 +6,9 @@
 //! allocation daemon `allocd` ([`allocd`], with the hidden `alloc-probe`
 //! its tests run); and the hidden `serve` that the tour starts as its
 //! other processes (the echo of its `rpc` stop, the chain interface of its
-//! `migrating` stop, [`chain`]). `bench` and `sim` come later. What
+//! `migrating` stop, [`chain`], the typed interface of its `grpc` stop,
+//! [`greeter`], served locally and over gRPC at once). `bench` and `sim`
+//! come later. What
 //! subcommands share
 //! lives in [`measure`] (repeated runs, medians, CPU pinning) and [`report`]
 //! (tables, JSON lines).
@@ -15,6 +17,7 @@
 
 mod allocd;
 mod chain;
+mod greeter;
 mod measure;
 mod report;
 mod serve;
@@ -38,7 +41,7 @@ struct Cli {
 enum Command {
     /// A short guided tour of what ferry can do, measured beside std threads
     Tour(tour::Args),
-    /// Serves the tour's echo interface until killed (the tour's second process)
+    /// Serves the tour's interfaces until killed (the tour's other processes)
     #[command(hide = true)]
     Serve(serve::Args),
     /// A live view of every ferry process of the user (--once --json: one snapshot)

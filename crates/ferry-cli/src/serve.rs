@@ -4,6 +4,12 @@
 //! answered by a kernel thread, both in one runtime directory; prints
 //! `ready <pid>` once both listen, and serves until it is killed.
 //!
+//! With `--grpc ADDR` it serves the tour's typed interface
+//! ([`crate::greeter`]) instead of the echo, on both paths at once: locally
+//! under its name and over gRPC at `ADDR` (port 0: one the kernel picks),
+//! and its ready line ends with the URL to call (`ready <pid>
+//! grpc://<addr>/<name>`).
+//!
 //! With `--chain` it serves the chain interface of the tour's `migrating`
 //! stop instead ([`crate::chain`], migrating calls), as its far end or,
 //! with `--next`, as a relay to the next process: calls over `ferry::rpc`
@@ -15,6 +21,7 @@
 //! [`read_frame`]). It must not measure anything: the tour does.
 
 use std::io::{self, Read, Write};
+use std::net::SocketAddr;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -22,6 +29,7 @@ use std::time::Duration;
 use ferry::rpc::{Client, Fault, MAX_CALL_LEN, RuntimeDir, ServeMode, Server};
 
 use crate::chain::{self, CHAIN_VERSION};
+use crate::greeter::{GreeterGrpc, GreeterServer, Greetings};
 
 /// The interface name the tour serves under by default.
 pub const ECHO_NAME: &str = "tour-echo";
@@ -58,6 +66,10 @@ pub struct Args {
     /// its Unix socket
     #[arg(long, requires = "chain")]
     next: Option<String>,
+    /// Serve the tour's typed interface (greeter) instead of the echo,
+    /// locally and over gRPC at this address (port 0: any free port)
+    #[arg(long, conflicts_with = "chain")]
+    grpc: Option<SocketAddr>,
 }
 
 /// The echo interface's handler.
@@ -103,23 +115,42 @@ pub fn run(args: &Args) -> io::Result<()> {
         .name("unix-echo".into())
         .spawn(move || unix_echo(listener, next_unix))?;
     let name = args.name.clone();
-    let (chain, next) = (args.chain, args.next.clone());
+    let (chain, next, grpc) = (args.chain, args.next.clone(), args.grpc);
     ferry::Runtime::builder()
         .processors(args.processors)
         .run(move || -> io::Result<()> {
             let migrating = Server::builder().mode(ServeMode::Migrating);
-            let _server = match (chain, next) {
-                (false, _) => Server::serve_in(&dir, &name, ECHO_VERSION, echo),
-                (true, None) => migrating.serve_in(&dir, &name, CHAIN_VERSION, chain::far_end),
-                (true, Some(next)) => {
+            let _server = match (chain, next, grpc) {
+                (false, _, Some(_)) => GreeterServer::serve_in(&dir, &name, Greetings),
+                (false, _, None) => Server::serve_in(&dir, &name, ECHO_VERSION, echo),
+                (true, None, _) => migrating.serve_in(&dir, &name, CHAIN_VERSION, chain::far_end),
+                (true, Some(next), _) => {
                     let client =
                         Client::connect_in(&dir, &next, CHAIN_VERSION).map_err(io::Error::other)?;
                     migrating.serve_in(&dir, &name, CHAIN_VERSION, chain::relay(client))
                 }
             }
             .map_err(io::Error::other)?;
+            // The same server, over gRPC too.
+            let remote = match grpc {
+                Some(addr) => Some(
+                    ferry_grpc::Server::builder()
+                        .dir(dir.clone())
+                        .serve::<GreeterGrpc>(addr, &name)
+                        .map_err(io::Error::other)?,
+                ),
+                None => None,
+            };
             let mut out = io::stdout().lock();
-            writeln!(out, "ready {}", std::process::id())?;
+            match &remote {
+                Some(r) => writeln!(
+                    out,
+                    "ready {} grpc://{}/{name}",
+                    std::process::id(),
+                    r.local_addr()
+                )?,
+                None => writeln!(out, "ready {}", std::process::id())?,
+            }
             out.flush()?;
             drop(out);
             loop {

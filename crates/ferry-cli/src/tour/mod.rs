@@ -8,6 +8,7 @@
 //! `STOP` to [`STOPS`]. Measurements are real runs of the real paths,
 //! reduced to medians (see [`crate::measure`]); nothing is hard-coded.
 
+mod grpc;
 mod migrating;
 mod rpc;
 mod sleeping;
@@ -80,7 +81,8 @@ pub struct Stop {
 pub struct Visit {
     /// Plain explanation, one line each (2–4 lines).
     pub lines: Vec<String>,
-    /// The measurements, ferry beside std.
+    /// The measurements, ferry beside std; none for a stop that shows
+    /// what it found without a comparison (then no table is drawn).
     pub rows: Vec<Row>,
     /// Set when the stop cannot be measured yet (then `rows` is empty).
     pub pending: Option<&'static str>,
@@ -115,6 +117,7 @@ pub const STOPS: &[Stop] = &[
     sync::STOP,
     rpc::STOP,
     migrating::STOP,
+    grpc::STOP,
 ];
 
 /// Runs `ferry tour`.
@@ -183,6 +186,9 @@ fn render(visit: &Visit) -> String {
     }
     if let Some(pending) = visit.pending {
         s.push_str(&format!("   TODO: {pending}\n"));
+        return s;
+    }
+    if visit.rows.is_empty() {
         return s;
     }
     let mut table = Table::new(&[
@@ -281,6 +287,16 @@ mod tests {
             if visit.pending.is_some() {
                 // A stop whose subject is not written yet shows no numbers.
                 assert!(visit.rows.is_empty(), "{}: pending with rows", stop.name);
+                continue;
+            }
+            if stop.name == grpc::STOP.name {
+                // It shows two calls and compares nothing.
+                assert!(visit.rows.is_empty(), "grpc: rows");
+                assert!(!render(visit).contains("std÷ferry"), "grpc: a table");
+                let text = visit.lines.join("\n");
+                let answers = text.matches("answered \"hello tour, from pid ").count();
+                assert_eq!(answers, 2, "grpc: both answers shown: {text}");
+                assert!(text.contains("grpc://127.0.0.1:"), "grpc: the URL: {text}");
                 continue;
             }
             assert!(!visit.rows.is_empty(), "{}: no rows", stop.name);

@@ -193,6 +193,8 @@ pub struct Served {
     child: Child,
     /// Its pid.
     pub pid: u32,
+    /// Its ready line (`ready <pid>`, and what it serves at, if it says).
+    pub ready: String,
 }
 
 impl Served {
@@ -214,7 +216,11 @@ impl Served {
             .map_err(|e| io::Error::new(e.kind(), format!("cannot start `ferry serve`: {e}")))?;
         let pid = child.id();
         let stdout = child.stdout.take().expect("stdout is piped");
-        let mut served = Served { child, pid };
+        let mut served = Served {
+            child,
+            pid,
+            ready: String::new(),
+        };
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             let mut line = String::new();
@@ -222,7 +228,10 @@ impl Served {
             let _ = tx.send(r);
         });
         match rx.recv_timeout(READY_TIMEOUT) {
-            Ok(Ok(line)) if line.starts_with("ready") => Ok(served),
+            Ok(Ok(line)) if line.starts_with("ready") => {
+                served.ready = line.trim_end().to_owned();
+                Ok(served)
+            }
             Ok(Ok(line)) => {
                 let status = served.child.wait()?;
                 Err(io::Error::other(format!(
