@@ -9,7 +9,8 @@
 //! that serves it sees the remote caller's chain with this process added,
 //! runs at its priority and inherits its deadline; its run time (the
 //! bridge's, which the activation's is charged to) goes back in the
-//! reply's `ferry-cpu-ns` metadata. If the client cancels (or its deadline
+//! reply's trailers (`ferry-cpu-ns`, added to the trailers tonic writes by
+//! [`WithCpu`], since it is known only once the call is over). If the client cancels (or its deadline
 //! passes), tonic drops the request's future, which alerts the bridge, and
 //! the alert goes down the chain to the activation.
 //!
@@ -24,7 +25,11 @@ use std::marker::PhantomData;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::Frame;
 
 use ferry::rpc::remote;
 use ferry::rpc::{CallOptions, Client, Error, Result};
@@ -84,11 +89,16 @@ impl<I: Interface> tower_service::Service<http::Request<Body>> for Bridge<I> {
             ));
             return Box::pin(async move { Ok(status.into_http()) });
         };
+        let cpu = Arc::new(AtomicU64::new(NO_CPU));
         let unary = Unary {
             shared: Arc::clone(&self.shared),
             method,
+            cpu: Arc::clone(&cpu),
         };
-        Box::pin(async move { Ok(tonic::server::Grpc::new(Raw).unary(unary, req).await) })
+        Box::pin(async move {
+            let response = tonic::server::Grpc::new(Raw).unary(unary, req).await;
+            Ok(response.map(|inner| Body::new(WithCpu { inner, cpu })))
+        })
     }
 }
 
@@ -96,6 +106,53 @@ impl<I: Interface> tower_service::Service<http::Request<Body>> for Bridge<I> {
 struct Unary {
     shared: Arc<Shared>,
     method: &'static Method,
+    /// The call's run time in ns, once known ([`NO_CPU`] until then, or
+    /// without accounting).
+    cpu: Arc<AtomicU64>,
+}
+
+/// No run time known.
+const NO_CPU: u64 = u64::MAX;
+
+/// A reply's body with the call's run time added to its trailers.
+struct WithCpu {
+    inner: Body,
+    cpu: Arc<AtomicU64>,
+}
+
+impl http_body::Body for WithCpu {
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<std::result::Result<Frame<Bytes>, Status>>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => match frame.into_trailers() {
+                Ok(mut trailers) => {
+                    let cpu = this.cpu.load(Ordering::Acquire);
+                    if cpu != NO_CPU
+                        && let Ok(v) = http::HeaderValue::from_str(&cpu.to_string())
+                    {
+                        trailers.insert(meta::CPU, v);
+                    }
+                    Poll::Ready(Some(Ok(Frame::trailers(trailers))))
+                }
+                Err(frame) => Poll::Ready(Some(Ok(frame))),
+            },
+            other => other,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        http_body::Body::is_end_stream(&self.inner)
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::Body::size_hint(&self.inner)
+    }
 }
 
 /// Alerts a bridge thread if the request's future is dropped before it
@@ -115,7 +172,8 @@ impl UnaryService<Vec<u8>> for Unary {
     type Future = BoxFuture<std::result::Result<Response<Vec<u8>>, Status>>;
 
     fn call(&mut self, request: Request<Vec<u8>>) -> Self::Future {
-        let (shared, method) = (Arc::clone(&self.shared), self.method);
+        let (shared, method, cpu_slot) =
+            (Arc::clone(&self.shared), self.method, Arc::clone(&self.cpu));
         Box::pin(async move {
             let deadline = meta::read_timeout(request.metadata());
             let chain =
@@ -152,13 +210,13 @@ impl UnaryService<Vec<u8>> for Unary {
             let bytes = result.map_err(|e| meta::status_of(&e))?;
             let reply = (method.result_to_proto)(&bytes)
                 .map_err(|_| meta::status_of(&Error::ServerPanicked))?;
-            let mut response = Response::new(reply);
-            if let Some(cpu) = cpu
-                && let Ok(v) = cpu.as_nanos().to_string().parse()
-            {
-                response.metadata_mut().insert(meta::CPU, v);
+            if let Some(cpu) = cpu {
+                cpu_slot.store(
+                    u64::try_from(cpu.as_nanos()).unwrap_or(NO_CPU - 1),
+                    Ordering::Release,
+                );
             }
-            Ok(response)
+            Ok(Response::new(reply))
         })
     }
 }
