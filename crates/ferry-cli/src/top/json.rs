@@ -88,6 +88,8 @@ fn process(p: &Process) -> Value {
         })),
         "writes": s.writes,
         "channels": channels,
+        "channels_not_listed": s.channels_dropped,
         "logical_threads": logical,
+        "logical_threads_not_listed": s.logical_dropped,
     })
 }

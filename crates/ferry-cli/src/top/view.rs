@@ -150,7 +150,10 @@ pub fn details(p: &Process) -> Vec<Line<'static>> {
                 a.credit as f64 / 1000.0
             ),
         }),
-        Line::from(format!("channels: {}", s.channels.len())),
+        Line::from(format!(
+            "channels: {}",
+            s.channels.len() as u64 + s.channels_dropped
+        )),
     ];
     for (i, c) in s.channels.iter().enumerate() {
         let (kind, peers) = match c.kind {
@@ -165,9 +168,16 @@ pub fn details(p: &Process) -> Vec<Line<'static>> {
             c.cpu_ns as f64 / 1e6
         )));
     }
+    if s.channels_dropped > 0 {
+        lines.push(Line::from(format!(
+            "  and {} more (the page lists {})",
+            s.channels_dropped,
+            s.channels.len()
+        )));
+    }
     lines.push(Line::from(format!(
         "logical threads in calls here: {}",
-        s.logical.len()
+        s.logical.len() as u64 + s.logical_dropped
     )));
     for l in &s.logical {
         let chain: Vec<String> = l.chain.iter().map(u32::to_string).collect();
@@ -178,6 +188,13 @@ pub fn details(p: &Process) -> Vec<Line<'static>> {
             l.priority,
             l.cpu_ns as f64 / 1e6,
             chain.join(" -> ")
+        )));
+    }
+    if s.logical_dropped > 0 {
+        lines.push(Line::from(format!(
+            "  and {} more (the page lists {})",
+            s.logical_dropped,
+            s.logical.len()
         )));
     }
     lines
@@ -267,6 +284,7 @@ mod tests {
                     cpu_ns: 1_000_000,
                     chain: vec![9, 8, pid],
                 }],
+                channels_dropped: 4,
                 ..Snapshot::default()
             },
             cpu_ticks: Some(0),
@@ -330,6 +348,8 @@ mod tests {
             text.contains("200 job200: 2 of 4 processors on cores [0,*]; 3 runnable, 1 blocked")
         );
         assert!(text.contains("serves calc"), "{text}");
+        assert!(text.contains("channels: 5"), "{text}");
+        assert!(text.contains("and 4 more (the page lists 1)"), "{text}");
         assert!(text.contains("chain 9 -> 8 -> 200"), "{text}");
         assert!(text.contains("allocation: not registered"), "{text}");
 

@@ -14,7 +14,7 @@
 //! | 2 | the page's size in bytes ([`PAGE_SIZE`]) |
 //! | 3 | the sequence word (`seqlock`) |
 //! | 4.. | the data words, written under the sequence word: |
-//! | +0..+32 | pid, start time, command name (2 words), processors, max processors, runnable, blocked, kernel threads, their bound, upcall event counts (5), writes, monotonic stamp (ns), allocation (registered, desired, cores, priority, credit), counts of cores, channels and logical threads, reserved |
+//! | +0..+32 | pid, start time, command name (2 words), processors, max processors, runnable, blocked, kernel threads, their bound, upcall event counts (5), writes, monotonic stamp (ns), allocation (registered, desired, cores, priority, credit), counts of cores, channels and logical threads, channels and logical threads beyond the lists, reserved |
 //! | +32..+96 | per processor, the core its driver is pinned to (`u64::MAX`: none) |
 //! | +96..+352 | [`MAX_CHANNELS`] channels of 8 words: kind, peers, calls, CPU (ns), name (32 bytes) |
 //! | +352..+576 | [`MAX_LOGICAL`] logical threads of 14 words: origin pid, thread id, priority, CPU (ns), depth, reserved, hops (16 `u32`s) |
@@ -161,10 +161,14 @@ pub struct Snapshot {
     pub stamp_ns: u64,
     /// The allocation daemon's grant, if the process is registered.
     pub allocation: Option<Allocation>,
-    /// Cross-process channels.
+    /// Cross-process channels (at most [`MAX_CHANNELS`]).
     pub channels: Vec<Channel>,
-    /// Logical threads in calls here.
+    /// Logical threads in calls here (at most [`MAX_LOGICAL`]).
     pub logical: Vec<LogicalThread>,
+    /// Channels the process has beyond those listed.
+    pub channels_dropped: u64,
+    /// Logical threads in calls here beyond those listed.
+    pub logical_dropped: u64,
 }
 
 /// Why a page was refused: every field of another process's page is
@@ -289,6 +293,10 @@ pub(crate) fn encode(s: &Snapshot, out: &mut [u64; DATA_WORDS]) {
         ncores as u64,
         nchan as u64,
         nlog as u64,
+        s.channels_dropped
+            .saturating_add((s.channels.len() - nchan) as u64),
+        s.logical_dropped
+            .saturating_add((s.logical.len() - nlog) as u64),
     ];
     out[..head.len()].copy_from_slice(&head);
     put_bytes(&mut out[2..4], cut(&s.command, 16).as_bytes());
@@ -413,6 +421,8 @@ pub(crate) fn decode(d: &[u64; DATA_WORDS]) -> Result<Snapshot, PageError> {
         allocation,
         channels,
         logical,
+        channels_dropped: d[25],
+        logical_dropped: d[26],
     })
 }
 
@@ -470,6 +480,8 @@ mod tests {
                 cpu_ns: 999,
                 chain: vec![17, 18, 4242],
             }],
+            channels_dropped: 2,
+            logical_dropped: 0,
         }
     }
 
@@ -485,14 +497,19 @@ mod tests {
     }
 
     #[test]
-    fn lists_over_their_bounds_are_cut_when_written() {
+    fn lists_over_their_bounds_are_cut_when_written_and_say_how_much() {
         let mut s = sample();
         s.logical = vec![s.logical[0].clone(); MAX_LOGICAL + 5];
         s.logical[0].chain = (1..=20).collect();
+        s.channels = vec![s.channels[0].clone(); MAX_CHANNELS + 3];
         let mut words = [0u64; DATA_WORDS];
         encode(&s, &mut words);
         let back = decode(&words).unwrap();
         assert_eq!(back.logical.len(), MAX_LOGICAL);
+        assert_eq!(back.logical_dropped, 5);
+        assert_eq!(back.channels.len(), MAX_CHANNELS);
+        // The sample had 2 not listed already.
+        assert_eq!(back.channels_dropped, 2 + 3);
         assert_eq!(back.logical[0].chain, (1..=16).collect::<Vec<u32>>());
     }
 
