@@ -1,6 +1,7 @@
 /* One processor: a thread computes while four others block in ferry_read
- * on pipes written later, and one in ferry_blocking(sleep): the compute
- * thread keeps advancing the whole time (progress counters, not times). */
+ * on pipes written later, and one in ferry_blocking (sleeping until the
+ * compute thread advances): the compute thread keeps advancing the whole
+ * time (progress counters, not times). */
 #include <stdint.h>
 #include <unistd.h>
 #include <ferry/ferry.h>
@@ -29,8 +30,12 @@ static any_t reader(any_t arg) {
     return (any_t)(intptr_t)c;
 }
 
-static any_t nap(any_t arg) {
-    usleep((useconds_t)(uintptr_t)arg);
+/* Blocks in the kernel (short sleeps) until the computer has advanced
+ * past `arg`, or for 60 s: only a processor handed on while this kernel
+ * thread sleeps lets it advance. */
+static any_t wait_for_progress(any_t arg) {
+    long start = (long)(intptr_t)arg;
+    for (int i = 0; i < 60000 && progress == start; i++) usleep(1000);
     return (any_t)7;
 }
 
@@ -43,7 +48,7 @@ int main(void) {
     cthread_t r[4];
     for (intptr_t i = 0; i < 4; i++) r[i] = cthread_fork(reader, (any_t)i);
     long before = progress;
-    CHECK(ferry_blocking(nap, (any_t)20000) == (any_t)7);
+    CHECK(ferry_blocking(wait_for_progress, (any_t)(intptr_t)before) == (any_t)7);
     CHECK(progress > before); /* the processor ran the computer meanwhile */
     for (int i = 0; i < 4; i++) {
         long p = progress;
