@@ -56,8 +56,7 @@ impl TempDir {
         let path =
             std::env::temp_dir().join(format!("ferry-bench-grpc-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&path);
-        // SAFETY: getuid has no preconditions.
-        let uid = unsafe { libc::getuid() };
+        let uid = rustix::process::getuid().as_raw();
         let dir = RuntimeDir::open(&path, uid)
             .map_err(|e| Error(format!("runtime dir {}: {e}", path.display())))?;
         Ok((TempDir(path), dir))

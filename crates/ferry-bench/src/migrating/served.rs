@@ -78,8 +78,7 @@ fn fresh_dir() -> (PathBuf, String) {
 }
 
 fn open_dir(path: &Path) -> Result<RuntimeDir, Error> {
-    // SAFETY: getuid has no preconditions.
-    let uid = unsafe { libc::getuid() };
+    let uid = rustix::process::getuid().as_raw();
     RuntimeDir::open(path, uid).map_err(|e| rpc(&format!("runtime dir {}", path.display()), e))
 }
 
