@@ -157,6 +157,55 @@ fn many_threads_call_one_server_and_each_gets_its_own_answers() {
     });
 }
 
+/// Connecting and dropping a client adds and removes a polled entry of the
+/// runtime; here that happens while preemption comes every 50 µs and both
+/// processors are kept busy, so some threads are stopped with the registry
+/// in hand, and the preempting switch (which looks at the polled entries
+/// on the same kernel thread) must not wait for it.
+#[test]
+fn clients_come_and_go_while_their_threads_are_preempted() {
+    let tmp = TempDir::new();
+    let path = tmp.0.clone();
+    ferry::Runtime::builder()
+        .processors(2)
+        .time_slice(Some(Duration::from_micros(50)))
+        .run(move || {
+            let dir = RuntimeDir::open(&path, uid()).unwrap();
+            let _server = CalcServer::serve_in(&dir, "calc", Impl).unwrap();
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let spinners: Vec<_> = (0..2)
+                .map(|_| {
+                    let stop = stop.clone();
+                    ferry::spawn(move || {
+                        let mut x = 0u64;
+                        while !stop.load(Ordering::Relaxed) {
+                            x = std::hint::black_box(x.wrapping_add(1));
+                        }
+                    })
+                })
+                .collect();
+            let threads: Vec<_> = (0..4i64)
+                .map(|t| {
+                    let dir = dir.clone();
+                    ferry::spawn(move || {
+                        for i in 0..100i64 {
+                            let calc = CalcClient::connect_in(&dir, "calc").unwrap();
+                            assert_eq!(calc.add(t, i).unwrap(), t + i);
+                        }
+                    })
+                })
+                .collect();
+            for t in threads {
+                t.join().unwrap();
+            }
+            stop.store(true, Ordering::Relaxed);
+            for s in spinners {
+                s.join().unwrap();
+            }
+        })
+        .unwrap();
+}
+
 #[test]
 fn a_trait_of_the_same_name_with_another_signature_is_refused_at_connect() {
     assert_ne!(CALC_VERSION, changed::CALC_VERSION);

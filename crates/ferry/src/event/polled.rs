@@ -15,7 +15,7 @@
 //!
 //! | word | written by | read by |
 //! |------|------------|---------|
-//! | `list` (mutex) | [`Polling::register`], [`Polling::unregister`] | a processor refreshing its [`Local`] |
+//! | `list` (mutex) | [`Polling::register`], [`Polling::unregister`] | a processor refreshing its [`Local`] (`try_lock`: one that finds it held keeps its old copy and tries at its next look) |
 //! | `version` | bumped (Release) after each change of `list` | every processor at each look (Relaxed, then Acquire on a change) |
 //! | `count` | with `list` | the deadlock watch (an external source exists) |
 //!
@@ -60,7 +60,7 @@
 
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 use std::time::Duration;
 
 use super::doorbell;
@@ -154,9 +154,18 @@ impl Polling {
         self.spin_ns.store(next.as_nanos() as u64, Relaxed);
     }
 
+    /// Copies the registry into `local`, unless someone holds it: then
+    /// `local` stays as it was (still behind, so the next look tries
+    /// again). Never waits: a ferry thread may hold `list` when its
+    /// preemption signal comes, and that signal's switch looks at the
+    /// sources on the same kernel thread.
     #[cold]
     fn refresh(&self, local: &mut Local) {
-        let list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
+        let list = match self.list.try_lock() {
+            Ok(list) => list,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => return,
+        };
         local.version = self.version.load(Acquire);
         local.list.clone_from(&list);
     }
@@ -232,7 +241,10 @@ impl Local {
         let slept = !self.list.iter().any(|e| e.is_ready());
         if slept {
             let mut timeout = timeout;
-            if bells.len() < self.list.len() {
+            // Entries whose doorbells we cannot wait on, or a registry we
+            // could not copy (held): look again within the poll period.
+            let behind = polling.version.load(Relaxed) != self.version;
+            if bells.len() < self.list.len() || behind {
                 timeout = Some(timeout.map_or(POLL_PERIOD, |t| t.min(POLL_PERIOD)));
             }
             let waited =
