@@ -137,10 +137,7 @@ impl Connector {
                 .tls_config(tls)
                 .map_err(|e| Error::Transport(format!("TLS: {e}")))?;
         }
-        let channel = {
-            let _in = crate::runtime::tokio().enter();
-            endpoint.connect_lazy()
-        };
+        let channel = crate::runtime::in_tokio(|| endpoint.connect_lazy());
         Ok(Client::from_remote(Arc::new(GrpcRemote::<I> {
             channel,
             name: u.name,

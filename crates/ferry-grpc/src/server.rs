@@ -273,11 +273,11 @@ impl ServerBuilder {
         }
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let rt = crate::runtime::tokio();
-        let incoming = {
-            let _in = rt.enter();
-            let listener = tokio::net::TcpListener::from_std(listener).map_err(Error::Io)?;
-            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true))
-        };
+        let incoming = crate::runtime::in_tokio(|| {
+            tokio::net::TcpListener::from_std(listener)
+                .map(|l| tonic::transport::server::TcpIncoming::from(l).with_nodelay(Some(true)))
+        })
+        .map_err(Error::Io)?;
         let router = builder.add_service(bridge);
         let task = rt.spawn(async move {
             let _ = router
