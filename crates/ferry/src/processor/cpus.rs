@@ -25,6 +25,16 @@ pub(crate) fn default_core(index: usize) -> Option<usize> {
     Some(cpus[index % cpus.len()])
 }
 
+/// The one CPU the process may run on, if its affinity mask has exactly
+/// one (as under `taskset -c N` or a one-CPU cpuset): every processor
+/// lives there whether pinned or not.
+pub(crate) fn only_cpu() -> Option<usize> {
+    match allowed_cpus() {
+        [cpu] => Some(*cpu),
+        _ => None,
+    }
+}
+
 /// The CPUs the process may run on, as the runtime first saw them (before
 /// any processor was pinned: the calling kernel thread's mask may be
 /// narrower by now).
