@@ -3,7 +3,8 @@
 //! the median, the 90th and 99th percentiles and how many calls took over
 //! 5 µs (`docs/results/urpc.md`, "What holds ferry back"). The example runs
 //! itself again as the server process; `FERRY_PINGPONG_PIN=1` puts the
-//! client on core 0 and the server on core 1.
+//! client on core 0 and the server on core 1; `FERRY_PINGPONG_WORK=N` has
+//! the server compute for N µs in each call.
 
 use std::time::{Duration, Instant};
 
@@ -17,6 +18,12 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("serve") {
         let d = dir(&args[2]);
+        let work = Duration::from_micros(
+            std::env::var("FERRY_PINGPONG_WORK")
+                .ok()
+                .and_then(|w| w.parse().ok())
+                .unwrap_or(0),
+        );
         ferry::Runtime::builder()
             .processors(1)
             .run(move || {
@@ -24,7 +31,13 @@ fn main() {
                     &d,
                     "pingpong",
                     1,
-                    |_op: u32, a: &[u8]| -> Result<Vec<u8>, Fault> { Ok(a.to_vec()) },
+                    move |_op: u32, a: &[u8]| -> Result<Vec<u8>, Fault> {
+                        let start = Instant::now();
+                        while start.elapsed() < work {
+                            std::hint::spin_loop();
+                        }
+                        Ok(a.to_vec())
+                    },
                 )
                 .unwrap();
                 println!("ready");

@@ -57,6 +57,19 @@
 //! (nobody calls that often, or the peer shares this core and cannot run
 //! while we spin: then only the doorbell helps, and spinning wastes the
 //! peer's time).
+//!
+//! Halving alone could not come back: once the budget is short, every
+//! spell ends in a sleep and a doorbell wake, which makes it long (tens of
+//! µs) however soon the work came, so it keeps the budget short. That is
+//! where two unpinned processes start when the kernel first runs them on
+//! one core: calls took 30-50 µs each ever after where 0.5 µs was
+//! possible. So while the budget is below [`MAX_SPIN`], one spell in a
+//! *probe gap* spins the whole [`MAX_SPIN`] ([`Polling::spell_budget`]): if
+//! an entry ends it within that spin, spinning pays again and the budget
+//! jumps to twice that spell (the doubling rule takes it on from there) and
+//! the gap goes back to [`MIN_PROBE_GAP`] spells; if not, the gap doubles,
+//! up to [`MAX_PROBE_GAP`]. Where spinning never pays, probes waste at most
+//! one [`MAX_SPIN`] in [`MAX_PROBE_GAP`] spells, each of which sleeps anyway.
 
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize};
@@ -78,6 +91,10 @@ pub(crate) const POLL_PERIOD: Duration = Duration::from_millis(1);
 pub(crate) const MIN_SPIN: Duration = Duration::from_micros(2);
 /// The longest spin budget.
 pub(crate) const MAX_SPIN: Duration = Duration::from_micros(200);
+/// Idle spells between two probes of [`MAX_SPIN`] after a probe that paid.
+pub(crate) const MIN_PROBE_GAP: u32 = 16;
+/// The most idle spells between two probes (after probes that did not pay).
+pub(crate) const MAX_PROBE_GAP: u32 = 1024;
 
 /// Memory a processor polls: implemented by the room that owns it.
 pub(crate) trait Polled: Send + Sync {
@@ -99,6 +116,10 @@ pub(crate) struct Polling {
     version: AtomicU64,
     count: AtomicUsize,
     spin_ns: AtomicU64,
+    /// Idle spells between two probes (see the module docs).
+    probe_gap: AtomicU32,
+    /// Idle spells until the next probe.
+    probe_in: AtomicU32,
 }
 
 impl Polling {
@@ -108,6 +129,8 @@ impl Polling {
             version: AtomicU64::new(0),
             count: AtomicUsize::new(0),
             spin_ns: AtomicU64::new(MAX_SPIN.as_nanos() as u64 / 4),
+            probe_gap: AtomicU32::new(MIN_PROBE_GAP),
+            probe_in: AtomicU32::new(MIN_PROBE_GAP),
         }
     }
 
@@ -138,17 +161,50 @@ impl Polling {
         Duration::from_nanos(self.spin_ns.load(Relaxed))
     }
 
-    /// An idle spell of `idle` (spinning, then perhaps sleeping) ended;
-    /// `by_entry` if a polled entry had something then. See the module
-    /// docs for the rule.
-    pub(crate) fn idled(&self, idle: Duration, by_entry: bool) {
+    /// How long an idle processor spins in the spell it begins now: the
+    /// budget, or [`MAX_SPIN`] when a probe is due (see the module docs).
+    /// Pass it back to [`Polling::idled`] when the spell ends. (Processors
+    /// share the count with relaxed loads and stores: a probe more or less
+    /// under a race is harmless.)
+    pub(crate) fn spell_budget(&self) -> Duration {
+        let budget = self.spin_budget();
+        if budget >= MAX_SPIN {
+            return budget;
+        }
+        match self.probe_in.load(Relaxed) {
+            0 => {
+                self.probe_in.store(self.probe_gap.load(Relaxed), Relaxed);
+                MAX_SPIN
+            }
+            left => {
+                self.probe_in.store(left - 1, Relaxed);
+                budget
+            }
+        }
+    }
+
+    /// An idle spell of `idle` (spinning for `spun`, then perhaps
+    /// sleeping) ended; `by_entry` if a polled entry had something then.
+    /// See the module docs for the rule.
+    pub(crate) fn idled(&self, idle: Duration, spun: Duration, by_entry: bool) {
         if !by_entry {
             return;
         }
         let budget = self.spin_budget();
+        let probe = spun > budget;
         let next = if idle <= budget * 2 {
             (budget * 2).min(MAX_SPIN)
+        } else if probe && idle <= spun {
+            // The probe's spin caught it: spinning pays again.
+            self.probe_gap.store(MIN_PROBE_GAP, Relaxed);
+            self.probe_in.store(MIN_PROBE_GAP, Relaxed);
+            (idle * 2).clamp(budget * 2, MAX_SPIN)
         } else {
+            if probe {
+                let gap = (self.probe_gap.load(Relaxed) * 2).min(MAX_PROBE_GAP);
+                self.probe_gap.store(gap, Relaxed);
+                self.probe_in.store(gap, Relaxed);
+            }
             (budget / 2).max(MIN_SPIN)
         };
         self.spin_ns.store(next.as_nanos() as u64, Relaxed);
@@ -390,29 +446,92 @@ mod tests {
     fn the_spin_budget_grows_while_spells_are_short_and_shrinks_when_long() {
         let polling = Polling::new();
         let b0 = polling.spin_budget();
-        polling.idled(Duration::ZERO, true);
+        polling.idled(Duration::ZERO, b0, true);
         assert_eq!(polling.spin_budget(), (b0 * 2).min(MAX_SPIN));
-        polling.idled(Duration::ZERO, false);
+        polling.idled(Duration::ZERO, b0, false);
         assert_eq!(
             polling.spin_budget(),
             (b0 * 2).min(MAX_SPIN),
             "not an entry's spell"
         );
         for _ in 0..20 {
-            polling.idled(Duration::from_secs(1), true);
+            polling.idled(Duration::from_secs(1), MIN_SPIN, true);
         }
         assert_eq!(polling.spin_budget(), MIN_SPIN);
-        polling.idled(MIN_SPIN * 3, true);
+        polling.idled(MIN_SPIN * 3, MIN_SPIN, true);
         assert_eq!(
             polling.spin_budget(),
             MIN_SPIN,
             "longer than twice the budget"
         );
-        polling.idled(MIN_SPIN * 2, true);
+        polling.idled(MIN_SPIN * 2, MIN_SPIN, true);
         assert_eq!(polling.spin_budget(), MIN_SPIN * 2);
         for _ in 0..20 {
-            polling.idled(Duration::ZERO, true);
+            polling.idled(Duration::ZERO, MIN_SPIN, true);
         }
         assert_eq!(polling.spin_budget(), MAX_SPIN);
+    }
+
+    /// Runs idle spells that each end `idle` after they began (by an
+    /// entry), spinning what `spell_budget` says; returns how many of
+    /// `spells` were probes.
+    fn spells(polling: &Polling, spells: u32, idle: impl Fn(Duration) -> Duration) -> u32 {
+        let mut probes = 0;
+        for _ in 0..spells {
+            let spun = polling.spell_budget();
+            if spun > polling.spin_budget() {
+                probes += 1;
+            }
+            polling.idled(idle(spun), spun, true);
+        }
+        probes
+    }
+
+    #[test]
+    fn a_short_budget_probes_the_longest_spin_and_comes_back_when_it_pays() {
+        let polling = Polling::new();
+        // Spells that end in a sleep and a wake, past the longest spin,
+        // whatever the spin: the budget falls to the least, and probes
+        // back off.
+        let probes = spells(&polling, 4 * MAX_PROBE_GAP, |_| MAX_SPIN * 2);
+        assert_eq!(polling.spin_budget(), MIN_SPIN);
+        assert_eq!(polling.probe_gap.load(Relaxed), MAX_PROBE_GAP);
+        assert!((2..=12).contains(&probes), "{probes} probes");
+        // Now work comes 1 us into a spin (the peer runs on another core),
+        // but only a spin that lasts that long sees it: a 2 us budget
+        // does, so such spells double the budget up to the longest.
+        polling.spin_ns.store(MIN_SPIN.as_nanos() as u64, Relaxed);
+        spells(&polling, 20, |spun| {
+            if spun >= Duration::from_micros(1) {
+                Duration::from_micros(1)
+            } else {
+                Duration::from_micros(60)
+            }
+        });
+        assert_eq!(polling.spin_budget(), MAX_SPIN);
+    }
+
+    #[test]
+    fn a_probe_that_catches_work_raises_the_budget_and_shortens_the_gap() {
+        let polling = Polling::new();
+        polling.spin_ns.store(MIN_SPIN.as_nanos() as u64, Relaxed);
+        polling.probe_gap.store(MAX_PROBE_GAP, Relaxed);
+        polling.probe_in.store(0, Relaxed);
+        // Work comes 30 us after the spell began: only a probe's spin sees it.
+        let at = Duration::from_micros(30);
+        let sees = |spun: Duration| {
+            if spun >= at {
+                at
+            } else {
+                at + Duration::from_micros(40)
+            }
+        };
+        spells(&polling, 200, sees);
+        assert_eq!(
+            polling.spin_budget(),
+            MAX_SPIN,
+            "a probe caught it at 30 us: the budget went to 60 us, then doubled"
+        );
+        assert_eq!(polling.probe_gap.load(Relaxed), MIN_PROBE_GAP);
     }
 }

@@ -13,7 +13,7 @@
 //! policy finds it).
 
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::{DEADLOCK_GRACE, OwnerToken, Processor, Set};
 use crate::event::polled::POLL_PERIOD;
@@ -71,7 +71,7 @@ impl Processor {
         // With polled memory (rpc channels) an idle processor spins for the
         // polled entries' adaptive budget, even alone (see `event::polled`).
         let polling = shared.sources.polled.active();
-        let budget = polling.then(|| (Instant::now(), shared.sources.polled.spin_budget()));
+        let budget = polling.then(|| (Instant::now(), shared.sources.polled.spell_budget()));
         if shared.processors.len() > 1 || polling {
             shared.spinning_enter();
             let mut seen = Vec::new();
@@ -109,8 +109,8 @@ impl Processor {
                 std::hint::spin_loop();
             }
             if found {
-                if let Some((start, _)) = budget {
-                    self.idled_for_entries(tok.rb(), shared, start);
+                if let Some((start, spun)) = budget {
+                    self.idled_for_entries(tok.rb(), shared, start, spun);
                 }
                 shared.spinning_exit_found_work();
                 return;
@@ -187,8 +187,8 @@ impl Processor {
         shared.sleeper_exit(self.index);
         self.set_willing(false);
         shared.host().woke();
-        if let Some((start, _)) = budget {
-            self.idled_for_entries(tok.rb(), shared, start);
+        if let Some((start, spun)) = budget {
+            self.idled_for_entries(tok.rb(), shared, start, spun);
         }
     }
 
@@ -226,12 +226,19 @@ impl Processor {
         polled
     }
 
-    /// An idle spell that began at `start` ends: tells the polled entries'
-    /// spin budget whether one of them ended it.
-    fn idled_for_entries(&self, mut tok: OwnerToken<'_>, shared: &Set, start: Instant) {
+    /// An idle spell that began at `start` and spun for at most `spun`
+    /// ends: tells the polled entries' spin budget whether one of them
+    /// ended it.
+    fn idled_for_entries(
+        &self,
+        mut tok: OwnerToken<'_>,
+        shared: &Set,
+        start: Instant,
+        spun: Duration,
+    ) {
         let polled = &shared.sources.polled;
         let by_entry = polled.is_ready(&mut self.owner(tok.rb()).sources.polled);
-        polled.idled(start.elapsed(), by_entry);
+        polled.idled(start.elapsed(), spun, by_entry);
     }
 
     /// Before sleeping: if another processor's next-to-run slot holds a
