@@ -519,6 +519,18 @@ impl Processor {
         self.with_policy(tok.rb(), |policy, cx| policy.has_ready(cx))
     }
 
+    /// Whether one of the runtime's polled entries has something (a call
+    /// for a server here, a reply for a thread here) that only this
+    /// processor would hand over soon: every other processor sleeps.
+    pub(crate) fn polled_waits_for_me(&self, tok: OwnerToken<'_>) -> bool {
+        let shared = self.shared();
+        shared.others_asleep()
+            && shared
+                .sources
+                .polled
+                .is_ready(&mut self.owner(tok).sources.polled)
+    }
+
     pub(crate) fn in_thread(&self, tok: &OwnerToken<'_>) -> bool {
         self.owner_ref(tok).current.is_some()
     }

@@ -256,6 +256,18 @@ impl Set {
     }
 
     /// How many processors sleep in `idle` (or are about to).
+    /// Whether every processor of the set but the caller's sleeps in
+    /// `idle` (or there is no other): nobody else is awake to look at the
+    /// runtime's sources.
+    pub(crate) fn others_asleep(&self) -> bool {
+        let members = self
+            .processors
+            .iter()
+            .filter(|p| matches!(p.membership.load(Relaxed), super::ACTIVE | super::STARTING))
+            .count();
+        self.sleepers() + 1 >= members
+    }
+
     pub(crate) fn sleepers(&self) -> usize {
         self.idle.sleepers()
     }

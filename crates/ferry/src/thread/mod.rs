@@ -132,12 +132,16 @@ pub fn yield_now() {
 }
 
 /// Whether the calling ferry thread may spin a while instead of parking:
-/// it runs on a processor that has no other thread ready. `false` off a
-/// ferry thread.
+/// it runs on a processor that has no other thread ready, and no polled
+/// entry of the runtime holds something only this processor would hand
+/// over (a call to a server of this runtime, or a reply, while every other
+/// processor sleeps: spinning would keep the processor that must deliver
+/// it from looking, as with one processor and a server in the same
+/// process). `false` off a ferry thread.
 fn may_spin() -> bool {
     crate::upcall::enter()
         .filter(|e| e.p.in_thread(&e.tok))
-        .is_some_and(|mut e| !e.p.others_ready(e.tok.rb()))
+        .is_some_and(|mut e| !e.p.others_ready(e.tok.rb()) && !e.p.polled_waits_for_me(e.tok.rb()))
 }
 
 /// Spins calling `look` until it answers, for at most the runtime's
@@ -163,7 +167,9 @@ pub(crate) fn spin_for<T>(mut look: impl FnMut() -> Option<T>) -> Option<T> {
         }
         i = i.wrapping_add(1);
         if i.is_multiple_of(64) && (start.elapsed() >= budget || !may_spin()) {
-            return None;
+            // One last look: what stopped the spin may be the answer itself
+            // (a reply waiting on this runtime's channel).
+            return look();
         }
         std::hint::spin_loop();
     }
