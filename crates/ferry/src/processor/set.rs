@@ -260,12 +260,15 @@ impl Set {
     /// `idle` (or there is no other): nobody else is awake to look at the
     /// runtime's sources.
     pub(crate) fn others_asleep(&self) -> bool {
-        let members = self
-            .processors
+        self.sleepers() + 1 >= self.members()
+    }
+
+    /// How many processors are in the set or on their way in.
+    pub(crate) fn members(&self) -> usize {
+        self.processors
             .iter()
             .filter(|p| matches!(p.membership.load(Relaxed), super::ACTIVE | super::STARTING))
-            .count();
-        self.sleepers() + 1 >= members
+            .count()
     }
 
     pub(crate) fn sleepers(&self) -> usize {
