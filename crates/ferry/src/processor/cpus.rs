@@ -15,14 +15,29 @@ pub(crate) fn available_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// The `index`-th CPU of the process's affinity mask (wrapping), if the
-/// mask has more than one.
+/// The `index`-th CPU of the process's affinity mask (wrapping), counted
+/// from the CPU the runtime first ran on, if the mask has more than one.
+/// (Counted from there, not from the mask's first CPU: every process's
+/// first processor would then share that CPU, and one-processor processes
+/// calling each other would take turns on it while the others idled. The
+/// kernel starts a new process on an idle CPU when there is one.)
 pub(crate) fn default_core(index: usize) -> Option<usize> {
     let cpus = allowed_cpus();
     if cpus.len() < 2 {
         return None;
     }
-    Some(cpus[index % cpus.len()])
+    Some(cpus[(first_index() + index) % cpus.len()])
+}
+
+/// Where in [`allowed_cpus`] the CPU was that the process ran on when it
+/// first asked (0 if it cannot tell).
+fn first_index() -> usize {
+    static FIRST: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *FIRST.get_or_init(|| {
+        crate::sys::current_cpu()
+            .and_then(|c| allowed_cpus().iter().position(|&a| a == c))
+            .unwrap_or(0)
+    })
 }
 
 /// The one CPU the process may run on, if its affinity mask has exactly

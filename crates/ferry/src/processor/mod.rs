@@ -378,22 +378,16 @@ impl Processor {
     }
 
     /// The core this processor's driver is pinned to: the one named with
-    /// `processor_on`, else (while several processors are in the set) its
-    /// home, which is the `index`-th CPU of the process's mask unless a
-    /// takeover moved it, else the process's only CPU if its mask has one
-    /// (a lone processor then has a core, and so a stand-in, as pinned ones
-    /// do), else none. A lone processor is not pinned to a home: every
-    /// process's first processor has the same one, and one-processor
-    /// processes that call each other would all share that CPU while the
-    /// others idle; the kernel places it instead.
+    /// `processor_on`, else (with several processors) its home, which is
+    /// the `index`-th CPU of the process's mask unless a takeover moved it,
+    /// else the process's only CPU if its mask has one (a lone processor
+    /// then has a core, and so a stand-in, as pinned ones do), else none.
     pub(crate) fn core(&self, shared: &Set) -> Option<usize> {
         match self.core.load(Relaxed) {
-            NO_CORE if shared.processors.len() > 1 && shared.members() > 1 => {
-                match self.home.load(Relaxed) {
-                    NO_CORE => cpus::default_core(self.index),
-                    home => Some(home),
-                }
-            }
+            NO_CORE if shared.processors.len() > 1 => match self.home.load(Relaxed) {
+                NO_CORE => cpus::default_core(self.index),
+                home => Some(home),
+            },
             NO_CORE => cpus::only_cpu(),
             c => Some(c),
         }

@@ -260,15 +260,12 @@ impl Set {
     /// `idle` (or there is no other): nobody else is awake to look at the
     /// runtime's sources.
     pub(crate) fn others_asleep(&self) -> bool {
-        self.sleepers() + 1 >= self.members()
-    }
-
-    /// How many processors are in the set or on their way in.
-    pub(crate) fn members(&self) -> usize {
-        self.processors
+        let members = self
+            .processors
             .iter()
             .filter(|p| matches!(p.membership.load(Relaxed), super::ACTIVE | super::STARTING))
-            .count()
+            .count();
+        self.sleepers() + 1 >= members
     }
 
     pub(crate) fn sleepers(&self) -> usize {

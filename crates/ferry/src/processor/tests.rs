@@ -207,23 +207,12 @@ fn each_dispatch_change_publishes_a_new_count() {
 #[test]
 fn a_named_core_wins_over_the_default_one() {
     let s = set(2);
-    for q in s.processors.iter() {
-        q.membership.store(ACTIVE, Relaxed);
-    }
     let p = &s.processors[1];
     assert_eq!(p.core(&s), super::cpus::default_core(1));
     p.set_core(5);
     assert_eq!(p.core(&s), Some(5));
     p.set_core(NO_CORE);
-    // A set that may grow to two, with one in it: its processor floats.
-    s.processors[1].membership.store(STOPPED, Relaxed);
-    assert_eq!(
-        s.processors[0].core(&s),
-        super::cpus::only_cpu(),
-        "a lone member has no home"
-    );
     let alone = set(1);
-    alone.processors[0].membership.store(ACTIVE, Relaxed);
     assert_eq!(
         alone.processors[0].core(&alone),
         super::cpus::only_cpu(),
