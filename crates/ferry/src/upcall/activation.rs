@@ -292,9 +292,22 @@ impl Activation {
         unsafe { ((word & !FLAGS) as *const Activation).as_ref() }
     }
 
-    /// What the kernel says this activation's kernel thread is doing.
+    /// What the kernel says this activation's kernel thread is doing;
+    /// [`TaskState::Other`](sys::TaskState::Other) ("not known now") while
+    /// another kernel thread reads it. The read never waits for that one:
+    /// the monitor and a stand-in (in the kernel's idle class) both read
+    /// drivers' states, and a monitor that waited for a stand-in preempted
+    /// in the middle of its read would wait until the stand-in's core was
+    /// idle again, which a driver computing on that core, no longer
+    /// preempted by the waiting monitor, put off for hundreds of
+    /// milliseconds. The caller looks again at its next pass.
     pub(crate) fn task_state(&self) -> sys::TaskState {
-        match &*self.stat.lock().unwrap_or_else(PoisonError::into_inner) {
+        let stat = match self.stat.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return sys::TaskState::Other,
+        };
+        match &*stat {
             Some(f) => sys::task_state(f),
             None => sys::TaskState::Other,
         }
@@ -763,3 +776,32 @@ unsafe impl Driver for Driving<'_> {
 /// bounds that to a second, at the cost of one wakeup a second per
 /// reserve spare of an idle runtime.
 const SPARE_BACKSTOP: std::time::Duration = std::time::Duration::from_secs(1);
+
+#[cfg(all(test, not(ferry_loom)))]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn a_state_read_never_waits_for_another_reader() {
+        let a = Arc::new(Activation::new());
+        *a.stat.lock().unwrap() = sys::open_own_stat();
+        assert_eq!(a.task_state(), sys::TaskState::Running, "we run");
+        // Another reader holds the file (a stand-in preempted in its read):
+        // a read from elsewhere answers at once, not knowing.
+        let held = a.stat.lock().unwrap();
+        let (tx, rx) = mpsc::channel();
+        let reader = Arc::clone(&a);
+        let t = std::thread::spawn(move || tx.send(reader.task_state()).unwrap());
+        let answer = rx.recv_timeout(Duration::from_secs(10));
+        drop(held);
+        t.join().unwrap();
+        assert_eq!(
+            answer,
+            Ok(sys::TaskState::Other),
+            "a read waited for the holder"
+        );
+    }
+}
