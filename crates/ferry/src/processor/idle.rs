@@ -151,7 +151,7 @@ impl Processor {
         while self.sleep.load(Acquire) == 0 && !shared.is_shut_down() {
             // Threads wait on sockets: the one poller blocks in
             // `epoll_wait` instead (see `poll_instead_of_sleeping`).
-            if self.poll_instead_of_sleeping(shared) {
+            if self.poll_instead_of_sleeping(tok.rb(), shared) {
                 break;
             }
             // With polled memory: one wait on the sleep word and the
@@ -204,7 +204,11 @@ impl Processor {
     /// stores `sleep` before it reads `in_epoll` (both SeqCst): either the
     /// poller sees the wake and does not block, or the waker writes the
     /// eventfd, whose edge ends (or pre-empts) the `epoll_wait`.
-    fn poll_instead_of_sleeping(&self, shared: &Set) -> bool {
+    ///
+    /// While it delivers what the harvest returned, the processor is
+    /// marked as the poller ([`Processor::take_polling`]): the first thread
+    /// it wakes is its own to run, and no sleeper is woken for it.
+    fn poll_instead_of_sleeping(&self, mut tok: OwnerToken<'_>, shared: &Set) -> bool {
         let Some(r) = shared.sources.readiness.get() else {
             return false;
         };
@@ -218,7 +222,10 @@ impl Processor {
             if shared.sources.polled.active() {
                 wait = Some(wait.map_or(POLL_PERIOD, |w| w.min(POLL_PERIOD)));
             }
-            r.harvest(wait).is_some()
+            self.owner(tok.rb()).polling = true;
+            let harvested = r.harvest(wait).is_some();
+            self.owner(tok.rb()).polling = false;
+            harvested
         } else {
             true
         };

@@ -58,7 +58,11 @@
 //! one processor at a time (Go's rule). A batch made runnable at once
 //! (`Processor::make_ready_batch`) calls `Set::notify_work_n` instead, with
 //! the same handshake, which wakes as many sleepers as the batch has
-//! threads (Go's `injectglist`). Lost wakeups are excluded by an
+//! threads (Go's `injectglist`). The idle poller (the one processor
+//! blocked in the reactor's `epoll_wait` instead of its futex) that wakes
+//! threads from its harvest runs the first of them itself: it leaves the
+//! sleepers before the wakes and counts that one out (`Owner::polling`),
+//! so a single readied socket wakes no other processor. Lost wakeups are excluded by an
 //! asymmetric Dekker handshake: the idler publishes itself (spinning count
 //! down, sleeper count up), issues `heavy_fence` and looks for work once
 //! more; the notifier has published its work and issues `light_fence` before
@@ -217,6 +221,10 @@ pub(crate) struct Owner {
     /// The runtime's `account_cpu`, kept here so that a switch reads it
     /// without going through `shared`.
     account_cpu: bool,
+    /// Set while this processor, idle, harvests readiness as the poller:
+    /// the first thread it makes runnable is the one it runs next itself,
+    /// so no sleeper is woken for it (see [`Processor::make_ready_batch`]).
+    polling: bool,
 }
 
 /// One processor: a kernel thread's worth of user-level scheduling.
@@ -310,6 +318,7 @@ impl Processor {
                     errno: ptr::null_mut(),
                     since: 0,
                     account_cpu: false,
+                    polling: false,
                 }),
                 set: AtomicPtr::new(ptr::null_mut()),
                 blocks: UnsafeCell::new(Vec::with_capacity(LOCAL_BLOCKS)),
@@ -600,7 +609,11 @@ impl Processor {
     pub(crate) fn make_ready(&self, mut tok: OwnerToken<'_>, t: Thread, why: Ready) {
         self.with_policy(tok.rb(), |policy, cx| policy.ready(cx, t, why));
         let shared = self.shared();
-        // With one processor, this one (running now) is the one to run it.
+        // With one processor, this one (running now) is the one to run it;
+        // so is an idle poller, for its first.
+        if self.take_polling(tok.rb(), shared) {
+            return;
+        }
         if shared.processors.len() > 1 {
             shared.notify_work();
         }
@@ -618,10 +631,27 @@ impl Processor {
         self.with_policy(tok.rb(), |policy, cx| policy.ready_batch(cx, batch));
         let shared = self.shared();
         // This processor goes on with the waker, so each of them is work
-        // for a sleeper (as for `make_ready`).
+        // for a sleeper (as for `make_ready`); an idle poller runs the
+        // first itself.
+        let own = usize::from(self.take_polling(tok.rb(), shared));
         if shared.processors.len() > 1 {
-            shared.notify_work_n(n);
+            shared.notify_work_n(n - own);
         }
+    }
+
+    /// Whether this processor is the idle poller delivering a harvest
+    /// ([`Owner::polling`]); if so, it stops being one and leaves the
+    /// sleepers, so that a notifier does not take it for one: the thread
+    /// just made runnable is its own next work.
+    #[inline]
+    fn take_polling(&self, mut tok: OwnerToken<'_>, shared: &Set) -> bool {
+        let owner = self.owner(tok.rb());
+        if !owner.polling {
+            return false;
+        }
+        owner.polling = false;
+        shared.sleeper_exit(self.index);
+        true
     }
 
     /// An id and a stack for a thread spawned here: the id from this
