@@ -2,6 +2,8 @@
 //! timeouts, waking a parked reader by shutdown and by abort, and a
 //! runtime that ends with threads parked on sockets.
 
+mod common;
+
 use std::io::{ErrorKind, Read, Write};
 use std::net::Shutdown;
 use std::process::Command;
@@ -216,6 +218,67 @@ fn udp_ping_pong() {
             ponger.join().unwrap();
         })
         .unwrap();
+}
+
+/// A short TCP read (or write) leaves the direction not ready, and the
+/// next operation parks without trying: data that comes after a short
+/// read, and room that comes after a short write, still wake the thread,
+/// and every byte arrives once, in order.
+#[test]
+fn after_short_reads_and_writes_later_data_and_room_still_wake_the_thread() {
+    const ROUNDS: u32 = 300;
+    const BULK: usize = 16 << 20;
+    let _serial = one_at_a_time();
+    common::within(common::WATCHDOG, "short reads and writes", || {
+        ferry::Runtime::builder()
+            .processors(2)
+            .run(|| {
+                let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+                let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+                let (mut server, _) = listener.accept().unwrap();
+                client.set_nodelay(true).unwrap();
+                server.set_nodelay(true).unwrap();
+                let echo = ferry::spawn(move || {
+                    // Reads into a buffer larger than a message: short reads.
+                    let mut buf = [0u8; 64];
+                    for i in 0..ROUNDS {
+                        let n = server.read(&mut buf).unwrap();
+                        assert_eq!(&buf[..n], &i.to_le_bytes(), "round {i}");
+                        server.write_all(&buf[..n]).unwrap();
+                    }
+                    // Then a bulk write larger than the socket's buffers:
+                    // short writes, each woken by the room the reader makes.
+                    let bulk: Vec<u8> = (0..BULK).map(|i| (i % 251) as u8).collect();
+                    server.write_all(&bulk).unwrap();
+                });
+                let mut buf = [0u8; 4];
+                for i in 0..ROUNDS {
+                    // Every few rounds the peer waits, so that the echo
+                    // thread parks after its short read.
+                    if i % 16 == 0 {
+                        ferry::thread::sleep(Duration::from_millis(1));
+                    }
+                    client.write_all(&i.to_le_bytes()).unwrap();
+                    client.read_exact(&mut buf).unwrap();
+                    assert_eq!(buf, i.to_le_bytes());
+                }
+                let mut got = 0;
+                let mut chunk = vec![0u8; 64 << 10];
+                while got < BULK {
+                    if got % (1 << 20) < chunk.len() {
+                        ferry::thread::sleep(Duration::from_millis(1));
+                    }
+                    let n = client.read(&mut chunk).unwrap();
+                    assert_ne!(n, 0, "end of stream after {got} bytes");
+                    for (k, b) in chunk[..n].iter().enumerate() {
+                        assert_eq!(*b, ((got + k) % 251) as u8, "byte {}", got + k);
+                    }
+                    got += n;
+                }
+                echo.join().unwrap();
+            })
+            .unwrap();
+    });
 }
 
 #[test]

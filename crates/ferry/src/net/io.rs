@@ -14,7 +14,12 @@
 //! # One operation
 //!
 //! 1. read the registration's word (`seen`), if registered;
-//! 2. try the operation; done unless it fails with `EAGAIN`;
+//! 2. try the operation — unless `seen` says the direction is not ready
+//!    (cleared at step 3 or by a short TCP read or write, with no edge
+//!    since) and the caller is a thread of the registration's runtime,
+//!    which then goes to step 4 without a call that would fail; done
+//!    unless it fails with `EAGAIN` (a short TCP read or write clears the
+//!    direction for `seen`'s tick, as Tokio does);
 //! 3. register (the first time only; with the caller's runtime) and
 //!    retry, or clear the direction for `seen`'s tick;
 //! 4. take the direction's list lock, read the word again, and park only
@@ -160,7 +165,39 @@ impl Io {
         &self,
         fd: BorrowedFd<'_>,
         dir: Dir,
+        f: impl FnMut() -> io::Result<T>,
+    ) -> io::Result<T> {
+        self.op_sized(fd, dir, f, |_| false)
+    }
+
+    /// [`Io::op`] for a stream socket's `recv` or `send` of `len` bytes,
+    /// which returns how many it moved: where a short one means that the
+    /// socket's receive queue is empty or its send buffer full (TCP), a
+    /// result of fewer than `len` bytes (but some) clears the direction's
+    /// readiness as a `WouldBlock` does (Tokio's rule), and the next
+    /// operation parks without a call that would fail; an edge that came
+    /// meanwhile keeps it (see the module docs). `len` 0: never.
+    ///
+    /// # Errors
+    /// As [`Io::op`].
+    pub(crate) fn op_stream(
+        &self,
+        fd: BorrowedFd<'_>,
+        dir: Dir,
+        len: usize,
+        f: impl FnMut() -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        self.op_sized(fd, dir, f, |&n| n > 0 && n < len)
+    }
+
+    /// [`Io::op`], where a result for which `drains` holds leaves the
+    /// direction not ready.
+    fn op_sized<T>(
+        &self,
+        fd: BorrowedFd<'_>,
+        dir: Dir,
         mut f: impl FnMut() -> io::Result<T>,
+        drains: impl Fn(&T) -> bool,
     ) -> io::Result<T> {
         let timeout = match dir {
             Dir::Read => self.read_timeout(),
@@ -172,10 +209,20 @@ impl Io {
                 .reg
                 .get()
                 .map(|r| r.reactor.word(r.token.index).load(Acquire));
-            match f() {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                done => return done,
+            if !self.known_not_ready(seen, dir) {
+                match f() {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Ok(done) => {
+                        if let (Some(reg), Some(seen)) = (self.reg.get(), seen)
+                            && drains(&done)
+                        {
+                            state::clear(reg.reactor.word(reg.token.index), seen, dir.ready_bit());
+                        }
+                        return Ok(done);
+                    }
+                    Err(e) => return Err(e),
+                }
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(timed_out());
@@ -228,6 +275,31 @@ impl Io {
             let (reg, seen) = reg;
             wait(&reg.reactor, reg.token, dir, seen, deadline)?;
         }
+    }
+
+    /// Whether the registration's word `seen` says that the socket is not
+    /// ready in direction `dir` (cleared by a `WouldBlock` or a draining
+    /// operation, with no edge since) and the caller is a thread of the
+    /// registration's runtime, whose harvests will set the word at the
+    /// next edge: the operation would fail, so the caller parks without
+    /// trying. Not before the first edge (tick 0): a new registration
+    /// reports the socket's readiness as its first edge, which a harvest
+    /// may not have seen yet. Not on another runtime or a kernel thread,
+    /// which wait with `poll(2)` and never see the word change.
+    fn known_not_ready(&self, seen: Option<u64>, dir: Dir) -> bool {
+        let (Some(reg), Some(w)) = (self.reg.get(), seen) else {
+            return false;
+        };
+        if state::tick(w) == 0 || state::flags(w) & dir.interest() != 0 || reg.reactor.has_ended() {
+            return false;
+        }
+        crate::thread::try_current().is_some_and(|me| {
+            me.shared()
+                .sources
+                .readiness
+                .get()
+                .is_some_and(|r| Arc::ptr_eq(r, &reg.reactor))
+        })
     }
 
     /// Deregisters the socket `fd`, before it is closed (or handed out by

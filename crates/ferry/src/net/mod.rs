@@ -71,13 +71,16 @@ pub use unix::{UnixIncoming, UnixListener, UnixStream};
 /// `Read` and `Write` for a stream type with fields `sock` (a std socket
 /// in a `ManuallyDrop`) and `io` ([`io::Io`]), and for a reference
 /// to it: `recv`/`send` with `MSG_DONTWAIT` (and `MSG_NOSIGNAL`) through
-/// [`io::Io::op`].
+/// [`io::Io::op_stream`]. `drains` says whether a short `recv` or `send`
+/// means the socket's queue is empty or full (TCP); a Unix stream's
+/// `recv` also stops short after a message that carried descriptors.
 macro_rules! stream_read_write {
-    ($ty:ty) => {
+    ($ty:ty, drains: $drains:expr) => {
         impl ::std::io::Read for &$ty {
             fn read(&mut self, buf: &mut [u8]) -> ::std::io::Result<usize> {
                 let fd = ::std::os::fd::AsFd::as_fd(&*self.sock);
-                self.io.op(fd, $crate::net::io::Dir::Read, || {
+                let len = if $drains { buf.len() } else { 0 };
+                self.io.op_stream(fd, $crate::net::io::Dir::Read, len, || {
                     rustix::net::recv(fd, &mut *buf, rustix::net::RecvFlags::DONTWAIT)
                         .map(|(n, _)| n)
                         .map_err(::std::io::Error::from)
@@ -88,7 +91,8 @@ macro_rules! stream_read_write {
         impl ::std::io::Write for &$ty {
             fn write(&mut self, buf: &[u8]) -> ::std::io::Result<usize> {
                 let fd = ::std::os::fd::AsFd::as_fd(&*self.sock);
-                self.io.op(fd, $crate::net::io::Dir::Write, || {
+                let len = if $drains { buf.len() } else { 0 };
+                self.io.op_stream(fd, $crate::net::io::Dir::Write, len, || {
                     rustix::net::send(
                         fd,
                         buf,

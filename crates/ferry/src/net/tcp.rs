@@ -215,7 +215,7 @@ fn connected(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
     }
 }
 
-stream_read_write!(TcpStream);
+stream_read_write!(TcpStream, drains: true);
 socket_plumbing!(TcpStream(net::TcpStream));
 
 /// A listening TCP socket, as [`std::net::TcpListener`], whose `accept`

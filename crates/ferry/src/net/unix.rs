@@ -136,7 +136,7 @@ impl UnixStream {
     }
 }
 
-stream_read_write!(UnixStream);
+stream_read_write!(UnixStream, drains: false);
 socket_plumbing!(UnixStream(unix::UnixStream));
 
 /// A listening Unix-domain stream socket, as
