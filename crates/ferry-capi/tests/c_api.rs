@@ -338,7 +338,8 @@ fn pkg_config_cflags() -> Vec<String> {
         .collect()
 }
 
-/// A cthread recursing with 5,000-byte frames, built with gcc and clang,
+/// A cthread recursing with 5,000-byte frames, built with gcc and (when it
+/// is installed) clang,
 /// without stack-clash probes and with `ferry.pc`'s flags: the process dies
 /// by SIGSEGV with the overflow report naming the thread (ferry id and
 /// cthread name), and the other thread's canary never changes.
@@ -355,7 +356,7 @@ fn a_c_frame_larger_than_a_page_cannot_step_over_the_guard() {
         ("no-probes", &["-fno-stack-clash-protection"]),
         ("pkg-config", &pc_flags),
     ];
-    for cc in ["gcc", "clang"] {
+    for cc in compilers() {
         for (tag, flags) in builds {
             let exe = compile_overflow_test(cc, tag, flags);
             let out = Command::new(&exe)
