@@ -167,7 +167,7 @@ impl Io {
         dir: Dir,
         f: impl FnMut() -> io::Result<T>,
     ) -> io::Result<T> {
-        self.op_sized(fd, dir, f, |_| false)
+        self.op_draining(fd, dir, f, |_| false)
     }
 
     /// [`Io::op`] for a stream socket's `recv` or `send` of `len` bytes,
@@ -187,12 +187,12 @@ impl Io {
         len: usize,
         f: impl FnMut() -> io::Result<usize>,
     ) -> io::Result<usize> {
-        self.op_sized(fd, dir, f, |&n| n > 0 && n < len)
+        self.op_draining(fd, dir, f, |&n| n > 0 && n < len)
     }
 
     /// [`Io::op`], where a result for which `drains` holds leaves the
     /// direction not ready.
-    fn op_sized<T>(
+    fn op_draining<T>(
         &self,
         fd: BorrowedFd<'_>,
         dir: Dir,
@@ -293,12 +293,16 @@ impl Io {
         if state::tick(w) == 0 || state::flags(w) & dir.interest() != 0 || reg.reactor.has_ended() {
             return false;
         }
-        crate::thread::try_current().is_some_and(|me| {
-            me.shared()
-                .sources
-                .readiness
-                .get()
-                .is_some_and(|r| Arc::ptr_eq(r, &reg.reactor))
+        // An entry, not `thread::try_current`: no reference to the thread
+        // is taken on this path, which every read of a busy socket crosses.
+        crate::upcall::enter().is_some_and(|e| {
+            e.p.current_ref(&e.tok).is_some()
+                && e.p
+                    .shared()
+                    .sources
+                    .readiness
+                    .get()
+                    .is_some_and(|r| Arc::ptr_eq(r, &reg.reactor))
         })
     }
 

@@ -154,11 +154,12 @@ pub(crate) fn spin_for<T>(mut look: impl FnMut() -> Option<T>) -> Option<T> {
     if !may_spin() {
         return None;
     }
-    let budget = crate::runtime::Handle::try_current()?
-        .shared()
-        .sources
-        .polled
-        .spin_budget();
+    // The entry is left before the spin: it holds preemption off.
+    let budget = {
+        let e = crate::upcall::enter()?;
+        e.p.current_ref(&e.tok)?;
+        e.p.shared().sources.polled.spin_budget()
+    };
     let start = std::time::Instant::now();
     let mut i = 0u32;
     loop {
