@@ -75,7 +75,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 
 use io_uring::{IoUring, opcode, squeue, types};
 
@@ -446,19 +446,27 @@ impl Uring {
     }
 
     /// Pushes `entry` and enters the kernel, under the submission lock.
+    /// The entry is pushed once: an enter that fails for a moment (a full
+    /// completion queue, an interruption) is retried without pushing it
+    /// again, which would start the operation twice under one record.
     fn submit(&self, entry: &squeue::Entry) -> io::Result<()> {
         let _sq = self.sq.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut pushed = false;
         loop {
-            // SAFETY: the submission lock makes this the only view of the
-            // submission queue; the entry's buffers live in its record
-            // until the completion.
-            let pushed = unsafe {
-                let mut sq = self.ring.submission_shared();
-                let pushed = sq.push(entry).is_ok();
-                sq.sync();
-                pushed
-            };
+            if !pushed {
+                // SAFETY: the submission lock makes this the only view of
+                // the submission queue; the entry's buffers live in its
+                // record until the completion.
+                pushed = unsafe {
+                    let mut sq = self.ring.submission_shared();
+                    let pushed = sq.push(entry).is_ok();
+                    sq.sync();
+                    pushed
+                };
+            }
             match self.ring.submitter().submit() {
+                // Submitted; or the queue was full, and this enter made
+                // room for the push on the next turn.
                 Ok(_) => {}
                 Err(e)
                     if matches!(
@@ -467,12 +475,10 @@ impl Uring {
                     ) =>
                 {
                     // Completions the kernel could not post yet: reap and
-                    // try again (the entry, if pushed, stays queued).
+                    // enter again (a pushed entry stays queued).
                     self.reap();
                     std::thread::yield_now();
-                    if pushed {
-                        continue;
-                    }
+                    continue;
                 }
                 Err(e) if !pushed => return Err(e),
                 // Pushed and the enter failed otherwise: the entry stays
@@ -485,7 +491,14 @@ impl Uring {
         }
     }
 
-    /// Whether completions wait to be reaped.
+    /// Whether completions may wait to be reaped: true also while another
+    /// processor holds the completion lock. That one may have taken its
+    /// look before the newest completion was posted, and the edge of the
+    /// ring's eventfd that announced it may already be spent (a poller's
+    /// harvest woke for it, found the lock held, and went back to sleep):
+    /// a "no" here would let the last processor awake sleep with it
+    /// unreaped, its owner parked for good. So a contended look says
+    /// "look again" until the lock is free (`tests/loom_ring_look.rs`).
     fn has_completions(&self) -> bool {
         if self.in_flight.load(Acquire) == 0 {
             return false;
@@ -493,20 +506,28 @@ impl Uring {
         match self.cq.try_lock() {
             // SAFETY: the completion lock makes this the only view.
             Ok(_cq) => !unsafe { self.ring.completion_shared() }.is_empty(),
-            Err(_) => false,
+            Err(TryLockError::WouldBlock) => true,
+            Err(TryLockError::Poisoned(_cq)) => {
+                // SAFETY: as above (the lock is held; a panic under it
+                // changes nothing the queue's view depends on).
+                !unsafe { self.ring.completion_shared() }.is_empty()
+            }
         }
     }
 
     /// Reaps what completed (up to [`REAP`] per pass, the lock released
     /// between passes) and wakes the owners; returns how many. Nothing if
-    /// another processor reaps.
+    /// another processor reaps ([`Uring::has_completions`] then says to
+    /// look again).
     pub(crate) fn reap(&self) -> usize {
         let mut total = 0;
         loop {
             let mut done = [(0u64, 0i32); REAP];
             let n = {
-                let Ok(_cq) = self.cq.try_lock() else {
-                    return total;
+                let _cq = match self.cq.try_lock() {
+                    Ok(cq) => cq,
+                    Err(TryLockError::Poisoned(cq)) => cq.into_inner(),
+                    Err(TryLockError::WouldBlock) => return total,
                 };
                 // SAFETY: the completion lock makes this the only view; its
                 // drop publishes the new head.
