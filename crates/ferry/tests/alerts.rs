@@ -31,8 +31,7 @@ fn run<T: Send + 'static>(
     ring: bool,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> T {
-    let what = format!("{what}: a call that should have been aborted was not");
-    within(WATCHDOG, &what, move || {
+    within(WATCHDOG, &watched(what), move || {
         Runtime::builder()
             .processors(n)
             .time_slice(None)
@@ -40,6 +39,12 @@ fn run<T: Send + 'static>(
             .run(f)
             .unwrap()
     })
+}
+
+/// What [`run`] names the runtime it watches for `what` (and what
+/// [`common::step`] takes to report its steps).
+fn watched(what: &str) -> String {
+    format!("{what}: a call that should have been aborted was not")
 }
 
 /// Suspends `t` until it has stopped inside its blocking call, then
@@ -206,21 +211,25 @@ fn blocked_alerts_abort_nothing_and_are_seen_once_allowed() {
 #[test]
 fn an_alert_aborts_file_reads_of_ferry_fs_at_entry_and_during() {
     for ring in [false, true] {
-        run("fs reads", 2, ring, || {
+        let step = move |s: &str| common::step(&watched("fs reads"), format!("ring {ring}: {s}"));
+        run("fs reads", 2, ring, move || {
             let (r, _w) = std::io::pipe().unwrap();
             let file = ferry::fs::File::from(std::fs::File::from(std::os::fd::OwnedFd::from(r)));
             let file = Arc::new(file);
             // Before: aborted at entry.
             let f = Arc::clone(&file);
+            step("before: spawned");
             let h = ferry::spawn(move || {
                 ferry::current().alert();
                 let mut byte = [0u8; 1];
                 let got = (&*f).read(&mut byte);
+                step("before: read returned");
                 thread::clear_alert();
                 got
             });
             assert_interrupted(h.join().unwrap());
             // During: the alert's abort.
+            step("during: spawned");
             let f = Arc::clone(&file);
             let parked = Arc::new(AtomicBool::new(false));
             let p = Arc::clone(&parked);
@@ -235,11 +244,16 @@ fn an_alert_aborts_file_reads_of_ferry_fs_at_entry_and_during() {
             // Alert until the read is over (an alert that came before the
             // wait aborted it at entry, one during it by its abort).
             let t = h.thread();
+            let mut alerts = 0u64;
             while !h.is_finished() {
                 t.alert();
+                alerts += 1;
+                step(&format!("during: {alerts} alerts given"));
                 ferry::sleep(Duration::from_millis(1));
             }
+            step(&format!("during: finished after {alerts} alerts"));
             assert_interrupted(h.join().unwrap());
+            step("runtime ends");
         });
     }
 }

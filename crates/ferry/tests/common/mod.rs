@@ -2,8 +2,29 @@
 //! wakeup, a blocked processor, a thread that did not stop) into a failure
 //! instead of a test run that never ends.
 
+use std::collections::HashMap;
 use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
+
+/// The step each watched piece last reported ([`step`]), by its `what`.
+static STEPS: Mutex<Option<HashMap<String, String>>> = Mutex::new(None);
+
+/// Records that the piece watched as `what` (the `what` given to
+/// [`within`]) reached `step`: a hang then names the last step reached.
+#[allow(dead_code)] // not every test file uses it
+pub fn step(what: &str, step: impl Into<String>) {
+    let mut steps = STEPS.lock().unwrap_or_else(PoisonError::into_inner);
+    steps
+        .get_or_insert_with(HashMap::new)
+        .insert(what.to_owned(), step.into());
+}
+
+/// The last step `what` reported, if any.
+fn last_step(what: &str) -> Option<String> {
+    let steps = STEPS.lock().unwrap_or_else(PoisonError::into_inner);
+    steps.as_ref()?.get(what).cloned()
+}
 
 /// How long one watched piece of a test may take before the test fails.
 #[allow(dead_code)] // not every test file uses it
@@ -11,8 +32,8 @@ pub const WATCHDOG: Duration = Duration::from_secs(60);
 
 /// Runs `f` on a kernel thread of its own and returns its value; passes a
 /// panic of `f` on, and fails (panics, naming `what`) if `f` has not
-/// returned within `limit`. A hung `f` is abandoned: the test binary exits
-/// anyway.
+/// returned within `limit`, with the last [`step`] it reported. A hung `f`
+/// is abandoned: the test binary exits anyway.
 #[allow(dead_code)] // not every test file uses it
 pub fn within<T: Send + 'static>(
     limit: Duration,
@@ -32,7 +53,10 @@ pub fn within<T: Send + 'static>(
             Err(p) => std::panic::resume_unwind(p),
             Ok(()) => unreachable!("the watched thread ended without sending"),
         },
-        Err(RecvTimeoutError::Timeout) => panic!("hung for {limit:?}: {what}"),
+        Err(RecvTimeoutError::Timeout) => match last_step(what) {
+            Some(step) => panic!("hung for {limit:?}: {what} (last step: {step})"),
+            None => panic!("hung for {limit:?}: {what}"),
+        },
     }
 }
 
