@@ -23,8 +23,9 @@
 //! before the first slot of any higher level. [`Wheel::advance`] walks the
 //! occupied slots in order of their start; a level-0 slot holds only nodes
 //! due at its start, which expire; a higher slot is *cascaded*: its nodes
-//! go to the expired list if due, else are placed again, now on a lower
-//! level. A node due beyond the top level's reach (2^42 ticks) goes to the
+//! go to the expired list if due at its start, else are placed again, now
+//! on a lower level, whence they expire in order of their ticks even when
+//! the wheel is advanced past the whole slot at once. A node due beyond the top level's reach (2^42 ticks) goes to the
 //! top-level slot its tick names; the top level wraps around (its search
 //! starts after the current slot, so the current slot means a whole turn
 //! ahead), that slot comes round before the node is due, and the node is
@@ -229,7 +230,9 @@ impl Wheel {
     }
 
     /// Moves the wheel's time on to `now` (never back): every node due at
-    /// or before `now` joins the expired list, in order of its slot.
+    /// or before `now` joins the expired list, in order of its tick (nodes
+    /// of one tick in the order they were inserted), however far `now` is
+    /// beyond the wheel's time.
     pub(crate) fn advance(&mut self, now: u64) {
         while let Some((level, slot, start)) = self.next_slot() {
             if start > now {
@@ -243,7 +246,12 @@ impl Wheel {
                 // SAFETY: as above; it is in no list now.
                 unsafe {
                     let n = n.as_ref();
-                    if n.due.get() <= now {
+                    // Due at the slot's start: before everything left in
+                    // the wheel. Else placed again below, even if due by
+                    // `now`: it expires from the lower slots, which this
+                    // loop walks in order, so a slot passed whole still
+                    // expires its nodes in order of their ticks.
+                    if n.due.get() <= start {
                         n.at.set(EXPIRED);
                         self.expired.push_back(n);
                     } else {

@@ -1,6 +1,7 @@
 //! The wheel against a model (a `BTreeMap` of due ticks): inserts,
 //! removals and advances of every size, across level boundaries, so that
-//! nodes cascade down the levels; and a few fixed cases.
+//! nodes cascade down the levels, each advance expiring what is due in
+//! order of its ticks; and a few fixed cases.
 
 use std::collections::BTreeMap;
 
@@ -79,6 +80,10 @@ fn check(ops: &[Op], nodes: usize) -> Result<(), TestCaseError> {
                 while let Some(p) = wheel.pop_expired() {
                     fired.push(index(p));
                 }
+                // In order of their ticks, however far the advance went.
+                let dues: Vec<Option<u64>> =
+                    fired.iter().map(|i| model.due.get(i).copied()).collect();
+                prop_assert!(dues.is_sorted(), "expired out of order: {:?}", dues);
                 for &i in &fired {
                     let due = model.due.remove(&i);
                     prop_assert!(due.is_some(), "node {} expired twice", i);
