@@ -1,5 +1,5 @@
 //! A processor with nothing to run: it spins a bounded number of tries
-//! looking for work (its own queues, the injector, the event sources,
+//! (fewer while threads wait on sockets, [`spin_tries`]) looking for work (its own queues, the injector, the event sources,
 //! stranded next-to-run slots of busy processors, and, while threads wait
 //! on sockets, a paced harvest of readiness without waiting), then parks on its
 //! `sleep` futex word, no longer than the earliest deadline of the event
@@ -21,6 +21,37 @@ use crate::event::readiness::Reactor;
 use crate::header::Header;
 use crate::sched::{self, NextSlot, Policy, Ready};
 use crate::sys;
+
+/// What the spin of an idle processor is divided by while threads wait on
+/// sockets (see [`spin_tries`]).
+const SOCKET_SPIN_DIVISOR: u32 = 32;
+
+/// How many times an idle processor without polled entries looks for work
+/// before it sleeps: the runtime's [`Builder::spin_tries`] (4,096 by
+/// default), or a [`SOCKET_SPIN_DIVISOR`]th of it (128) while threads wait
+/// on sockets (or on file operations in the ring, which count as the
+/// reactor's waiters too). Their work comes from the kernel, which wakes
+/// the poller blocked in `epoll_wait` when it comes; a long spin for it
+/// takes the CPU from whoever makes it (the peers and the network stack
+/// on the same machine). An echo server at 1 and 10 connections on 2
+/// shared CPUs served 0.61-0.70x Tokio's requests/s with the whole spin
+/// and 0.77-1.03x with this one, and its p99 at one connection was
+/// 3.9-4.0x Tokio's against 1.2-1.4x (`docs/results/net.md`).
+///
+/// [`Builder::spin_tries`]: crate::Builder::spin_tries
+fn spin_tries(shared: &Set) -> u32 {
+    let tries = shared.spin_tries();
+    if shared
+        .sources
+        .readiness
+        .get()
+        .is_some_and(|r| r.waiting() != 0)
+    {
+        (tries / SOCKET_SPIN_DIVISOR).max(1)
+    } else {
+        tries
+    }
+}
 
 impl Processor {
     /// Whether there looks to be work for this processor (or a reason to
@@ -73,6 +104,7 @@ impl Processor {
         let polling = shared.sources.polled.active();
         let budget = polling.then(|| (Instant::now(), shared.sources.polled.spell_budget()));
         if shared.processors.len() > 1 || polling {
+            let tries = spin_tries(shared);
             shared.spinning_enter();
             let mut seen = Vec::new();
             let mut found = false;
@@ -101,7 +133,7 @@ impl Processor {
                 // spin (the clock read every 16 looks).
                 let done = match budget {
                     Some((start, budget)) => i.is_multiple_of(16) && start.elapsed() >= budget,
-                    None => i >= shared.spin_tries(),
+                    None => i >= tries,
                 };
                 if done {
                     break;
