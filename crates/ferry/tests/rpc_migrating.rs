@@ -170,7 +170,9 @@ fn handler(op: u32, args: &[u8]) -> Result<Vec<u8>, Fault> {
         }
         op::LOGGED => {
             burn(2);
-            LOG.lock().unwrap().push(text()?);
+            LOG.lock()
+                .unwrap()
+                .push(format!("{}@{}", text()?, monotonic_ns()));
             Ok(Vec::new())
         }
         op::LOG => Ok(LOG.lock().unwrap().join(" ").into_bytes()),
@@ -325,6 +327,12 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// The system's monotonic clock in ns: one clock for every process.
+fn monotonic_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 fn runtime(processors: usize) -> ferry::Builder {
@@ -633,34 +641,48 @@ fn a_high_priority_call_is_served_before_queued_low_priority_ones() {
                 ferry::thread::Builder::new()
                     .priority(Priority::High)
                     .spawn(move || {
-                        // The low calls in flight once H is on the channel.
+                        // The low calls in flight once H is on the channel
+                        // (and the moment it was sent: one of them may have
+                        // been served just before, its caller not yet back).
+                        let sent = monotonic_ns();
                         let call = s.start(op::LOGGED, b"H", &CallOptions::default()).unwrap();
                         let in_flight: Vec<String> = (0..16)
                             .map(|t| format!("L{t}.{}", current[t].load(Ordering::SeqCst)))
                             .collect();
                         call.wait().unwrap();
-                        in_flight
+                        (in_flight, sent)
                     })
                     .unwrap()
             };
-            let in_flight = hi.join().unwrap();
+            let (in_flight, sent) = hi.join().unwrap();
             stop.store(true, Ordering::Relaxed);
             for h in lows {
                 h.join().unwrap();
             }
+            // Each entry is `tag@ns`, the server's clock as it logged it.
             let log = text(s.call(op::LOG, &[]).unwrap());
-            let log: Vec<&str> = log.split(' ').collect();
-            let h = log.iter().position(|x| *x == "H").unwrap();
-            let before = in_flight
+            let log: Vec<(&str, u64)> = log
+                .split(' ')
+                .map(|e| {
+                    let (tag, at) = e.split_once('@').unwrap();
+                    (tag, at.parse().unwrap())
+                })
+                .collect();
+            let h = log.iter().position(|(tag, _)| *tag == "H").unwrap();
+            let served: Vec<(&str, u64)> = log[..h]
                 .iter()
-                .filter(|tag| log[..h].contains(&tag.as_str()))
-                .count();
+                .filter(|(tag, at)| *at >= sent && in_flight.iter().any(|f| f == tag))
+                .copied()
+                .collect();
+            let before = served.len();
             // Of the 16 low calls in flight once H was sent, at most the one
             // running and the one its activation took off the channel by
             // itself as it finished are served before it.
             assert!(
                 before <= 2,
-                "{before} queued low calls were served before the high one"
+                "{before} queued low calls were served before the high one: {served:?} \
+                 (H sent at {sent}); the log up to it ends {:?}",
+                &log[h.saturating_sub(20)..=h]
             );
         })
         .unwrap();

@@ -91,7 +91,7 @@
 //!
 //! # Waiting, and threads that are terminated
 //!
-//! A writer waits on the stream's "writable" [`ParkWait`](crate::sync::ParkWait), a reader on
+//! A writer waits on the stream's "writable" [`ParkWait`], a reader on
 //! its "readable" one; a write that moved bytes notifies one reader, a read
 //! that made room notifies every waiting writer (they may need different
 //! amounts of room), and a shared reader that left bytes behind passes the
