@@ -22,6 +22,7 @@
 //! | a thread starting an operation | the submission lock | pushes one entry, then `io_uring_enter` (a read of a cached page often completes inside it) |
 //! | the same thread, right after its submission | the completion lock (`try_lock`) | reaps as below: a read of a cached page is then done before the thread would park |
 //! | a processor, at every switch and in its idle spin ([`Every::Switch`](super::Every::Switch)) while operations are in flight | the completion lock (`try_lock`: one reaper at a time, the others go on) | takes up to [`REAP`] completions, lets go of the lock, then completes their records |
+//! | a processor about to sleep ([`Source::is_ready`](super::Source::is_ready)) | the completion lock (`try_lock`) | looks whether the queue is empty; a lock held by another counts as "not empty, look again", since its holder may have looked before the newest completion and the eventfd's edge may be spent (`tests/loom_ring_look.rs`) |
 //! | the idle poller | — | blocks in the reactor's `epoll_wait`, whose set holds the ring's eventfd (`IORING_REGISTER_EVENTFD`): a completion ends the wait, and the processor reaps as a busy one would |
 //!
 //! One lock per queue, not one ring per processor: a ring per processor
@@ -503,15 +504,21 @@ impl Uring {
         if self.in_flight.load(Acquire) == 0 {
             return false;
         }
+        let Some(_cq) = self.try_lock_cq() else {
+            return true;
+        };
+        // SAFETY: the completion lock makes this the only view.
+        !unsafe { self.ring.completion_shared() }.is_empty()
+    }
+
+    /// The completion lock, unless another processor holds it (a panic
+    /// under it changes nothing the queue's view depends on, so a
+    /// poisoned lock is taken as it is).
+    fn try_lock_cq(&self) -> Option<std::sync::MutexGuard<'_, ()>> {
         match self.cq.try_lock() {
-            // SAFETY: the completion lock makes this the only view.
-            Ok(_cq) => !unsafe { self.ring.completion_shared() }.is_empty(),
-            Err(TryLockError::WouldBlock) => true,
-            Err(TryLockError::Poisoned(_cq)) => {
-                // SAFETY: as above (the lock is held; a panic under it
-                // changes nothing the queue's view depends on).
-                !unsafe { self.ring.completion_shared() }.is_empty()
-            }
+            Ok(cq) => Some(cq),
+            Err(TryLockError::Poisoned(cq)) => Some(cq.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
         }
     }
 
@@ -524,10 +531,8 @@ impl Uring {
         loop {
             let mut done = [(0u64, 0i32); REAP];
             let n = {
-                let _cq = match self.cq.try_lock() {
-                    Ok(cq) => cq,
-                    Err(TryLockError::Poisoned(cq)) => cq.into_inner(),
-                    Err(TryLockError::WouldBlock) => return total,
+                let Some(_cq) = self.try_lock_cq() else {
+                    return total;
                 };
                 // SAFETY: the completion lock makes this the only view; its
                 // drop publishes the new head.

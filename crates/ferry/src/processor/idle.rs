@@ -1,8 +1,9 @@
 //! A processor with nothing to run: it spins a bounded number of tries
-//! (fewer while threads wait on sockets, [`spin_tries`]) looking for work (its own queues, the injector, the event sources,
-//! stranded next-to-run slots of busy processors, and, while threads wait
-//! on sockets, a paced harvest of readiness without waiting), then parks on its
-//! `sleep` futex word, no longer than the earliest deadline of the event
+//! (fewer while threads wait on sockets, [`spin_tries`]) looking for work
+//! (its own queues, the injector, the event sources, stranded next-to-run
+//! slots of busy processors, and, while threads wait on sockets, a paced
+//! harvest of readiness without waiting), then parks on its `sleep` futex
+//! word, no longer than the earliest deadline of the event
 //! sources; or, while threads wait on sockets, one idle processor at a
 //! time (the poller, who wins the reactor's harvest token) blocks in
 //! `epoll_wait` instead, woken by the reactor's eventfd. The handshake with `Set::notify_work` is in the parent

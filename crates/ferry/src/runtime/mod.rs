@@ -106,12 +106,12 @@ impl Builder {
     }
 
     /// How many times an idle processor looks for work before it sleeps
-    /// (default 4,096). While threads of the
-    /// runtime wait on sockets, an idle processor spins a 32nd of it
-    /// (128 tries by default): their work comes from the kernel, which
-    /// wakes the processor that waits in `epoll_wait` for it, and a long
-    /// spin would take the CPU from the peers that make it. A runtime
-    /// with rpc channels spins for their adaptive budget instead.
+    /// (default 4,096). While threads of the runtime wait on sockets, an
+    /// idle processor spins a 32nd of it (128 tries by default): their
+    /// work comes from the kernel, which wakes the processor that waits in
+    /// `epoll_wait` for it, and a long spin would take the CPU from the
+    /// peers that make it. A runtime with rpc channels spins for their
+    /// adaptive budget instead.
     pub fn spin_tries(&mut self, tries: u32) -> &mut Self {
         self.spin_tries = tries;
         self

@@ -2,28 +2,31 @@
 //! wakeup, a blocked processor, a thread that did not stop) into a failure
 //! instead of a test run that never ends.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 /// The step each watched piece last reported ([`step`]), by its `what`.
-static STEPS: Mutex<Option<HashMap<String, String>>> = Mutex::new(None);
+static STEPS: Mutex<BTreeMap<String, String>> = Mutex::new(BTreeMap::new());
 
 /// Records that the piece watched as `what` (the `what` given to
 /// [`within`]) reached `step`: a hang then names the last step reached.
 #[allow(dead_code)] // not every test file uses it
 pub fn step(what: &str, step: impl Into<String>) {
-    let mut steps = STEPS.lock().unwrap_or_else(PoisonError::into_inner);
-    steps
-        .get_or_insert_with(HashMap::new)
+    STEPS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
         .insert(what.to_owned(), step.into());
 }
 
 /// The last step `what` reported, if any.
 fn last_step(what: &str) -> Option<String> {
-    let steps = STEPS.lock().unwrap_or_else(PoisonError::into_inner);
-    steps.as_ref()?.get(what).cloned()
+    STEPS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(what)
+        .cloned()
 }
 
 /// How long one watched piece of a test may take before the test fails.

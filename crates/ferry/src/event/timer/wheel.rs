@@ -25,8 +25,9 @@
 //! due at its start, which expire; a higher slot is *cascaded*: its nodes
 //! go to the expired list if due at its start, else are placed again, now
 //! on a lower level, whence they expire in order of their ticks even when
-//! the wheel is advanced past the whole slot at once. A node due beyond the top level's reach (2^42 ticks) goes to the
-//! top-level slot its tick names; the top level wraps around (its search
+//! the wheel is advanced past the whole slot at once. A node due beyond
+//! the top level's reach (2^42 ticks) goes to the top-level slot its tick
+//! names; the top level wraps around (its search
 //! starts after the current slot, so the current slot means a whole turn
 //! ahead), that slot comes round before the node is due, and the node is
 //! placed again then.
