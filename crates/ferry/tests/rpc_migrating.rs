@@ -688,14 +688,21 @@ fn a_high_priority_call_is_served_before_queued_low_priority_ones() {
         .unwrap();
 }
 
-/// Waits until `b`'s counters (live idle alerted held) satisfy `ok`.
+/// Waits until `b`'s counters (live idle alerted held) satisfy `ok`;
+/// fails, with the last counters seen, if they have not within a minute
+/// (a lost alert would otherwise hang the test).
 fn until_stats(b: &Client, ok: impl Fn(&[usize]) -> bool) {
+    let give_up = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         let s = text(b.call(op::STATS, &[]).unwrap());
         let f: Vec<usize> = s.split(' ').map(|x| x.parse().unwrap()).collect();
         if ok(&f) {
             return;
         }
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the server's counters (live idle alerted held) stayed at {s}"
+        );
         ferry::sleep(Duration::from_millis(1));
     }
 }

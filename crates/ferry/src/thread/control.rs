@@ -222,6 +222,12 @@ impl Thread {
     ///   batch another thread is waking, while that waker is *suspended*
     ///   between two of its wakes, is left only once the waker is resumed,
     ///   and `terminate` waits for that.
+    /// - **A call into another process is aborted** (000 §5): a thread
+    ///   terminated anywhere in [`rpc::Client::call`](crate::rpc::Client::call),
+    ///   or while it waits in a started [`rpc::Call`](crate::rpc::Call), has
+    ///   the server's activation alerted, the reply discarded and the
+    ///   channel's slot and permit given back. (A started `Call` it holds
+    ///   without waiting in it is a value on its stack, as below.)
     /// - **Its thread-locals are dropped** ([`thread_local!`](crate::thread_local)):
     ///   their destructors run here, on the caller's thread (a destructor
     ///   that uses a key reaches the *caller's* value).

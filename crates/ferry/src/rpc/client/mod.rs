@@ -15,6 +15,9 @@
 //!    the slot armed with the caller's unparker, the slot's index pushed on
 //!    the call queue, the server's doorbell rung if its processors sleep.
 //! 3. The caller parks until its waiter leaves `WAITING`.
+//!
+//! A caller terminated at any of these steps gives back what it took, and
+//! a call the server may have seen is aborted (`call_wait`).
 //! 4. A poller pops the slot's index from the reply queue and moves the
 //!    waiter to `REPLIED`, waking the caller; the caller copies the answer
 //!    out, frees the slot and returns the permit.
@@ -43,12 +46,13 @@ use super::waiter::{self, Outcome, Reply};
 use super::watch::Watched;
 use crate::event::polled::{self, Polled};
 use crate::header::Unparker;
-use crate::header::wait_record::{
-    WaitRecord, register as register_wait, unregister as unregister_wait,
-};
+use crate::header::wait_record::{register as register_wait, unregister as unregister_wait};
 use crate::runtime::Handle;
 use crate::sync::{Semaphore, SpinLock};
-use crate::waits::WaitsOn;
+
+mod call_wait;
+
+use call_wait::{CallWait, Stage, critically};
 
 /// One slot's waiter. Its word changes out of `WAITING` and its unparker
 /// is taken under the `who` lock, and a caller arms both under it: a
@@ -81,37 +85,6 @@ struct OutCall<'a> {
 impl Outgoing for OutCall<'_> {
     fn alert(&self) {
         self.chan.signal(&self.ticket, ALERT);
-    }
-}
-
-/// A caller's wait for its reply, registered with its thread: a thread
-/// terminated in it aborts the call (000 §5: termination splits the
-/// chain), so that the server is alerted, the slot and its permit come
-/// back, and nothing points into the dead stack.
-#[repr(C)]
-struct CallWait<'a> {
-    record: WaitRecord,
-    chan: &'a ClientChan,
-    ticket: Ticket,
-    /// The frame word of the waiting thread.
-    frame: Option<&'a std::sync::atomic::AtomicUsize>,
-}
-
-impl CallWait<'_> {
-    /// The terminator's side of the record.
-    ///
-    /// # Safety
-    /// `r` is the record of a live `CallWait` whose thread stopped for good
-    /// in it; called once.
-    unsafe fn abandon(r: &WaitRecord) -> bool {
-        // SAFETY: `CallWait` is `repr(C)` with `record` first, and records
-        // of this kind are made only in `wait_for`.
-        let w = unsafe { &*std::ptr::from_ref(r).cast::<CallWait<'_>>() };
-        if let Some(word) = w.frame {
-            logical::forget(word);
-        }
-        w.chan.terminated(w.ticket);
-        true
     }
 }
 
@@ -195,8 +168,26 @@ impl ClientChan {
     }
 
     pub(super) fn call(&self, op: u32, args: &[u8], opts: &CallOptions) -> Result<Vec<u8>> {
-        let sent = self.send(op, args, opts)?;
-        self.finish(sent, opts.deadline, None)
+        // Registered before the call takes anything: a caller terminated
+        // at any step gives back what it took (see `call_wait`).
+        let me = crate::thread::try_current();
+        let record = CallWait::new(self, Stage::Nothing, me.as_ref().map(|t| &t.header().rpc));
+        if let Some(t) = &me {
+            // SAFETY: `t` is the running thread, and `record` stays on this
+            // frame until it is unregistered: by `wait_for`, or below.
+            unsafe { register_wait(&t.header().waits, record.record()) };
+        }
+        match self.send_staged(op, args, opts, Some(&record)) {
+            Ok(sent) => self.finish_staged(sent, opts.deadline, None, Some(&record)),
+            Err(e) => {
+                if let Some(t) = &me {
+                    // SAFETY: registered above, at this address, by this
+                    // thread; the failed send gave everything back.
+                    unsafe { unregister_wait(&t.header().waits, record.record()) };
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Sends a call: a permit, a slot, the context and the arguments
@@ -206,6 +197,23 @@ impl ClientChan {
     ///
     /// [`finish`]: ClientChan::finish
     pub(crate) fn send(&self, op: u32, args: &[u8], opts: &CallOptions) -> Result<Sent> {
+        self.send_staged(op, args, opts, None)
+    }
+
+    /// [`send`](ClientChan::send), moving `record` through the call's
+    /// stages as it goes.
+    fn send_staged(
+        &self,
+        op: u32,
+        args: &[u8],
+        opts: &CallOptions,
+        record: Option<&CallWait<'_>>,
+    ) -> Result<Sent> {
+        let stage = |s| {
+            if let Some(r) = record {
+                r.set(s);
+            }
+        };
         if self.dead.load(Acquire) {
             return Err(Error::PeerDied);
         }
@@ -216,18 +224,47 @@ impl ClientChan {
             return Err(Error::TooLarge);
         }
         let len = head + args.len();
-        self.free.acquire();
-        let ticket = match self.slots.lock().reserve(len) {
+        // Each step and its stage in one critical section (`call_wait`).
+        let took = critically(|| {
+            let took = self.free.try_acquire();
+            if took {
+                stage(Stage::Permit);
+            }
+            took
+        });
+        if !took {
+            self.free.acquire();
+            stage(Stage::Permit);
+        }
+        let give_back = || {
+            critically(|| {
+                self.free.release();
+                stage(Stage::Nothing);
+            });
+        };
+        let reserved = {
+            let mut slots = self.slots.lock();
+            let r = slots.reserve(len);
+            if let Ok(t) = r {
+                stage(Stage::Slot(t));
+            }
+            r
+        };
+        let ticket = match reserved {
             Ok(t) => t,
             Err(e) => {
-                self.free.release();
+                give_back();
                 return Err(slot_error(e));
             }
         };
         let arena = self.slots.lock().arena();
         if let Err(e) = arena.write_call_parts(&ticket, op, &context[..head], args) {
-            let _ = self.slots.lock().release(&ticket);
-            self.free.release();
+            {
+                let mut slots = self.slots.lock();
+                let _ = slots.release(&ticket);
+                stage(Stage::Permit);
+            }
+            give_back();
             return Err(slot_error(e));
         }
         let w = &self.waiters[ticket.index as usize];
@@ -237,6 +274,7 @@ impl ClientChan {
             *who = Some(Unparker::current());
             w.generation.store(ticket.generation, Relaxed);
             w.word.arm(&self.pending);
+            stage(Stage::Armed(ticket));
         }
         if self.calls.lock().try_push(ticket.index).is_err() {
             // Full (impossible with honest peers: a slot is in one queue at
@@ -268,7 +306,19 @@ impl ClientChan {
         deadline: Option<Instant>,
         abort: Option<&AtomicBool>,
     ) -> Result<Vec<u8>> {
-        let result = self.wait_for(&sent, deadline, abort);
+        self.finish_staged(sent, deadline, abort, None)
+    }
+
+    /// [`finish`](ClientChan::finish) with the call's registered `record`
+    /// (at `Armed`), or `None` to register one for the wait.
+    fn finish_staged(
+        &self,
+        sent: Sent,
+        deadline: Option<Instant>,
+        abort: Option<&AtomicBool>,
+        record: Option<&CallWait<'_>>,
+    ) -> Result<Vec<u8>> {
+        let result = self.wait_for(&sent, deadline, abort, record);
         self.free.release();
         result
     }
@@ -278,6 +328,7 @@ impl ClientChan {
         sent: &Sent,
         deadline: Option<Instant>,
         abort: Option<&AtomicBool>,
+        registered: Option<&CallWait<'_>>,
     ) -> Result<Vec<u8>> {
         let ticket = sent.ticket;
         let w = &self.waiters[ticket.index as usize];
@@ -286,20 +337,18 @@ impl ClientChan {
         let out = OutCall { chan: self, ticket };
         let own = logical::Frame::new(None);
         let mut entered = false;
-        let record = CallWait {
-            record: WaitRecord::describing(
-                CallWait::abandon,
-                WaitsOn::Reply as u32,
-                std::ptr::from_ref(self) as usize,
-            ),
-            chan: self,
-            ticket,
-            frame: me.as_ref().map(|t| &t.header().rpc),
-        };
+        let mine = CallWait::new(
+            self,
+            Stage::Armed(ticket),
+            me.as_ref().map(|t| &t.header().rpc),
+        );
+        let record = registered.unwrap_or(&mine);
         if let Some(t) = &me {
-            // SAFETY: `t` is the running thread, and `record` stays on this
-            // frame until it is unregistered below.
-            unsafe { register_wait(&t.header().waits, &record.record) };
+            if registered.is_none() {
+                // SAFETY: `t` is the running thread, and `mine` stays on
+                // this frame until it is unregistered below.
+                unsafe { register_wait(&t.header().waits, mine.record()) };
+            }
             if t.header().rpc.load(Relaxed) == 0 {
                 logical::enter(t, &own);
                 entered = true;
@@ -333,8 +382,9 @@ impl ClientChan {
             if entered {
                 logical::leave(t);
             }
-            // SAFETY: registered above, at this address, by this thread.
-            unsafe { unregister_wait(&t.header().waits, &record.record) };
+            // SAFETY: registered above or by `call`, at this address, by
+            // this thread.
+            unsafe { unregister_wait(&t.header().waits, record.record()) };
         }
         match waited {
             Waited::Replied => {}
