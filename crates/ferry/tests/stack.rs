@@ -1099,6 +1099,74 @@ fn the_resident_bound_is_kept_with_few_release_calls() {
     assert!(ranges.iter().all(|&(lo, hi)| resident_pages(lo, hi) == 0));
 }
 
+#[test]
+fn a_scavenger_brings_the_cache_back_under_its_bound_and_the_ceiling_holds() {
+    const N: usize = 10_000;
+    const TOUCHED: usize = 4;
+    let bound = 8 << 20;
+    // Another class than the inline test's: its regions, its runs.
+    let size = 256 * 1024;
+    let page = page_size();
+    let cache: &'static StackCache = Box::leak(Box::new(StackCache::new(CacheLimits {
+        max_resident_bytes: bound,
+        ..CacheLimits::DEFAULT
+    })));
+    cache.release_in_background();
+    let stacks: Vec<Stack> = (0..N).map(|_| cache.get(size).unwrap()).collect();
+    let ranges: Vec<(usize, usize)> = stacks
+        .iter()
+        .map(|s| (s.bottom() as usize, s.top() as usize))
+        .collect();
+    for s in &stacks {
+        // SAFETY: the top pages of the usable part of a stack we hold.
+        unsafe { std::ptr::write_bytes(s.top().sub(TOUCHED * page), 0x5A, TOUCHED * page) };
+    }
+    // Given back faster than the scavenger's pace: the estimate may pass
+    // the bound, never the ceiling (four times it) by more than the
+    // puts' own batch.
+    let slack = bound / 4;
+    let mut highest = 0;
+    for s in stacks {
+        cache.put(s);
+        highest = highest.max(cache.stats().resident);
+    }
+    assert!(
+        highest <= 4 * bound + slack,
+        "{highest} bytes resident at most"
+    );
+    assert!(
+        highest > bound + slack,
+        "puts past the bound wait for the scavenger"
+    );
+    // The scavenger brings it down to 3/4 of the bound in the background.
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while cache.stats().resident > bound / 4 * 3 {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the scavenger left {:?}",
+            cache.stats()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let st = cache.stats();
+    assert_eq!(st.stacks, N);
+    let pages: Vec<usize> = ranges
+        .iter()
+        .map(|&(lo, hi)| resident_pages(lo, hi))
+        .collect();
+    let resident = pages.iter().sum::<usize>() * page;
+    assert!(resident <= bound, "{resident} bytes resident, {st:?}");
+    assert!(
+        pages.iter().all(|&p| p == 0 || p == TOUCHED),
+        "no partial release"
+    );
+    let scavenger = std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .any(|c| c.trim() == "ferry-scavenger");
+    assert!(scavenger, "the scavenger is a thread named ferry-scavenger");
+}
+
 /// Child: overflow (or stride into the guard of) a carved 128 KiB stack
 /// with carved neighbours on both sides, after its guard went through a
 /// release in a run.

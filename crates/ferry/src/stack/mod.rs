@@ -191,7 +191,8 @@
 //! [`StackCache`] keeps freed stacks per size for the next spawn, as C-Threads
 //! kept exited threads; see its documentation for the limits, the
 //! magazines that make a spawn and an exit free of system calls in steady
-//! state, and why released stacks are released with `MADV_DONTNEED`. The
+//! state, why released stacks are released with `MADV_DONTNEED`, and the
+//! scavenger thread that releases the global cache's in the background. The
 //! arena's regions, and why a carved stack costs one VMA with guard markers
 //! but two with the `PROT_NONE` fallback, are described in `arena`'s
 //! documentation (the source of `stack/arena/mod.rs`).

@@ -221,11 +221,21 @@ impl Depot {
     /// Takes the oldest warm magazines (the loose one last) until the
     /// estimate is at most `target` bytes, for the caller to release.
     pub(crate) fn take_for_release(&mut self, target: usize) -> Vec<(usize, Magazine)> {
+        self.take_some_for_release(target, usize::MAX)
+    }
+
+    /// As [`take_for_release`](Depot::take_for_release), at most `most`
+    /// magazines.
+    pub(crate) fn take_some_for_release(
+        &mut self,
+        target: usize,
+        most: usize,
+    ) -> Vec<(usize, Magazine)> {
         let mut taken = Vec::new();
         let page = page_size();
         let mut resident = self.resident();
         for (i, c) in self.classes.iter_mut().enumerate() {
-            while resident > target {
+            while resident > target && taken.len() < most {
                 let Some(m) = c.warm.pop_front().or_else(|| {
                     (!c.loose.is_empty()).then(|| std::mem::replace(&mut c.loose, Magazine::new()))
                 }) else {

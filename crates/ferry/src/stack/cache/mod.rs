@@ -32,9 +32,13 @@
 //! under [`CacheLimits::max_resident_bytes`] instead of the count and
 //! address-space bounds: they are never unmapped one by one. When a `put`
 //! leaves the depot's estimated resident memory more than one magazine past
-//! the bound, its caller takes the oldest warm magazines down to 3/4 of the
-//! bound and, without the lock, releases them in runs of adjacent stacks:
-//! one `madvise(MADV_DONTNEED)` per run, not per stack. Processors keep
+//! the bound, the oldest warm magazines are released down to 3/4 of the
+//! bound, in runs of adjacent stacks: one `madvise(MADV_DONTNEED)` per run,
+//! not per stack, without the lock. Who releases them: in a cache made
+//! with [`StackCache::new`], the caller of that `put`; in the global
+//! cache (and any after [`StackCache::release_in_background`]), a
+//! scavenger thread at a bounded pace, so that exiting threads pay nothing,
+//! with the caller releasing only past four times the bound (`scavenger`). Processors keep
 //! two magazines of their own in front of the global cache, so a spawn or
 //! an exit there takes this cache's lock once per 64.
 //!
@@ -45,11 +49,15 @@
 //! stack a class hands out has the guard [`Stack::new`] would give it.
 
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use super::arena::{self, Depot, Magazine, class_of};
 use super::{DEFAULT_STACK_SIZE, Stack, round_to_pages};
+
+mod scavenger;
+
+use scavenger::{Over, Scavenger};
 
 /// Bounds of a [`StackCache`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,6 +147,8 @@ struct Inner {
     warm_bytes: usize,
     /// Carved stacks.
     depot: Depot,
+    /// The scavenger has work (see `scavenger`'s table).
+    due: bool,
 }
 
 impl Inner {
@@ -171,13 +181,24 @@ pub struct StackCache {
     misses: AtomicU64,
     dropped: AtomicU64,
     releases: AtomicU64,
+    /// Whether carved stacks' memory is given back in the background.
+    background: AtomicBool,
+    /// This cache, for its scavenger (set by `release_in_background`).
+    me: OnceLock<&'static StackCache>,
+    scavenger: Scavenger,
 }
 
-static GLOBAL: StackCache = StackCache::new(CacheLimits::DEFAULT);
+static GLOBAL: StackCache = StackCache::make(CacheLimits::DEFAULT, true);
 
 impl StackCache {
-    /// An empty cache with the given limits.
+    /// An empty cache with the given limits, which releases inline: the
+    /// put that passes the resident bound releases a batch itself (see
+    /// [`release_in_background`](StackCache::release_in_background)).
     pub const fn new(limits: CacheLimits) -> StackCache {
+        StackCache::make(limits, false)
+    }
+
+    const fn make(limits: CacheLimits, background: bool) -> StackCache {
         StackCache {
             limits,
             inner: Mutex::new(Inner {
@@ -187,15 +208,20 @@ impl StackCache {
                 warm: 0,
                 warm_bytes: 0,
                 depot: Depot::new(),
+                due: false,
             }),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             releases: AtomicU64::new(0),
+            background: AtomicBool::new(background),
+            me: OnceLock::new(),
+            scavenger: Scavenger::new(),
         }
     }
 
-    /// The process-wide cache, with [`CacheLimits::DEFAULT`].
+    /// The process-wide cache, with [`CacheLimits::DEFAULT`], which
+    /// releases in the background.
     pub fn global() -> &'static StackCache {
         &GLOBAL
     }
@@ -268,7 +294,7 @@ impl StackCache {
                 inner.depot.give(class, stack);
                 self.over_bound(&mut inner, class)
             };
-            self.release(over);
+            self.settle(over);
             return;
         }
         if !stack.has_default_guard() {
@@ -398,7 +424,7 @@ impl StackCache {
     /// Takes back many stacks at once (a processor's magazines).
     pub(crate) fn put_many(&self, stacks: Vec<Stack>) {
         let mut other = Vec::new();
-        let mut over = Vec::new();
+        let mut over = Over::default();
         {
             let mut inner = self.lock();
             for mut s in stacks {
@@ -406,13 +432,13 @@ impl StackCache {
                     Some(class) => {
                         s.clear_owner();
                         inner.depot.give(class, s);
-                        over.extend(self.over_bound(&mut inner, class));
+                        over.add(self.over_bound(&mut inner, class));
                     }
                     None => other.push(s),
                 }
             }
         }
-        self.release(over);
+        self.settle(over);
         for s in other {
             self.put(s);
         }
@@ -426,7 +452,7 @@ impl StackCache {
             let empty = inner.depot.exchange_full(class, full);
             (empty, self.over_bound(&mut inner, class))
         };
-        self.release(over);
+        self.settle(over);
         empty
     }
 
@@ -450,18 +476,6 @@ impl StackCache {
         self.misses
             .fetch_add(stacks.len() as u64, Ordering::Relaxed);
         Ok(stacks)
-    }
-
-    /// The warm magazines to release when the depot is more than one
-    /// magazine of `class` past the resident bound: the oldest, down to
-    /// 3/4 of it.
-    fn over_bound(&self, inner: &mut Inner, class: usize) -> Vec<(usize, Magazine)> {
-        let bound = self.limits.resident_bound();
-        let slack = inner.depot.magazine_bytes(class).min(bound / 4);
-        if inner.depot.resident() <= bound.saturating_add(slack) {
-            return Vec::new();
-        }
-        inner.depot.take_for_release(bound / 4 * 3)
     }
 
     /// Releases `mags` in runs (without the lock) and keeps them cold.
