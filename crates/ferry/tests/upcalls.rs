@@ -462,3 +462,29 @@ fn a_processor_goes_to_any_core_of_the_process_whichever_core_the_caller_is_pinn
         })
         .unwrap();
 }
+
+/// The runtime's end wakes every kernel thread that waits with no timeout
+/// (pooled spares, stand-ins asleep beside parked processors, the parked
+/// monitor): many short runs, each leaving such sleepers behind, all end.
+#[test]
+fn many_short_runs_end() {
+    common::within(WATCHDOG, "a run did not end", || {
+        for round in 0..500 {
+            ferry::Runtime::builder()
+                .processors(2)
+                .run(move || {
+                    // Busy processors get stand-ins; the sleep parks them
+                    // (and their stand-ins) before the run ends.
+                    let spinners: Vec<_> = (0..4)
+                        .map(|i| ferry::spawn(move || (0..10_000u64).fold(i, |a, b| a ^ b)))
+                        .collect();
+                    for s in spinners {
+                        s.join().unwrap();
+                    }
+                    ferry::sleep(std::time::Duration::from_micros(200 + (round % 7) * 100));
+                    ferry::blocking(|| ());
+                })
+                .unwrap();
+        }
+    });
+}
