@@ -81,10 +81,14 @@
 //! by itself, and nothing is lent, starting, stopping, preempted or asleep
 //! in the kernel. After [`QUIET_LOOKS_PER_DOUBLING`] quiet looks in a row the sleep
 //! doubles, up to [`LONGEST_NAP`]; any other look brings it back to
-//! [`TICK`]. It naps on its park word, so a processor becoming busy or a
-//! change of the set (`unpark`) ends the nap at once. What a long nap
-//! delays: the takeover of a sleeping driver whose stand-in cannot run
-//! (other processes keep its core busy), by up to a nap. With a time slice
+//! [`TICK`]. It naps on its park word, so a change of the set or a
+//! shutdown (`unpark`) ends the nap at once; a sleeping processor that
+//! wakes (`woke`) ends only the park of an all-idle runtime, not a nap (a
+//! socket server's processors sleep and wake once per request, and each
+//! wake would cost a futex wake and a look). What a long nap delays: the
+//! takeover of a sleeping driver whose stand-in cannot run (other
+//! processes keep its core busy), and the first look at a processor that
+//! woke, by up to a nap. With a time slice
 //! shorter than [`SLICE_AT_TICK`] the monitor keeps to the tick; a longer
 //! one (the default 10 ms) does not stop it napping, and is enforced to
 //! within a nap (at most [`LONGEST_NAP`]: 640 µs of the default 10 ms).
@@ -115,7 +119,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
-use std::sync::atomic::{AtomicBool, AtomicU32};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -171,6 +175,13 @@ pub(crate) trait Publish: Send + Sync {
     fn publish(&self, shared: &Shared);
 }
 
+/// `Monitor::parked`: looking.
+const AWAKE: u8 = 0;
+/// `Monitor::parked`: napping between two looks.
+const NAPPING: u8 = 1;
+/// `Monitor::parked`: parked while every processor sleeps.
+const PARKED: u8 = 2;
+
 /// How often the monitor publishes while it looks (see [`Publish`]).
 const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 
@@ -178,10 +189,11 @@ const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 ///
 /// | `parked` | written by | meaning |
 /// |----------|------------|---------|
-/// | `false` | the monitor, when it wakes; `unpark` | it looks every tick |
-/// | `true` | the monitor, before it parks or naps on `wake` | anyone who makes a processor busy (or changes the set) calls `unpark`, which wakes it |
+/// | `AWAKE` | the monitor, when it wakes; `unpark`, `woke` | it looks every tick |
+/// | `NAPPING` | the monitor, before it naps on `wake` (some processor busy, the looks quiet) | a change of the set or a shutdown (`unpark`) wakes it; a processor that wakes (`woke`) does not: the nap ends on time |
+/// | `PARKED` | the monitor, before it parks on `wake` (every processor asleep) | `unpark` and `woke` wake it |
 pub(crate) struct Monitor {
-    parked: AtomicBool,
+    parked: AtomicU8,
     wake: AtomicU32,
     /// Nobody watches (see the module docs).
     vacant: AtomicBool,
@@ -220,7 +232,7 @@ struct Seen {
 impl Monitor {
     pub(crate) fn new() -> Monitor {
         Monitor {
-            parked: AtomicBool::new(false),
+            parked: AtomicU8::new(AWAKE),
             wake: AtomicU32::new(0),
             vacant: AtomicBool::new(false),
             state: Mutex::new(None),
@@ -246,23 +258,37 @@ impl Monitor {
     #[inline]
     pub(crate) fn unpark(&self) {
         std::sync::atomic::fence(SeqCst);
-        if self.parked.load(Relaxed) {
+        if self.parked.load(Relaxed) != AWAKE {
+            self.unpark_slow();
+        }
+    }
+
+    /// A sleeping processor woke: wakes the monitor if it parked (every
+    /// processor was asleep), not if it naps. A nap is at most
+    /// [`LONGEST_NAP`] and is taken only while the looks find nothing
+    /// that only the monitor would notice; ending it at every wake cost a
+    /// socket server a futex wake and a look per request. Fenced as
+    /// [`unpark`](Monitor::unpark).
+    #[inline]
+    pub(crate) fn woke(&self) {
+        std::sync::atomic::fence(SeqCst);
+        if self.parked.load(Relaxed) == PARKED {
             self.unpark_slow();
         }
     }
 
     #[cold]
     fn unpark_slow(&self) {
-        self.parked.store(false, SeqCst);
+        self.parked.store(AWAKE, SeqCst);
         self.wake.store(1, SeqCst);
         sys::futex_wake_one(&self.wake);
     }
 
-    /// Sleeps `d` between two looks, or until `unpark` (a processor became
-    /// busy, or the set changed). An `unpark` just before the flag is up is
-    /// missed: the look comes one nap late.
+    /// Sleeps `d` between two looks, or until `unpark` (the set changed,
+    /// or the runtime shuts down). An `unpark` just before the flag is up
+    /// is missed: the look comes one nap late.
     fn nap(&self, d: Duration) {
-        self.sleep_unless_unparked(Some(d), || true);
+        self.sleep_unless_unparked(NAPPING, Some(d), || true);
     }
 
     /// Parks while every processor sleeps, with no timeout: an idle runtime
@@ -271,19 +297,19 @@ impl Monitor {
     /// shutdown flag, and whoever changes those fences before it reads
     /// `parked` ([`Monitor::unpark`]): one of the two sees the other.
     fn park(&self, shared: &Shared) {
-        self.sleep_unless_unparked(None, || shared.all_idle() && !shared.is_shut_down());
+        self.sleep_unless_unparked(PARKED, None, || shared.all_idle() && !shared.is_shut_down());
     }
 
-    /// Raises `parked`, then sleeps on `wake` (for at most `d`, if given)
-    /// if `wanted` still holds, until `unpark`.
-    fn sleep_unless_unparked(&self, d: Option<Duration>, wanted: impl FnOnce() -> bool) {
+    /// Sets `parked` to `how`, then sleeps on `wake` (for at most `d`, if
+    /// given) if `wanted` still holds, until woken.
+    fn sleep_unless_unparked(&self, how: u8, d: Option<Duration>, wanted: impl FnOnce() -> bool) {
         self.wake.store(0, SeqCst);
-        self.parked.store(true, SeqCst);
+        self.parked.store(how, SeqCst);
         std::sync::atomic::fence(SeqCst);
         if wanted() {
             sys::futex_wait(&self.wake, 0, d);
         }
-        self.parked.store(false, SeqCst);
+        self.parked.store(AWAKE, SeqCst);
     }
 }
 

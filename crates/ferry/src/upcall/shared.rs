@@ -422,7 +422,7 @@ impl Host for Shared {
     }
 
     fn woke(&self) {
-        self.monitor.unpark();
+        self.monitor.woke();
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
