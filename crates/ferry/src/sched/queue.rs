@@ -402,6 +402,11 @@ impl Injector {
         Some(first)
     }
 
+    /// Whether threads of exactly level `level` look queued (a hint).
+    pub(crate) fn holds(&self, level: usize) -> bool {
+        self.len[level].load(Acquire) != 0
+    }
+
     /// How many threads look queued (a hint).
     pub(crate) fn len(&self) -> usize {
         self.len_at_least(LEVELS - 1)

@@ -182,10 +182,10 @@ fn high_runs_before_normal_before_low_whatever_the_order_queued() {
 fn the_injector_goes_after_the_local_ring_of_its_level_and_before_low() {
     let mut rt = Runtime::new(1);
     rt.ready(0, thread(1, Priority::Low), Ready::Yielded);
+    rt.ready(0, normal(5), Ready::Yielded);
     assert!(rt.injector.push(normal(2)).is_ok());
     assert!(rt.injector.push(thread(3, Priority::High)).is_ok());
     assert!(rt.injector.push(thread(4, Priority::Low)).is_ok());
-    rt.ready(0, normal(5), Ready::Yielded);
     rt.ready(0, normal(6), Ready::Woken);
     // The injector's High first; then slot, Normal ring, injector's
     // Normal; the injector's Low before the local Low ring.
@@ -239,6 +239,37 @@ fn a_full_ring_overflows_to_the_injector() {
     ran.sort_unstable();
     assert_eq!(ran, (0..total).collect::<Vec<_>>(), "each ran once");
     assert!(!rt.injector.has_work());
+}
+
+#[test]
+fn nothing_overtakes_the_threads_that_overflowed_to_the_injector() {
+    let mut rt = Runtime::new(1);
+    let full = RING_SLOTS as u64;
+    for i in 0..=full {
+        rt.ready(0, normal(i), Ready::Yielded);
+    }
+    // The ring is full and `full` went to the injector; the ring drains
+    // by one, and later threads still queue behind `full`: one alone, and
+    // a batch.
+    assert_eq!(rt.next_local(0), Some(0));
+    rt.ready(0, normal(1000), Ready::Yielded);
+    let (policy, cx) = rt.on(0);
+    policy.ready_batch(&cx, chain([normal(1001), normal(1002)]));
+    // A woken thread still takes the slot (one thread, bounded by the
+    // slot's streak).
+    rt.ready(0, normal(2000), Ready::Woken);
+    let order = rt.drain(0);
+    assert_eq!(order[0], 2000);
+    // The injector's threads in the order they came (interleaved with the
+    // ring's at every 61st pick), the ring's in theirs.
+    let injected: Vec<u64> = order
+        .iter()
+        .copied()
+        .filter(|&i| i >= full && i < 2000)
+        .collect();
+    assert_eq!(injected, [full, 1000, 1001, 1002]);
+    let ring: Vec<u64> = order.iter().copied().filter(|&i| i < full).collect();
+    assert_eq!(ring, (1..full).collect::<Vec<_>>());
 }
 
 /// A chain of `ids`, in order.
