@@ -223,11 +223,13 @@ impl Thread {
     ///   between two of its wakes, is left only once the waker is resumed,
     ///   and `terminate` waits for that.
     /// - **A call into another process is aborted** (000 §5): a thread
-    ///   terminated anywhere in [`rpc::Client::call`](crate::rpc::Client::call),
-    ///   or while it waits in a started [`rpc::Call`](crate::rpc::Call), has
-    ///   the server's activation alerted, the reply discarded and the
-    ///   channel's slot and permit given back. (A started `Call` it holds
-    ///   without waiting in it is a value on its stack, as below.)
+    ///   terminated anywhere in [`rpc::Client::call`](crate::rpc::Client::call)
+    ///   on a local binding (a shared-memory channel), or while it waits in
+    ///   a started [`rpc::Call`](crate::rpc::Call) on one, has the server's
+    ///   activation alerted, the reply discarded and the channel's slot and
+    ///   permit given back. (A started `Call` it holds without waiting in
+    ///   it is a value on its stack, as below; a call over a remote
+    ///   transport is left to finish, its reply to nobody.)
     /// - **Its thread-locals are dropped** ([`thread_local!`](crate::thread_local)):
     ///   their destructors run here, on the caller's thread (a destructor
     ///   that uses a key reaches the *caller's* value).
