@@ -61,8 +61,8 @@ pub trait Calc {
 }
 
 /// Per test (`key`): the server waits for an alert, and saw it.
-static WAITING: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
-static SAW_ALERT: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
+static WAITING: [AtomicBool; 3] = [const { AtomicBool::new(false) }; 3];
+static SAW_ALERT: [AtomicBool; 3] = [const { AtomicBool::new(false) }; 3];
 
 struct Impl;
 
@@ -227,6 +227,21 @@ fn an_alert_cancels_a_remote_call_and_alerts_the_servers_activation() {
         caller.thread().alert();
         assert!(matches!(caller.join().unwrap(), Err(Error::Aborted)));
         until(&SAW_ALERT[0], "the activation was never alerted");
+    });
+}
+
+#[test]
+fn a_caller_terminated_in_a_remote_call_cancels_it_and_alerts_the_servers_activation() {
+    both(|_local, remote, _server| {
+        let caller = ferry::spawn(move || {
+            let _ = remote.wait_for_alert(2);
+        });
+        until(&WAITING[2], "the call never reached the server");
+        // SAFETY: the caller's stack holds nothing that needs its
+        // destructor (a client, leaked by the termination).
+        unsafe { caller.thread().terminate(()) }.unwrap();
+        caller.join().unwrap();
+        until(&SAW_ALERT[2], "the activation was never alerted");
     });
 }
 

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use super::call::CallOptions;
 use super::error::{Error, Result};
 use super::logical::{self, Chain, Frame, Incoming, Outgoing};
+use crate::header::wait_record::{self, WaitRecord};
 use crate::thread::{self, Priority};
 
 /// A transport that carries an interface's calls to another machine.
@@ -84,14 +85,51 @@ impl Outgoing for AlertHook<'_> {
     }
 }
 
+/// `on_alert`'s record of the thread's wait: a thread terminated inside
+/// `f` has `alert` called too (termination splits the chain, 000 §5), so
+/// the transport cancels its call, and its frame word is cleared.
+#[repr(C)]
+struct AlertWait<'a> {
+    record: WaitRecord,
+    alert: &'a (dyn Fn() + Sync),
+    frame: &'a std::sync::atomic::AtomicUsize,
+}
+
+impl AlertWait<'_> {
+    /// The terminator's side of the record.
+    ///
+    /// # Safety
+    /// `r` is the record of a live `AlertWait` whose thread stopped for
+    /// good in it; called once.
+    unsafe fn abandon(r: &WaitRecord) -> bool {
+        // SAFETY: `AlertWait` is `repr(C)` with `record` first, and records
+        // of this kind are made only in `on_alert`.
+        let w = unsafe { &*std::ptr::from_ref(r).cast::<AlertWait<'_>>() };
+        logical::forget(w.frame);
+        (w.alert)();
+        true
+    }
+}
+
 /// Runs `f`, during which an alert of the current ferry thread
 /// ([`Thread::alert`](crate::Thread::alert), or an alert passed down a
 /// chain) calls `alert` (on the alerting thread): a transport cancels its
-/// call there. Off a ferry thread, just runs `f`.
+/// call there. A thread terminated inside `f` has `alert` called too (on
+/// its terminator). Off a ferry thread, just runs `f`.
 pub fn on_alert<R>(alert: &(dyn Fn() + Sync), f: impl FnOnce() -> R) -> R {
     let Some(t) = thread::try_current() else {
         return f();
     };
+    // First: a thread terminated from here on cancels through `alert`.
+    let record = AlertWait {
+        record: WaitRecord::new(AlertWait::abandon),
+        alert,
+        frame: &t.header().rpc,
+    };
+    // SAFETY: `t` is the running thread, and `record` stays on this frame
+    // until `Clear` unregisters it (nothing between here and `Clear`
+    // unwinds).
+    unsafe { wait_record::register(&t.header().waits, &record.record) };
     logical::install_hooks();
     let own = Frame::new(None);
     let entered = t.header().rpc.load(std::sync::atomic::Ordering::Relaxed) == 0;
@@ -102,9 +140,11 @@ pub fn on_alert<R>(alert: &(dyn Fn() + Sync), f: impl FnOnce() -> R) -> R {
     // SAFETY: `t` is the current thread; `hook` lives on this frame and is
     // cleared below, before it goes (also when `f` unwinds: `Clear`).
     unsafe { logical::set_outgoing(&t, Some(&hook)) };
-    struct Clear<'a>(&'a crate::header::Thread, bool);
+    struct Clear<'a>(&'a crate::header::Thread, bool, &'a WaitRecord);
     impl Drop for Clear<'_> {
         fn drop(&mut self) {
+            // SAFETY: registered above, at this address, by this thread.
+            unsafe { wait_record::unregister(&self.0.header().waits, self.2) };
             // SAFETY: the current thread; clearing names nothing.
             unsafe { logical::set_outgoing(self.0, None) };
             if self.1 {
@@ -112,7 +152,7 @@ pub fn on_alert<R>(alert: &(dyn Fn() + Sync), f: impl FnOnce() -> R) -> R {
             }
         }
     }
-    let _clear = Clear(&t, entered);
+    let _clear = Clear(&t, entered, &record.record);
     // An alert that came before the hook was in place.
     if t.is_alerted() {
         alert();

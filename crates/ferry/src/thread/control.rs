@@ -227,9 +227,10 @@ impl Thread {
     ///   on a local binding (a shared-memory channel), or while it waits in
     ///   a started [`rpc::Call`](crate::rpc::Call) on one, has the server's
     ///   activation alerted, the reply discarded and the channel's slot and
-    ///   permit given back. (A started `Call` it holds without waiting in
-    ///   it is a value on its stack, as below; a call over a remote
-    ///   transport is left to finish, its reply to nobody.)
+    ///   permit given back; a call over a remote transport (gRPC, in
+    ///   [`rpc::remote::on_alert`](crate::rpc::remote::on_alert)) is
+    ///   cancelled as an alert cancels it. (A started `Call` it holds
+    ///   without waiting in it is a value on its stack, as below.)
     /// - **Its thread-locals are dropped** ([`thread_local!`](crate::thread_local)):
     ///   their destructors run here, on the caller's thread (a destructor
     ///   that uses a key reaches the *caller's* value).
