@@ -15,12 +15,12 @@
 //!    the slot armed with the caller's unparker, the slot's index pushed on
 //!    the call queue, the server's doorbell rung if its processors sleep.
 //! 3. The caller parks until its waiter leaves `WAITING`.
-//!
-//! A caller terminated at any of these steps gives back what it took, and
-//! a call the server may have seen is aborted (`call_wait`).
 //! 4. A poller pops the slot's index from the reply queue and moves the
 //!    waiter to `REPLIED`, waking the caller; the caller copies the answer
 //!    out, frees the slot and returns the permit.
+//!
+//! A caller terminated at any of steps 1-3 gives back what it took, and a
+//! call the server may have seen is aborted (`call_wait`).
 //!
 //! # The waiter of a slot
 //!

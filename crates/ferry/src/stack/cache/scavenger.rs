@@ -82,24 +82,20 @@ impl Scavenger {
     /// process if need be); false if no thread could be started.
     pub(super) fn wake(&self, cache: &'static StackCache) -> bool {
         let pid = std::process::id();
+        let mut woken = self.wake.lock().unwrap_or_else(PoisonError::into_inner);
+        // A forked child has no scavenger thread of its own yet.
         if self.pid.load(Acquire) != pid {
-            let mut started = self.wake.lock().unwrap_or_else(PoisonError::into_inner);
-            if self.pid.load(Acquire) != pid {
-                let spawned = std::thread::Builder::new()
-                    .name("ferry-scavenger".into())
-                    .stack_size(64 * 1024)
-                    .spawn(move || run(cache));
-                if spawned.is_err() {
-                    return false;
-                }
-                self.pid.store(pid, Release);
+            let spawned = std::thread::Builder::new()
+                .name("ferry-scavenger".into())
+                .stack_size(64 * 1024)
+                .spawn(move || run(cache));
+            if spawned.is_err() {
+                return false;
             }
-            *started = true;
-            drop(started);
-            self.bell.notify_one();
-            return true;
+            self.pid.store(pid, Release);
         }
-        *self.wake.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        *woken = true;
+        drop(woken);
         self.bell.notify_one();
         true
     }
