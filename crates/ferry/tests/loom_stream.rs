@@ -8,13 +8,19 @@
 //! readers taking turns while the bytes come. Under every interleaving loom explores, the
 //! reader gets every byte once, in order per writer, then end-of-file,
 //! and a writer whose readers are gone gets `Broken`.
+//!
+//! It also models the count of a stream's handles (`src/stream/counted.rs`,
+//! included as it is): handles dropped on several threads, first as made
+//! and then revived from a spare; exactly one drop recycles the value, and
+//! every handle's use of it happens before the recycle (each handle writes
+//! a loom cell of its own, which the recycle reads).
 
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 
 /// What `ring` reaches through `super::atomic`.
 mod atomic {
-    pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+    pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
 }
 
 /// `src/stream/bytes.rs`'s interface over loom cells.
@@ -26,6 +32,12 @@ mod bytes;
 mod ring;
 
 use ring::{Put, Ring, Take};
+
+#[path = "../src/stream/counted.rs"]
+#[allow(dead_code)]
+mod counted;
+
+use counted::{Counted, Recycle, Spare};
 
 fn check(f: impl Fn() + Send + Sync + 'static) {
     let mut model = loom::model::Builder::new();
@@ -153,5 +165,91 @@ fn two_readers_taking_turns_get_every_byte_once() {
         let mut all = [mine, theirs].concat();
         all.sort_unstable();
         assert_eq!(all, [1, 2]);
+    });
+}
+
+/// A value whose handles each write a cell of their own before they go,
+/// and whose recycle reads them all and puts it on a one-place shelf.
+struct Probe {
+    cells: [loom::cell::UnsafeCell<u32>; 3],
+    recycled: Arc<loom::sync::atomic::AtomicUsize>,
+    shelf: Arc<Mutex<Option<Spare<Probe>>>>,
+}
+
+// SAFETY: handle `i` alone writes `cells[i]`, and the recycle reads them
+// only after every handle is gone (what the model checks).
+unsafe impl Sync for Probe {}
+
+impl Recycle for Probe {
+    fn recycle(mut spare: Spare<Probe>) {
+        let p = spare.value_mut();
+        for c in &p.cells {
+            // SAFETY: no handle is left (the claim under test: loom flags
+            // a write of a handle that is not ordered before this read).
+            c.with(|v| assert!(unsafe { *v } <= 2));
+        }
+        p.recycled
+            .fetch_add(1, loom::sync::atomic::Ordering::Relaxed);
+        let shelf = Arc::clone(&p.shelf);
+        *shelf.lock().unwrap() = Some(spare);
+    }
+}
+
+/// Uses `h` as handle `i` (a write of its cell), then drops it.
+fn use_and_drop(h: Counted<Probe>, i: usize) {
+    // SAFETY: handle `i` alone writes `cells[i]`.
+    h.cells[i].with_mut(|v| unsafe { *v += 1 });
+    drop(h);
+}
+
+#[test]
+fn a_values_handles_dropped_on_three_threads_recycle_it_once_after_every_use() {
+    check(|| {
+        let recycled = Arc::new(loom::sync::atomic::AtomicUsize::new(0));
+        let shelf = Arc::new(Mutex::new(None));
+        let h = Counted::new(Probe {
+            cells: std::array::from_fn(|_| loom::cell::UnsafeCell::new(0)),
+            recycled: Arc::clone(&recycled),
+            shelf: Arc::clone(&shelf),
+        });
+        let (a, b) = (h.clone(), h.clone());
+        let ta = thread::spawn(move || use_and_drop(a, 1));
+        let tb = thread::spawn(move || use_and_drop(b, 2));
+        use_and_drop(h, 0);
+        ta.join().unwrap();
+        tb.join().unwrap();
+        assert_eq!(recycled.load(loom::sync::atomic::Ordering::Relaxed), 1);
+        // Freed (breaking the cycle through the shelf).
+        let spare = shelf.lock().unwrap().take();
+        assert!(spare.is_some());
+        drop(spare);
+    });
+}
+
+#[test]
+fn a_revived_spare_is_counted_afresh_and_recycled_once_more() {
+    check(|| {
+        let recycled = Arc::new(loom::sync::atomic::AtomicUsize::new(0));
+        let shelf = Arc::new(Mutex::new(None));
+        drop(Counted::new(Probe {
+            cells: std::array::from_fn(|_| loom::cell::UnsafeCell::new(0)),
+            recycled: Arc::clone(&recycled),
+            shelf: Arc::clone(&shelf),
+        }));
+        let spare = shelf
+            .lock()
+            .unwrap()
+            .take()
+            .expect("recycled on the first drop");
+        let h = spare.revive();
+        let other = h.clone();
+        let t = thread::spawn(move || use_and_drop(other, 1));
+        use_and_drop(h, 0);
+        t.join().unwrap();
+        assert_eq!(recycled.load(loom::sync::atomic::Ordering::Relaxed), 2);
+        // Freed (breaking the cycle through the shelf).
+        let spare = shelf.lock().unwrap().take();
+        assert!(spare.is_some());
+        drop(spare);
     });
 }

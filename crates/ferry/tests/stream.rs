@@ -224,6 +224,70 @@ fn a_reader_cloned_during_traffic_switches_path_and_loses_nothing() {
     });
 }
 
+/// Streams opened and closed over and over by threads on every processor
+/// and by a kernel thread, each stream's ends dropped on two threads at
+/// once: a closed stream's memory serves later opens (the shelf of
+/// spares), and each new stream carries its own bytes only, then
+/// end-of-file, never a byte or an end of an earlier stream.
+#[test]
+fn streams_opened_and_closed_over_and_over_carry_only_their_own_bytes() {
+    const OPENERS: u32 = 4;
+    let rounds: u32 = if cfg!(miri) { 3 } else { 2000 };
+    /// A thread of either kind, to join.
+    enum Helper<T> {
+        Ferry(ferry::JoinHandle<T>),
+        Kernel(std::thread::JoinHandle<T>),
+    }
+    impl<T: Send + 'static> Helper<T> {
+        fn start(kernel: bool, f: impl FnOnce() -> T + Send + 'static) -> Helper<T> {
+            if kernel {
+                Helper::Kernel(std::thread::spawn(f))
+            } else {
+                Helper::Ferry(ferry::spawn(f))
+            }
+        }
+        fn join(self) -> T {
+            match self {
+                Helper::Ferry(h) => h.join().unwrap(),
+                Helper::Kernel(h) => h.join().unwrap(),
+            }
+        }
+    }
+    /// `rounds` streams opened by one thread, each read to end-of-file
+    /// by a second while the opener writes, and a clone of its writer
+    /// dropped by a third (`kernel`: the second and third are kernel
+    /// threads).
+    fn churn(who: u32, rounds: u32, kernel: bool) {
+        for round in 0..rounds {
+            // Several capacities the shelf keeps, so that spares of each
+            // come back to later opens.
+            let capacity = 64 << (round % 3);
+            let (mut w, r) = Builder::new().capacity(capacity).pipe();
+            let (first, count) = (round * 100, round % 40);
+            let w2 = w.clone();
+            let reader = Helper::start(kernel, move || read_records(r));
+            let dropper = Helper::start(kernel, move || drop(w2));
+            for seq in first..first + count {
+                w.write_all(&record(who, seq)).unwrap();
+            }
+            drop(w);
+            dropper.join();
+            let want: Vec<_> = (first..first + count).map(|seq| (who, seq)).collect();
+            assert_eq!(reader.join(), want, "opener {who}, round {round}");
+        }
+    }
+    on_one_and_two("open and close", move || {
+        let hs: Vec<_> = (0..OPENERS)
+            .map(|who| ferry::spawn(move || churn(who, rounds, false)))
+            .collect();
+        let kernel = std::thread::spawn(move || churn(OPENERS, rounds / 10, true));
+        for h in hs {
+            h.join().unwrap();
+        }
+        kernel.join().unwrap();
+    });
+}
+
 #[test]
 fn end_of_file_once_every_writer_is_gone_and_the_bytes_are_drained() {
     on_one_and_two("eof", || {

@@ -22,7 +22,10 @@
 //! processes, is fixed when it is made.
 //!
 //! This room owns the stream's ring of bytes (`ring.rs`, `bytes.rs`), the
-//! handles and their paths (`writer.rs`, `reader.rs`, `path.rs`), and the
+//! handles and their paths (`writer.rs`, `reader.rs`, `path.rs`), the
+//! count of the handles and the shelf of closed streams kept for the next
+//! open (`counted.rs`, `spares.rs`: opening a stream of a capacity up to
+//! 256 KiB that was open and closed before allocates nothing), and the
 //! pump and filter (`pump.rs`). It must not schedule (it waits and wakes
 //! only through [`crate::sync::ParkWait`] and holds an end only under a
 //! [`crate::sync::SpinLock`]), and, but for `remote/` (which uses rpc's
@@ -111,11 +114,12 @@
 //! runtime uses that policy; see `thread::stream_bytes`).
 
 mod atomic {
-    pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+    pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
 }
 mod bytes;
 #[cfg(all(test, not(ferry_loom)))]
 mod count_tests;
+mod counted;
 mod path;
 mod pump;
 mod reader;
@@ -123,10 +127,12 @@ mod reader;
 #[cfg(not(ferry_loom))]
 mod remote;
 mod ring;
+mod spares;
+#[cfg(all(test, not(ferry_loom)))]
+mod spares_tests;
 mod writer;
 
 use std::fmt;
-use std::sync::Arc;
 
 pub use pump::{filter, pump};
 pub use reader::Reader;
@@ -135,6 +141,7 @@ pub use remote::{Listener, MAX_REMOTE_CAPACITY, connect, listen};
 pub use writer::Writer;
 
 use crate::sync::{ParkWait, SpinLock};
+use counted::{Counted, Recycle, Spare};
 use ring::Ring;
 
 /// Bytes a stream holds unless [`Builder::capacity`] says otherwise (a
@@ -162,6 +169,33 @@ struct Shared {
     rlock: Padded<SpinLock<()>>,
     /// The size of an atomic write: `min(ATOMIC_WRITE, capacity)`.
     atomic: usize,
+}
+
+impl Shared {
+    /// What a new stream of `capacity` bytes (a power of two) shares.
+    fn new(capacity: usize) -> Shared {
+        Shared {
+            ring: Ring::new(capacity),
+            readable: Padded::default(),
+            writable: Padded::default(),
+            wlock: Padded::default(),
+            rlock: Padded::default(),
+            atomic: ATOMIC_WRITE.min(capacity),
+        }
+    }
+}
+
+impl Recycle for Shared {
+    /// A closed stream goes on the shelf of spares (`spares.rs`), made as
+    /// [`Shared::new`] makes it but for its bytes: no handle is left, so
+    /// nobody waits, holds an end or reads the bytes.
+    fn recycle(mut spare: Spare<Shared>) {
+        let s = spare.value_mut();
+        s.ring.reset();
+        debug_assert!(s.readable.0.is_idle() && s.writable.0.is_idle());
+        debug_assert!(s.wlock.0.try_lock().is_some() && s.rlock.0.try_lock().is_some());
+        spares::keep(spare);
+    }
 }
 
 /// A value on cache lines of its own.
@@ -269,15 +303,8 @@ impl Builder {
             });
         }
         let capacity = self.capacity.next_power_of_two();
-        let shared = Arc::new(Shared {
-            ring: Ring::new(capacity),
-            readable: Padded::default(),
-            writable: Padded::default(),
-            wlock: Padded::default(),
-            rlock: Padded::default(),
-            atomic: ATOMIC_WRITE.min(capacity),
-        });
-        Ok((Writer::new(Arc::clone(&shared)), Reader::new(shared)))
+        let shared = spares::take(capacity).unwrap_or_else(|| Counted::new(Shared::new(capacity)));
+        Ok((Writer::new(shared.clone()), Reader::new(shared)))
     }
 
     /// Opens a stream and returns its two ends.

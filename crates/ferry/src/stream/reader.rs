@@ -8,13 +8,13 @@
 
 use std::fmt;
 use std::io;
-use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
 
 use ferry_queue::wait::Wait;
 
 use super::Shared;
+use super::counted::Counted;
 use super::path::{Alone, Path, TURN_BYTES, Turns};
 #[cfg(not(ferry_loom))]
 use super::remote::ends::RemoteReader;
@@ -56,7 +56,7 @@ enum End {
 
 /// A reader of a stream inside this process.
 struct Local {
-    s: Arc<Shared>,
+    s: Counted<Shared>,
     /// Whether this handle takes turns with others: as `Writer::turns`.
     turns: AtomicBool,
     /// A shared reader's buffer for `fill_buf` (empty for a lone reader).
@@ -67,7 +67,7 @@ struct Local {
 
 impl Reader {
     /// The lone reader of a new stream.
-    pub(super) fn new(s: Arc<Shared>) -> Reader {
+    pub(super) fn new(s: Counted<Shared>) -> Reader {
         Reader(End::Local(Local {
             s,
             turns: AtomicBool::new(false),
@@ -315,7 +315,7 @@ impl Clone for Reader {
         // As `Writer::clone`: no read of this handle runs now.
         l.turns.store(true, Relaxed);
         Reader(End::Local(Local {
-            s: Arc::clone(&l.s),
+            s: l.s.clone(),
             turns: AtomicBool::new(true),
             own: Vec::new(),
             pos: 0,

@@ -115,6 +115,18 @@ impl Ring {
         }
     }
 
+    /// Makes the ring as [`new`](Ring::new) made it, keeping its bytes
+    /// (never read again before they are written: the positions start
+    /// over).
+    pub(super) fn reset(&mut self) {
+        self.w.head.store(0, Relaxed);
+        self.w.tail_seen.set(0);
+        self.r.tail.store(0, Relaxed);
+        self.r.head_seen.set(0);
+        self.ends.writers.store(1, Relaxed);
+        self.ends.readers.store(1, Relaxed);
+    }
+
     /// How many bytes the ring holds at most.
     #[inline(always)]
     pub(super) fn capacity(&self) -> usize {

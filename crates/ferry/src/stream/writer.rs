@@ -6,13 +6,13 @@
 
 use std::fmt;
 use std::io;
-use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
 
 use ferry_queue::wait::Wait;
 
 use super::Shared;
+use super::counted::Counted;
 use super::path::{Alone, Path, TURN_BYTES, Turns};
 #[cfg(not(ferry_loom))]
 use super::remote::ends::RemoteWriter;
@@ -53,7 +53,7 @@ enum End {
 
 /// A writer of a stream inside this process.
 struct Local {
-    s: Arc<Shared>,
+    s: Counted<Shared>,
     /// Whether this handle takes turns with others (see the module docs'
     /// path table): written by `clone` on this handle, read once per
     /// call; never shared between handles.
@@ -62,7 +62,7 @@ struct Local {
 
 impl Writer {
     /// The lone writer of a new stream.
-    pub(super) fn new(s: Arc<Shared>) -> Writer {
+    pub(super) fn new(s: Counted<Shared>) -> Writer {
         Writer(End::Local(Local {
             s,
             turns: AtomicBool::new(false),
@@ -225,7 +225,7 @@ impl Clone for Writer {
         // handle's earlier writes before it.
         l.turns.store(true, Relaxed);
         Writer(End::Local(Local {
-            s: Arc::clone(&l.s),
+            s: l.s.clone(),
             turns: AtomicBool::new(true),
         }))
     }

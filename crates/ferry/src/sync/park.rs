@@ -65,6 +65,12 @@ pub struct ParkWait {
 }
 
 impl ParkWait {
+    /// Whether no waiter is queued (for assertions by an owner that knows
+    /// none can come).
+    pub(crate) fn is_idle(&mut self) -> bool {
+        *self.queued.get_mut() == 0 && self.list.get_mut().is_empty()
+    }
+
     /// Wakes the first queued waiter, if there still is one.
     #[cold]
     fn wake_one(&self) {
