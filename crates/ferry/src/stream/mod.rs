@@ -188,11 +188,13 @@ impl Shared {
 impl Recycle for Shared {
     /// A closed stream goes on the shelf of spares (`spares.rs`), made as
     /// [`Shared::new`] makes it but for its bytes: no handle is left, so
-    /// nobody waits, holds an end or reads the bytes.
+    /// nobody waits, holds an end or reads the bytes (and its waits are
+    /// as new: never waited on).
     fn recycle(mut spare: Spare<Shared>) {
         let s = spare.value_mut();
         s.ring.reset();
-        debug_assert!(s.readable.0.is_idle() && s.writable.0.is_idle());
+        s.readable.0.reset();
+        s.writable.0.reset();
         debug_assert!(s.wlock.0.try_lock().is_some() && s.rlock.0.try_lock().is_some());
         spares::keep(spare);
     }

@@ -13,12 +13,18 @@
 //! | `list` (under the spinlock) | a waiter pushes itself and removes itself when its re-check succeeds; a notifier pops | who may be asleep |
 //! | `queued` | whoever changes `list`, under the spinlock (SeqCst) | `list`'s length, read by notifiers without the spinlock |
 //!
-//! The waiter pushes itself (raising `queued`), issues a SeqCst fence, and
-//! only then checks `ready` once more before it parks. The notifier has
-//! already published its change to the queue, issues a SeqCst fence and reads
-//! `queued`. The fences order the two one way or the other: either the
-//! waiter's last check sees the change, or the notifier sees the waiter
-//! queued and pops it. A notifier that pops a waiter whose re-check was
+//! | `quiet` ([`Quiet`](super::quiet::Quiet)) | the first waiter, before it pushes itself | whether any waiter ever came: until one does, notifiers skip the handshake below |
+//!
+//! The waiter arms `quiet`, pushes itself (raising `queued`), issues a
+//! SeqCst fence, and only then checks `ready` once more before it parks.
+//! The notifier has already published its change to the queue; it reads
+//! `quiet` (after a compiler fence) and stops there if no waiter ever came;
+//! otherwise it issues a SeqCst fence and reads `queued`. The fences order
+//! the two one way or the other: either the waiter's last check sees the
+//! change, or the notifier sees the waiter queued and pops it. The first
+//! waiter's arming is a `membarrier` (`quiet.rs` says why a notifier that
+//! skipped is never missed): a wait that never has a waiter costs its
+//! notifiers no fence, one that had one costs what it did before. A notifier that pops a waiter whose re-check was
 //! already succeeding passes the wakeup on (`notify_one` again), so a wakeup
 //! is never absorbed by a thread that does not need it.
 //!
@@ -32,6 +38,7 @@ use std::sync::atomic::{AtomicUsize, fence};
 
 use ferry_queue::wait::Wait;
 
+use super::quiet::Quiet;
 use super::spin::SpinLock;
 use super::waiter::{Entry, Site, WaitList, Waiter};
 use crate::waits::WaitsOn;
@@ -62,6 +69,7 @@ const SPINS: u32 = 32;
 pub struct ParkWait {
     list: SpinLock<WaitList>,
     queued: AtomicUsize,
+    quiet: Quiet,
 }
 
 impl ParkWait {
@@ -69,6 +77,13 @@ impl ParkWait {
     /// none can come).
     pub(crate) fn is_idle(&mut self) -> bool {
         *self.queued.get_mut() == 0 && self.list.get_mut().is_empty()
+    }
+
+    /// As new: no waiter ever came (notifiers skip the handshake again),
+    /// by an owner that holds the wait alone, with nobody queued.
+    pub(crate) fn reset(&mut self) {
+        debug_assert!(self.is_idle());
+        self.quiet.reset();
     }
 
     /// Wakes the first queued waiter, if there still is one.
@@ -129,6 +144,7 @@ impl Wait for ParkWait {
             {
                 // Left before `ready` runs again: it is the caller's code,
                 // which may switch or block.
+                self.quiet.arm();
                 let entry = Entry::enter();
                 // SAFETY: `abandon` takes a strategy, which outlives its
                 // waits.
@@ -169,6 +185,9 @@ impl Wait for ParkWait {
 
     #[inline]
     fn notify_one(&self) {
+        if self.quiet.never_waited() {
+            return;
+        }
         fence(SeqCst);
         if self.queued.load(Relaxed) != 0 {
             self.wake_one();
@@ -177,6 +196,9 @@ impl Wait for ParkWait {
 
     #[inline]
     fn notify_all(&self) {
+        if self.quiet.never_waited() {
+            return;
+        }
         fence(SeqCst);
         let n = self.queued.load(Relaxed);
         if n != 0 {
