@@ -167,7 +167,11 @@ fn try_take<P: Path>(s: &Shared, buf: &mut [u8]) -> Take {
     // SAFETY: as in `writer::try_put`, for the read end: a reader on
     // `Alone` is the only reader and reads through `&mut self`; readers on
     // `Turns` hold the end under `rlock`.
-    let r = P::hold(&s.rlock, || unsafe { s.ring.take(buf) });
+    let r = P::hold(
+        &s.rlock,
+        #[inline(always)]
+        || unsafe { s.ring.take(buf) },
+    );
     if let Take::Done(n) = r {
         crate::thread::moved_stream_bytes(n);
         s.writable.notify_all();

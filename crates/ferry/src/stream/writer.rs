@@ -155,7 +155,11 @@ fn try_put<P: Path>(s: &Shared, buf: &[u8]) -> Put {
     // writer made by a clone is on `Turns`, and cloning a writer moves it
     // to `Turns`), and it writes through `&mut self`, so no other call holds
     // the write end; on `Turns` every writer holds the end under `wlock`.
-    let r = P::hold(&s.wlock, || unsafe { s.ring.put(buf, need) });
+    let r = P::hold(
+        &s.wlock,
+        #[inline(always)]
+        || unsafe { s.ring.put(buf, need) },
+    );
     if let Put::Done(n) = r {
         crate::thread::moved_stream_bytes(n);
         s.readable.notify_one();
