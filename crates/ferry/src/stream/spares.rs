@@ -108,6 +108,13 @@ pub(super) fn keep(spare: Spare<Shared>) {
     drop(refused); // freed outside the lock
 }
 
+/// The shelf, locked until the box is dropped: held across `fork` (the
+/// runtime's `pthread_atfork` handlers), so that a child finds it
+/// unlocked and whole, not locked by a kernel thread it does not have.
+pub(crate) fn hold() -> Box<dyn std::any::Any> {
+    Box::new(SHELF.lock())
+}
+
 /// How many spares of `capacity` bytes the process's shelf holds (for
 /// tests).
 #[cfg(test)]
