@@ -12,8 +12,7 @@
 //! |------|------------|---------|
 //! | `list` (under the spinlock) | a waiter pushes itself and removes itself when its re-check succeeds; a notifier pops | who may be asleep |
 //! | `queued` | whoever changes `list`, under the spinlock (SeqCst) | `list`'s length, read by notifiers without the spinlock |
-//!
-//! | `quiet` ([`Quiet`](super::quiet::Quiet)) | the first waiter, before it pushes itself | whether any waiter ever came: until one does, notifiers skip the handshake below |
+//! | `quiet` (`quiet.rs`'s `Quiet`) | the first waiter, before it pushes itself | whether any waiter ever came: until one does, notifiers skip the handshake below |
 //!
 //! The waiter arms `quiet`, pushes itself (raising `queued`), issues a
 //! SeqCst fence, and only then checks `ready` once more before it parks.
@@ -24,9 +23,11 @@
 //! change, or the notifier sees the waiter queued and pops it. The first
 //! waiter's arming is a `membarrier` (`quiet.rs` says why a notifier that
 //! skipped is never missed): a wait that never has a waiter costs its
-//! notifiers no fence, one that had one costs what it did before. A notifier that pops a waiter whose re-check was
-//! already succeeding passes the wakeup on (`notify_one` again), so a wakeup
-//! is never absorbed by a thread that does not need it.
+//! notifiers no fence, one that had one costs what it did before.
+//!
+//! A notifier that pops a waiter whose re-check was already succeeding
+//! passes the wakeup on (`notify_one` again), so a wakeup is never absorbed
+//! by a thread that does not need it.
 //!
 //! A terminated waiter (see `waiter`'s termination table) is handled the
 //! same way: still queued, it is removed; already popped, it passes the
