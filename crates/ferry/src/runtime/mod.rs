@@ -652,8 +652,8 @@ thread_local! {
 
 /// Registers ferry's `pthread_atfork` handlers, once per process: a fork
 /// child gets the stack cache's, the stack arena's, the stack registry's
-/// and the stream shelf's locks free, not held by a kernel thread that does
-/// not exist there.
+/// and the registered locks (`sync::fork_hold`) free, not held by a kernel
+/// thread that does not exist there.
 fn install_fork_handlers() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
@@ -670,14 +670,15 @@ extern "C" fn fork_prepare() {
         critical.hand_over();
     }
     // In the order the code nests them: the cache, the arena (whose
-    // `clear` unregisters stacks under it), the registry; and the shelf of
-    // spare streams, taken with none of them.
-    let held = vec![
+    // `clear` unregisters stacks under it), the registry; then the locks
+    // rooms above registered (`sync::fork_hold`: the stream shelf's),
+    // taken with none of these.
+    let mut held = vec![
         crate::stack::StackCache::global().hold(),
         crate::stack::hold_arena(),
         crate::stack::hold_registry(),
-        crate::stream::spares::hold(),
     ];
+    held.extend(crate::sync::fork_hold::hold_all());
     FORK_HELD.with(|h| *h.borrow_mut() = held);
 }
 

@@ -127,7 +127,7 @@ mod reader;
 #[cfg(not(ferry_loom))]
 mod remote;
 mod ring;
-pub(crate) mod spares;
+mod spares;
 #[cfg(all(test, not(ferry_loom)))]
 mod spares_tests;
 mod writer;

@@ -97,6 +97,7 @@ impl Shelf {
 /// handle of a new stream, if the shelf has one.
 pub(super) fn take(capacity: usize) -> Option<Counted<Shared>> {
     class(capacity)?;
+    hold_across_fork();
     let spare = SHELF.lock().take(capacity);
     spare.map(Spare::revive)
 }
@@ -104,15 +105,17 @@ pub(super) fn take(capacity: usize) -> Option<Counted<Shared>> {
 /// Keeps `spare` (reset, with no handle) for the next open of its
 /// capacity, or frees it if the shelf is full.
 pub(super) fn keep(spare: Spare<Shared>) {
+    hold_across_fork();
     let refused = SHELF.lock().put(spare);
     drop(refused); // freed outside the lock
 }
 
-/// The shelf, locked until the box is dropped: held across `fork` (the
-/// runtime's `pthread_atfork` handlers), so that a child finds it
-/// unlocked and whole, not locked by a kernel thread it does not have.
-pub(crate) fn hold() -> Box<dyn std::any::Any> {
-    Box::new(SHELF.lock())
+/// Registers the shelf's lock with the locks the runtime holds across
+/// `fork` (`sync::fork_hold`), once: a child finds the shelf unlocked and
+/// whole, not locked by a kernel thread it does not have.
+fn hold_across_fork() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| crate::sync::fork_hold::register(|| Box::new(SHELF.lock())));
 }
 
 /// How many spares of `capacity` bytes the process's shelf holds (for

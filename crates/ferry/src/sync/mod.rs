@@ -53,6 +53,7 @@
 mod barrier;
 mod channel;
 mod condvar;
+pub(crate) mod fork_hold;
 mod mutex;
 pub(crate) mod owner;
 mod park;
