@@ -181,7 +181,11 @@ fn experiment(policy: SchedPolicy) -> Outcome {
                     }
                     if !out.is_empty() {
                         w1.write_all(&out).unwrap();
-                    } else if end {
+                    }
+                    // `done` was set after the device's last push and read
+                    // before these pops, so they took every sample left:
+                    // nothing will unpark us again.
+                    if end {
                         return;
                     }
                     ferry::park();

@@ -266,11 +266,13 @@ fn pipeline(
             while let Some(s) = ring.try_pop() {
                 out.extend_from_slice(&s.to_le_bytes());
             }
-            if !out.is_empty() {
-                if w1.write_all(&out).is_err() {
-                    return;
-                }
-            } else if end {
+            if !out.is_empty() && w1.write_all(&out).is_err() {
+                return;
+            }
+            // `done` was set after the device's last push and read before
+            // these pops, so they took every sample left: nothing will
+            // unpark us again.
+            if end {
                 return;
             }
             ferry::park();
