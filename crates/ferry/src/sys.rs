@@ -303,7 +303,9 @@ pub(crate) fn cycles_to_duration(cycles: u64) -> std::time::Duration {
 
 /// Converts time to a difference of [`cycles`].
 pub(crate) fn duration_to_cycles(d: std::time::Duration) -> u64 {
-    (d.as_nanos() as f64 / ns_per_cycle()) as u64
+    // Through `u64` (585 years of nanoseconds): a `u128` to `f64`
+    // conversion is a library call, not an instruction.
+    (u64::try_from(d.as_nanos()).unwrap_or(u64::MAX) as f64 / ns_per_cycle()) as u64
 }
 
 /// Sleeps on `word` while it holds `expected`: until [`futex_wake_one`] on

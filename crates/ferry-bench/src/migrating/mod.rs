@@ -71,6 +71,14 @@ pub const CASES: [(&str, usize); 4] =
 /// The priority case's name.
 const PRIORITY: &str = "priority p99";
 
+/// The identity row's case name: the steps carrying the logical thread adds
+/// to a call, timed alone (`ferry::rpc::identity_steps`).
+const IDENTITY: &str = "identity steps";
+
+/// Least calls the identity steps are timed over per run (more when the
+/// run's round trips were more).
+const IDENTITY_CALLS: u64 = 100_000;
+
 /// Who serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum System {
@@ -183,7 +191,14 @@ fn one_run(
         affinity::pin_or_warn(cpus.0, "migrating client");
         match system {
             System::Ferry(mode) => served::with_server(mode, path, cpus.1, move |c| {
-                timed::run(&budget, size, path, |op, args| served::call(c, op, args))
+                let mut timed =
+                    timed::run(&budget, size, path, |op, args| served::call(c, op, args))?;
+                if kind == Kind::RoundTrip && size == 0 && mode == ServeMode::Migrating {
+                    let steps = ferry::rpc::identity_steps(timed.calls.max(IDENTITY_CALLS))
+                        .ok_or_else(|| Error("identity steps: not on a ferry thread".into()))?;
+                    timed.identity_ns = Some(steps.as_nanos() as f64);
+                }
+                Ok(timed)
             }),
             System::Kernel => {
                 let (mine, theirs) = kernel::pair()?;
@@ -253,6 +268,7 @@ pub fn run(common: &Common, _args: &Args) -> Result<Report, Error> {
     let started = Instant::now();
     // pairs[kind][case][system]
     let mut pairs = vec![vec![vec![Pair::default(); System::ALL.len()]; CASES.len()]; 2];
+    let mut identity = Pair::default();
     interleaved(
         plan.runs,
         KINDS.len() * CASES.len(),
@@ -285,6 +301,10 @@ pub fn run(common: &Common, _args: &Args) -> Result<Report, Error> {
                         None => pair.fail(Error("no path measured".into())),
                     }
                     pair.items = timed.calls;
+                    if let Some(ns) = timed.identity_ns {
+                        identity.samples.push(ns);
+                        identity.items = timed.calls.max(IDENTITY_CALLS);
+                    }
                 }
                 Ok(_) => {}
                 Err(e) => pair.fail(e),
@@ -317,6 +337,7 @@ pub fn run(common: &Common, _args: &Args) -> Result<Report, Error> {
     })?;
     hang::unwatch();
     let mut sections = table3_sections(pairs);
+    sections.push(identity_section(identity));
     sections.push(priority_section(priority, modes, &plan.load));
     let all: Vec<Row> = sections.iter().flat_map(|s| s.rows.clone()).collect();
     if let Some(last) = sections.last_mut() {
@@ -363,6 +384,23 @@ fn table3_sections(pairs: Vec<Vec<Vec<Pair>>>) -> Vec<Section> {
             }
         })
         .collect()
+}
+
+/// The identity table: one row, the steps timed after each migrating
+/// null round-trip run.
+fn identity_section(pair: Pair) -> Section {
+    let mut failed = String::new();
+    let row = pair.row(IDENTITY, MIGRATING, &[], &mut failed);
+    Section {
+        title: "Carrying the logical thread: mean ns per call of the steps it adds to a call \
+                (context encoded and decoded, frames, run time read and charged back), timed \
+                alone on the client's thread after each migrating null round-trip run"
+            .to_owned(),
+        headers: ("case", "system"),
+        rows: vec![row],
+        ratios: Vec::new(),
+        notes: failed,
+    }
 }
 
 /// The priority table.

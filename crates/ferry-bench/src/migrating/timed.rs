@@ -25,6 +25,10 @@ pub struct Timed {
     pub path_ns: Option<f64>,
     /// Calls timed.
     pub calls: u64,
+    /// Mean ns per call of the steps that carrying the logical thread adds
+    /// (`ferry::rpc::identity_steps`), timed on the client's thread right
+    /// after a migrating null round-trip run; `None` for other runs.
+    pub identity_ns: Option<f64>,
 }
 
 /// Runs [`OP_CALL`]s of `size` argument bytes through `call` under
@@ -67,6 +71,7 @@ pub fn run(
         round_trip_ns: elapsed.as_nanos() as f64 / count as f64,
         path_ns,
         calls: count,
+        identity_ns: None,
     })
 }
 

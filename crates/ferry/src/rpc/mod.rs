@@ -116,6 +116,7 @@ mod connection;
 mod dir;
 mod error;
 mod frame_word;
+mod identity_cost;
 mod logical;
 // The helpers of the code `#[ferry::interface]` generates.
 #[doc(hidden)]
@@ -150,5 +151,9 @@ pub use call::{CallOptions, ChannelConfig, Fault, Handler, MAX_CALL_LEN};
 pub use connection::{AbortHandle, Call, Client};
 pub use dir::{MAX_NAME_LEN, RuntimeDir, check_name};
 pub use error::{Error, Result};
+/// What carrying the logical thread costs a call, timed alone (for
+/// `ferry-bench migrating`; see `rpc/identity_cost.rs`).
+#[doc(hidden)]
+pub use identity_cost::identity_steps;
 pub use logical::{Chain, LogicalId, MAX_CHAIN_DEPTH, chain};
 pub use server::{PathStats, ServeMode, Server, ServerBuilder};
