@@ -159,12 +159,19 @@ impl Processor {
         }
     }
 
-    /// The running thread's run time in ticks, with the turn it is in now,
-    /// if the runtime accounts it. `h` is the thread this processor runs.
-    pub(crate) fn running_cpu_ticks(&self, mut tok: OwnerToken<'_>, h: &Header) -> Option<u64> {
+    /// The running thread's run time in ticks, with the turn it is in up
+    /// to `now` (the time stamp counter, read by the caller a few
+    /// instructions ago), if the runtime accounts it. `h` is the thread
+    /// this processor runs.
+    pub(crate) fn running_cpu_ticks_at(
+        &self,
+        mut tok: OwnerToken<'_>,
+        h: &Header,
+        now: u64,
+    ) -> Option<u64> {
         let owner = self.owner(tok.rb());
         owner.account_cpu.then(|| {
-            let turn = sys::cycles().wrapping_sub(owner.since);
+            let turn = now.wrapping_sub(owner.since);
             h.cpu_ticks.load(Relaxed).wrapping_add(turn)
         })
     }

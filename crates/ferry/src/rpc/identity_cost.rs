@@ -17,14 +17,14 @@
 //!
 //! | side | step | in the real call |
 //! |------|------|------------------|
-//! | client | encode the context (with the thread's run time so far) | `ClientChan::send_staged` |
+//! | client | read the time stamp counter once, encode the context (with the thread's run time so far at that reading) | `ClientChan::send_staged` |
 //! | client | copy it ahead of the arguments | the slot write, `head` bytes more |
-//! | client | install a frame, name the outgoing call, clear it, remove the frame | `ClientChan::wait_call` |
+//! | client | install a frame naming the outgoing call, remove it (or, inside a call already, name the call in that frame and clear it) | `ClientChan::wait_for` |
 //! | server | decode the context, every field checked | `Activations::serve` |
 //! | server | take the caller's priority, record the call being served, set the alert word | `Activations::serve` |
 //! | server | install a serving frame, read the run time before and after the handler, remove the frame, clear the record | `Activations::serve` |
 //! | server | put the run time ahead of the reply | `ServerChan::answer` |
-//! | client | take it off the reply and charge it to the thread | `ClientChan::wait_call` |
+//! | client | take it off the reply and charge it to the thread, at most the ticks since that reading | `ClientChan::wait_for` |
 
 use std::time::{Duration, Instant};
 
@@ -63,18 +63,21 @@ pub fn identity_steps(calls: u64) -> Option<Duration> {
         // Client: the context, ahead of the (empty) arguments.
         let begun = crate::sys::cycles();
         let mut context = [0u8; MAX_CONTEXT];
-        let head = logical::encode_current(Some(&t), None, &mut context).ok()?;
+        let head = logical::encode_current(Some(&t), None, &mut context, begun).ok()?;
         payload.clear();
         payload.extend_from_slice(&context[..head]);
-        let own = Frame::new(None);
+        let out = Nobody;
+        // SAFETY: `own` is left (or its outgoing call cleared) below, before
+        // `out` goes.
+        let own = unsafe { Frame::calling(&out) };
         let entered = t.header().rpc.load(std::sync::atomic::Ordering::Relaxed) == 0;
         if entered {
             logical::enter(&t, &own);
+        } else {
+            // SAFETY: `t` is the current thread; `out` lives until it is
+            // cleared just below.
+            unsafe { logical::set_outgoing(&t, Some(&out)) };
         }
-        let out = Nobody;
-        // SAFETY: `t` is the current thread; `out` lives until it is
-        // cleared just below.
-        unsafe { logical::set_outgoing(&t, Some(&out)) };
 
         // Server: the context, as an activation takes it.
         let (ctx, at) = logical::decode(std::hint::black_box(&payload), pid).ok()?;
@@ -87,10 +90,12 @@ pub fn identity_steps(calls: u64) -> Option<Duration> {
         );
         // The activation's frame goes where the client's is (one thread
         // plays both sides): the client's is taken off for the span.
-        // SAFETY: as above; the outgoing call is cleared before `out` goes.
-        unsafe { logical::set_outgoing(&t, None) };
         if entered {
             logical::leave(&t);
+        } else {
+            // SAFETY: as above; the outgoing call is cleared before `out`
+            // goes.
+            unsafe { logical::set_outgoing(&t, None) };
         }
         let frame = Frame::serving(ctx.incoming, peer);
         logical::enter(&t, &frame);
@@ -110,8 +115,8 @@ pub fn identity_steps(calls: u64) -> Option<Duration> {
         let head: [u8; 8] = bytes.get(..8)?.try_into().ok()?;
         bytes.drain(..8);
         let spent = Duration::from_nanos(u64::from_ne_bytes(head));
-        let took = crate::sys::cycles_to_duration(crate::sys::cycles().wrapping_sub(begun));
-        crate::thread::charge_current(spent.min(took));
+        let took = crate::sys::cycles().wrapping_sub(begun);
+        crate::thread::charge_current_ticks(crate::sys::duration_to_cycles(spent).min(took));
     }
     let elapsed = start.elapsed();
     t.set_priority(priority);

@@ -225,10 +225,11 @@ pub(crate) enum BadContext {
     Depth,
 }
 
-/// Encodes the context of a call the current thread `t` makes now, with
-/// `deadline` (its own; the chain's, if earlier, wins), into `out`; returns
-/// its length. Off a ferry thread the call is its own origin with the
-/// kernel thread's id 0.
+/// Encodes the context of a call the current thread `t` makes now (`now`:
+/// the time stamp counter, read by the caller, who also times the call
+/// from it), with `deadline` (its own; the chain's, if earlier, wins), into
+/// `out`; returns its length. Off a ferry thread the call is its own
+/// origin with the kernel thread's id 0.
 ///
 /// # Errors
 /// [`Error::ChainTooDeep`] if the call would visit more than
@@ -237,6 +238,7 @@ pub(crate) fn encode_current(
     t: Option<&Thread>,
     deadline: Option<Instant>,
     out: &mut [u8; MAX_CONTEXT],
+    now: u64,
 ) -> Result<usize> {
     let f = t.map_or(0, |t| t.header().rpc.load(Acquire) & !BUSY);
     // SAFETY: a non-zero word names the current thread's live frame (only
@@ -256,7 +258,7 @@ pub(crate) fn encode_current(
             },
             &own[..],
             None,
-            crate::thread::current_cpu_ticks()
+            crate::thread::current_cpu_ticks_at(now)
                 .map_or(Duration::ZERO, crate::sys::cycles_to_duration),
         ),
     };
@@ -386,6 +388,25 @@ impl Frame {
         }
     }
 
+    /// The frame of a thread that serves nothing and makes the call `out`,
+    /// named before the frame is installed (so that no hold of the word is
+    /// needed to name it).
+    ///
+    /// # Safety
+    /// The frame is left ([`leave`]), or never installed, before `out`
+    /// goes: alerters reach `out` through the installed frame until then.
+    pub(crate) unsafe fn calling(out: &dyn Outgoing) -> Frame {
+        // SAFETY: only the lifetime is erased; the caller leaves the frame
+        // before the object it names goes away (the function's contract).
+        let p =
+            unsafe { std::mem::transmute::<*const (dyn Outgoing + '_), *const dyn Outgoing>(out) };
+        Frame {
+            incoming: None,
+            client: None,
+            outgoing: Cell::new(Some(p)),
+        }
+    }
+
     /// An activation's frame, serving `incoming` for `client`.
     pub(crate) fn serving(incoming: Incoming, client: Credentials) -> Frame {
         Frame {
@@ -485,7 +506,7 @@ mod tests {
     fn a_context_encoded_off_a_ferry_thread_decodes_with_the_receiver_added() {
         let mut buf = [0u8; MAX_CONTEXT];
         let deadline = Instant::now() + Duration::from_secs(5);
-        let n = encode_current(None, Some(deadline), &mut buf).unwrap();
+        let n = encode_current(None, Some(deadline), &mut buf, crate::sys::cycles()).unwrap();
         let (ctx, len) = decode(&buf[..n], 4242).unwrap();
         assert_eq!(len, n);
         let (pid, start) = crate::sys::process_identity();
@@ -505,7 +526,7 @@ mod tests {
     #[test]
     fn contexts_that_do_not_check_out_are_refused() {
         let mut buf = [0u8; MAX_CONTEXT];
-        let n = encode_current(None, None, &mut buf).unwrap();
+        let n = encode_current(None, None, &mut buf, crate::sys::cycles()).unwrap();
         assert_eq!(decode(&buf[..7], 1), Err(BadContext::Short));
         assert_eq!(decode(&buf[..n - 1], 1), Err(BadContext::Short));
         let mut bad = buf;

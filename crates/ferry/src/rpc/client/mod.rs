@@ -70,7 +70,8 @@ struct Waiter {
 pub(crate) struct Sent {
     ticket: Ticket,
     op: u32,
-    /// The time stamp counter when it was sent.
+    /// The time stamp counter when the call began (before its context was
+    /// encoded, with the run time read at the same moment).
     begun: u64,
     /// The calling thread (the one that waits), if a ferry thread.
     me: Option<crate::Thread>,
@@ -218,8 +219,11 @@ impl ClientChan {
             return Err(Error::PeerDied);
         }
         let me = crate::thread::try_current();
+        // One counter read: the context's run time so far, and the start
+        // of the call that bounds what the server may charge.
+        let begun = crate::sys::cycles();
         let mut context = [0u8; MAX_CONTEXT];
-        let head = logical::encode_current(me.as_ref(), opts.deadline, &mut context)?;
+        let head = logical::encode_current(me.as_ref(), opts.deadline, &mut context, begun)?;
         if args.len() > self.max_len {
             return Err(Error::TooLarge);
         }
@@ -291,7 +295,7 @@ impl ClientChan {
         Ok(Sent {
             ticket,
             op,
-            begun: crate::sys::cycles(),
+            begun,
             me,
         })
     }
@@ -335,7 +339,9 @@ impl ClientChan {
         let aborted = || abort.is_some_and(|a| a.load(Acquire));
         let me = &sent.me;
         let out = OutCall { chan: self, ticket };
-        let own = logical::Frame::new(None);
+        // SAFETY: `own` is left below, before `out` goes (both live on this
+        // frame, `out` longer).
+        let own = unsafe { logical::Frame::calling(&out) };
         let mut entered = false;
         let mine = CallWait::new(
             self,
@@ -350,12 +356,14 @@ impl ClientChan {
                 unsafe { register_wait(&t.header().waits, mine.record()) };
             }
             if t.header().rpc.load(Relaxed) == 0 {
+                // Our own frame, already naming the call.
                 logical::enter(t, &own);
                 entered = true;
+            } else {
+                // SAFETY: `t` is the current thread; `out` lives on this
+                // frame and is cleared below, before it goes.
+                unsafe { logical::set_outgoing(t, Some(&out)) };
             }
-            // SAFETY: `t` is the current thread; `out` lives on this frame
-            // and is cleared below, before it goes.
-            unsafe { logical::set_outgoing(t, Some(&out)) };
         }
         if !aborted() {
             self.spin_for_reply(w);
@@ -377,10 +385,12 @@ impl ClientChan {
             },
         };
         if let Some(t) = &me {
-            // SAFETY: `t` is the current thread; clearing names nothing.
-            unsafe { logical::set_outgoing(t, None) };
             if entered {
+                // After this nobody reaches `own`, nor `out` through it.
                 logical::leave(t);
+            } else {
+                // SAFETY: `t` is the current thread; clearing names nothing.
+                unsafe { logical::set_outgoing(t, None) };
             }
             // SAFETY: registered above or by `call`, at this address, by
             // this thread.
@@ -416,8 +426,8 @@ impl ClientChan {
         };
         // What the server says it spent, never more than the call took
         // (a server cannot charge a client for time that did not pass).
-        let took = crate::sys::cycles_to_duration(crate::sys::cycles().wrapping_sub(sent.begun));
-        crate::thread::charge_current(spent.min(took));
+        let took = crate::sys::cycles().wrapping_sub(sent.begun);
+        crate::thread::charge_current_ticks(crate::sys::duration_to_cycles(spent).min(took));
         if status == STATUS_OK {
             Ok(result)
         } else {
