@@ -29,9 +29,10 @@
 use std::time::{Duration, Instant};
 
 use super::bind::Credentials;
+use super::client::{charge_spent, split_spent};
 use super::logical::{self, Frame, Incoming, MAX_CONTEXT, Outgoing};
 use crate::sync::SpinLock;
-use crate::thread::{BLOCKED, PENDING};
+use crate::thread::{BLOCKED, PENDING, RunSpan};
 
 /// An outgoing call that nobody alerts (the steps name one, as a client
 /// names its channel's call).
@@ -99,24 +100,18 @@ pub fn identity_steps(calls: u64) -> Option<Duration> {
         }
         let frame = Frame::serving(ctx.incoming, peer);
         logical::enter(&t, &frame);
-        let cpu0 = crate::thread::current_cpu_ticks();
+        let run = RunSpan::start();
         std::hint::black_box(&payload[at..]);
-        let spent = match (cpu0, crate::thread::current_cpu_ticks()) {
-            (Some(a), Some(b)) => crate::sys::cycles_to_duration(b.wrapping_sub(a)),
-            _ => Duration::ZERO,
-        };
+        let spent = run.spent();
         logical::leave(&t);
         *serving.lock() = None;
         reply.clear();
         reply.extend_from_slice(&(spent.as_nanos() as u64).to_ne_bytes());
 
         // Client: the run time off the reply, charged.
-        let bytes = std::hint::black_box(&mut reply);
-        let head: [u8; 8] = bytes.get(..8)?.try_into().ok()?;
-        bytes.drain(..8);
-        let spent = Duration::from_nanos(u64::from_ne_bytes(head));
-        let took = crate::sys::cycles().wrapping_sub(begun);
-        crate::thread::charge_current_ticks(crate::sys::duration_to_cycles(spent).min(took));
+        let (spent, rest) = split_spent(std::hint::black_box(std::mem::take(&mut reply)))?;
+        reply = rest;
+        charge_spent(spent, begun);
     }
     let elapsed = start.elapsed();
     t.set_priority(priority);

@@ -396,14 +396,12 @@ impl Frame {
     /// The frame is left ([`leave`]), or never installed, before `out`
     /// goes: alerters reach `out` through the installed frame until then.
     pub(crate) unsafe fn calling(out: &dyn Outgoing) -> Frame {
-        // SAFETY: only the lifetime is erased; the caller leaves the frame
-        // before the object it names goes away (the function's contract).
-        let p =
-            unsafe { std::mem::transmute::<*const (dyn Outgoing + '_), *const dyn Outgoing>(out) };
         Frame {
             incoming: None,
             client: None,
-            outgoing: Cell::new(Some(p)),
+            // SAFETY: the caller leaves the frame before `out` goes (the
+            // function's contract).
+            outgoing: Cell::new(Some(unsafe { erase(out) })),
         }
     }
 
@@ -437,6 +435,16 @@ pub(crate) fn forget(word: &AtomicUsize) {
     frame_word::clear(word);
 }
 
+/// `out` as a frame keeps it: without its lifetime.
+///
+/// # Safety
+/// The caller makes sure nobody reaches `out` through the pointer after it
+/// goes (it is cleared from, or leaves with, the frame first).
+unsafe fn erase(out: &dyn Outgoing) -> *const dyn Outgoing {
+    // SAFETY: only the lifetime is erased (the contract covers the rest).
+    unsafe { std::mem::transmute::<*const (dyn Outgoing + '_), *const dyn Outgoing>(out) }
+}
+
 /// Sets (or clears) the call the current thread `t` makes, in its frame.
 ///
 /// # Safety
@@ -449,12 +457,9 @@ pub(crate) unsafe fn set_outgoing(t: &Thread, out: Option<&dyn Outgoing>) {
     if let Some(f) = frame_word::hold(word) {
         // SAFETY: the word names `t`'s live frame, and we hold it.
         let frame = unsafe { &*(f as *const Frame) };
-        let p = out.map(|o| {
-            // SAFETY: only the lifetime is erased; the caller clears the
-            // outgoing call before the object it names goes away (the
-            // function's contract).
-            unsafe { std::mem::transmute::<*const (dyn Outgoing + '_), *const dyn Outgoing>(o) }
-        });
+        // SAFETY: the caller clears the outgoing call before the object it
+        // names goes away (the function's contract).
+        let p = out.map(|o| unsafe { erase(o) });
         frame.outgoing.set(p);
         frame_word::release(word, f);
     }

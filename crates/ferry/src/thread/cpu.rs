@@ -5,7 +5,7 @@
 //! This file owns those two steps on the running thread; the counting at a
 //! switch is the processor's (`processor::switch`).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::sys;
 
@@ -46,4 +46,34 @@ pub(crate) fn charge_current_ticks(ticks: u64) {
     };
     // SAFETY: as above.
     e.p.charge_running(e.tok.rb(), unsafe { h.as_ref() }, ticks);
+}
+
+/// How long a span of the running thread ran: its run time between
+/// [`RunSpan::start`] and [`RunSpan::spent`] when the runtime accounts it,
+/// else the wall time between them (what an activation charges back for a
+/// call it served).
+pub(crate) struct RunSpan {
+    cpu0: Option<u64>,
+    wall0: Option<Instant>,
+}
+
+impl RunSpan {
+    /// Starts the span now.
+    pub(crate) fn start() -> RunSpan {
+        let cpu0 = current_cpu_ticks();
+        RunSpan {
+            cpu0,
+            wall0: cpu0.is_none().then(Instant::now),
+        }
+    }
+
+    /// The span's length so far.
+    pub(crate) fn spent(&self) -> Duration {
+        match (self.cpu0, current_cpu_ticks(), self.wall0) {
+            (Some(a), Some(b), _) => sys::cycles_to_duration(b.wrapping_sub(a)),
+            // Without accounting: the time the span took.
+            (_, _, Some(w)) => w.elapsed(),
+            _ => Duration::ZERO,
+        }
+    }
 }

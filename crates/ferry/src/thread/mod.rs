@@ -78,9 +78,7 @@ pub(crate) use alert::{BLOCKED, Hooks, PENDING, set_hooks};
 pub use alert::{alerted, allow_alerts, clear_alert, cpu_time, set_priority};
 pub(crate) use caller_stack::{caller_stack, note_adopted_stack};
 pub use control::Suspension;
-pub(crate) use cpu::{
-    charge_current, charge_current_ticks, current_cpu_ticks, current_cpu_ticks_at,
-};
+pub(crate) use cpu::{RunSpan, charge_current, charge_current_ticks, current_cpu_ticks_at};
 pub use join::JoinHandle;
 pub use local::LocalKey;
 pub(crate) use panic::install_panic_hook;

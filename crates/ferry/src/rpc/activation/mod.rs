@@ -37,7 +37,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Relaxed, Release};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod keeper;
 
@@ -542,24 +542,16 @@ impl Activations {
         }
         let frame = Frame::serving(ctx.incoming, chan.mem.peer());
         logical::enter(t, &frame);
-        let cpu0 = crate::thread::current_cpu_ticks();
-        let wall0 = if cpu0.is_none() {
-            Some(Instant::now())
-        } else {
-            None
-        };
+        let run = crate::thread::RunSpan::start();
         let entered = chan.stamp();
         let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.handler.call(call.op, &buf[head..len])
         }))
         .unwrap_or(Err(Fault::Panicked));
         let returned = chan.stamp();
-        let spent = match (cpu0, crate::thread::current_cpu_ticks(), wall0) {
-            (Some(a), Some(b), _) => crate::sys::cycles_to_duration(b.wrapping_sub(a)),
-            // Without accounting: the time the call held the activation.
-            (_, _, Some(w)) => w.elapsed(),
-            _ => Duration::ZERO,
-        };
+        // Its run time, or without accounting the time the call held the
+        // activation.
+        let spent = run.spent();
         logical::leave(t);
         *me.serving.lock() = None;
         chan.cpu_ns.fetch_add(spent.as_nanos() as u64, Relaxed);

@@ -89,9 +89,18 @@ impl Outgoing for OutCall<'_> {
     }
 }
 
+/// Charges the run time `spent` that a server says it spent on a call
+/// begun at counter reading `begun` to the current thread: never more than
+/// the call took (a server cannot charge a client for time that did not
+/// pass).
+pub(super) fn charge_spent(spent: std::time::Duration, begun: u64) {
+    let took = crate::sys::cycles().wrapping_sub(begun);
+    crate::thread::charge_current_ticks(crate::sys::duration_to_cycles(spent).min(took));
+}
+
 /// Splits a reply's payload into the run time the server spent and the
 /// result; `None` if it is too short to hold the first.
-fn split_spent(mut bytes: Vec<u8>) -> Option<(std::time::Duration, Vec<u8>)> {
+pub(super) fn split_spent(mut bytes: Vec<u8>) -> Option<(std::time::Duration, Vec<u8>)> {
     let head: [u8; 8] = bytes.get(..8)?.try_into().ok()?;
     bytes.drain(..8);
     Some((
@@ -424,10 +433,7 @@ impl ClientChan {
         let Some((spent, result)) = split_spent(bytes) else {
             return Err(Error::BadReply);
         };
-        // What the server says it spent, never more than the call took
-        // (a server cannot charge a client for time that did not pass).
-        let took = crate::sys::cycles().wrapping_sub(sent.begun);
-        crate::thread::charge_current_ticks(crate::sys::duration_to_cycles(spent).min(took));
+        charge_spent(spent, sent.begun);
         if status == STATUS_OK {
             Ok(result)
         } else {
