@@ -356,62 +356,25 @@ pub(crate) enum SchedClass {
     Normal = 0,
     /// `SCHED_BATCH`: never woken *onto* a core ahead of the thread running
     /// there (no wakeup preemption), yet keeps its fair share. A spare
-    /// waits for a when-idle handoff in it (see `upcall::activation`).
+    /// waits for a when-idle handoff in it (see `upcall::activation`), and
+    /// a processor's stand-in stands by in it (see `upcall::stand_in`).
     Batch = 1,
-    /// `SCHED_IDLE`: runs only when its core has nothing else to run (but
-    /// for a tiny share), and any normal thread woken there preempts it at
-    /// once. A processor's stand-in waits in it (see `upcall::stand_in`).
-    Idle = 2,
 }
 
 /// Puts kernel thread `tid` in `class`; `false` if the kernel refused.
 ///
-/// Anyone may move between `Normal` and `Batch`, and into `Idle`; leaving
-/// `Idle` needs `CAP_SYS_NICE` or an `RLIMIT_NICE` of 20
-/// ([`idle_class_is_reversible`]).
+/// Anyone may move between the two.
 ///
 /// `tid` names another kernel thread of this process, or `0` the caller.
 pub(crate) fn set_class(tid: i32, class: SchedClass) -> bool {
     let policy = match class {
         SchedClass::Normal => libc::SCHED_OTHER,
         SchedClass::Batch => libc::SCHED_BATCH,
-        SchedClass::Idle => libc::SCHED_IDLE,
     };
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: `param` is a valid `sched_param`; a stale `tid` at worst names
     // no thread (ESRCH), as in `signal_thread`.
     unsafe { libc::sched_setscheduler(tid, policy, &raw const param) == 0 }
-}
-
-/// Whether a kernel thread of this process put in `SCHED_IDLE` may leave it
-/// again: the kernel treats that class as nice 20 and lets an unprivileged
-/// thread back to nice 0 only within its `RLIMIT_NICE` (0 by default), so
-/// this needs `CAP_SYS_NICE` or that limit at 20 or more. Asked once.
-pub(crate) fn idle_class_is_reversible() -> bool {
-    static ANSWER: OnceLock<bool> = OnceLock::new();
-    *ANSWER.get_or_init(|| {
-        let mut limit = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: `limit` is a valid out-parameter.
-        let by_limit = unsafe { libc::getrlimit(libc::RLIMIT_NICE, &raw mut limit) } == 0
-            && limit.rlim_cur >= 20;
-        by_limit || has_effective_capability(23 /* CAP_SYS_NICE */)
-    })
-}
-
-/// Whether the calling process holds capability `bit` in its effective set
-/// (from `/proc/self/status`); `false` if unreadable.
-fn has_effective_capability(bit: u32) -> bool {
-    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
-        return false;
-    };
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
-        .is_some_and(|caps| caps & (1 << bit) != 0)
 }
 
 /// Offers the calling kernel thread's core to any other runnable thread

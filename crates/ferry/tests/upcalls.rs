@@ -271,6 +271,81 @@ fn stand_ins_take_over_round_after_round() {
     });
 }
 
+/// The kernel threads of this process with their scheduling policies
+/// (`SCHED_OTHER`, `SCHED_BATCH`, ...) and whether each may run on one CPU
+/// only; threads that end while being looked at are left out.
+fn task_classes() -> Vec<(libc::c_int, bool)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc/self/task").unwrap() {
+        let Some(tid) = entry
+            .ok()
+            .and_then(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: plain system calls on a thread id of this process; a
+        // thread that ended meanwhile gives an error, skipped.
+        let policy = unsafe { libc::sched_getscheduler(tid) };
+        // SAFETY: an all-zero `cpu_set_t` is a valid (empty) set.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `set` is a valid out-parameter of the size passed.
+        let got =
+            unsafe { libc::sched_getaffinity(tid, size_of::<libc::cpu_set_t>(), &raw mut set) };
+        if policy >= 0 && got == 0 {
+            // SAFETY: `set` was filled in by the kernel.
+            out.push((policy, unsafe { libc::CPU_COUNT(&set) } == 1));
+        }
+    }
+    out
+}
+
+/// No kernel thread of a busy runtime waits in `SCHED_IDLE`, stand-ins
+/// included (they stand by in `SCHED_BATCH`): a process dies only once
+/// each of its kernel threads has run its own exit, and the kernel gives
+/// an idle-class thread almost no time on a core that other processes keep
+/// busy, so a ferry process that exited beside a busy parent held up the
+/// parent's `wait` for seconds. Two processors compute, so each gets a
+/// stand-in pinned to its core; every kernel thread's class is read until
+/// a pinned thread in `SCHED_BATCH` other than the drivers has been seen
+/// many times.
+#[test]
+#[cfg_attr(miri, ignore = "reads /proc and asks the kernel for classes")]
+fn no_kernel_thread_of_a_busy_runtime_waits_in_the_idle_class() {
+    within("classes of a busy runtime", || {
+        Runtime::builder()
+            .processors(2)
+            .stand_ins(true)
+            .run(|| {
+                let stop = Arc::new(AtomicBool::new(false));
+                let progress = Arc::new(AtomicU64::new(0));
+                let workers = [compute(&stop, &progress), compute(&stop, &progress)];
+                let mut pinned_batch_seen = 0;
+                while pinned_batch_seen < 50 {
+                    let classes = task_classes();
+                    assert!(
+                        classes
+                            .iter()
+                            .all(|&(policy, _)| policy != libc::SCHED_IDLE),
+                        "a kernel thread in SCHED_IDLE: {classes:?}"
+                    );
+                    if classes
+                        .iter()
+                        .any(|&(policy, pinned)| policy == libc::SCHED_BATCH && pinned)
+                    {
+                        pinned_batch_seen += 1;
+                    }
+                    let seen = progress.load(SeqCst);
+                    wait_for_progress(&progress, seen, 100);
+                }
+                stop.store(true, SeqCst);
+                for w in workers {
+                    w.join().unwrap();
+                }
+            })
+            .unwrap();
+    });
+}
+
 #[test]
 fn blocking_passes_panics_and_values_and_works_off_the_runtime() {
     assert_eq!(ferry::blocking(|| 7), 7);

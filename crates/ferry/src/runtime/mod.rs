@@ -208,19 +208,19 @@ impl Builder {
     }
 
     /// Gives each busy processor pinned to a core a *stand-in*: a spare
-    /// kernel thread that waits on that core in the kernel's lowest
-    /// scheduling class, so that the kernel runs it as soon as the
+    /// kernel thread that waits runnable on that core in `SCHED_BATCH`,
+    /// yielding it at every pick, so that the kernel runs it as soon as the
     /// processor's kernel thread sleeps in a system call, and it takes the
     /// processor over at once (for an announced [`blocking`](crate::blocking)
     /// call without a wakeup, for an unannounced one within about
     /// 10 µs instead of the monitor's next look). On by default; it costs
     /// one parked kernel thread per processor, and a `sched_yield` round
-    /// trip each time the kernel offers a busy core to the stand-in
-    /// (tens of times a second in `SCHED_IDLE`, which needs
-    /// `CAP_SYS_NICE` or an `RLIMIT_NICE` of 20 to leave again; without
-    /// them it waits in `SCHED_BATCH`, offered the core about once per
-    /// scheduler slice). Processors that are not pinned (a runtime of at
-    /// most one processor with no core named) never have one.
+    /// trip each time the kernel offers a busy core to the stand-in (about
+    /// once per scheduler slice). Not `SCHED_IDLE`: a process whose
+    /// threads wait in it dies slowly beside busy processes, each such
+    /// thread waiting for a share of a core to run its exit. Processors
+    /// that are not pinned (a runtime of at most one processor with no
+    /// core named) never have one.
     /// `FERRY_STAND_INS=0` in the environment turns the default off.
     pub fn stand_ins(&mut self, on: bool) -> &mut Self {
         self.stand_ins = on;

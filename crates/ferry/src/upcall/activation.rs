@@ -58,7 +58,7 @@
 //! the normal class.
 //!
 //! A processor with a stand-in (`stand_in`) skips the wakeup: the
-//! stand-in waits runnable on the lender's core in `SCHED_IDLE` and holds
+//! stand-in waits runnable on the lender's core in `SCHED_BATCH` and holds
 //! `standby` up, so the lend wakes nobody and the kernel runs the stand-in
 //! the moment the lender sleeps.
 //!
@@ -295,12 +295,11 @@ impl Activation {
     /// What the kernel says this activation's kernel thread is doing;
     /// [`TaskState::Other`](sys::TaskState::Other) ("not known now") while
     /// another kernel thread reads it. The read never waits for that one:
-    /// the monitor and a stand-in (in the kernel's idle class) both read
-    /// drivers' states, and a monitor that waited for a stand-in preempted
-    /// in the middle of its read would wait until the stand-in's core was
-    /// idle again, which a driver computing on that core, no longer
-    /// preempted by the waiting monitor, put off for hundreds of
-    /// milliseconds. The caller looks again at its next pass.
+    /// the monitor and a stand-in both read drivers' states, and a monitor
+    /// that waited for a stand-in preempted in the middle of its read would
+    /// wait until the kernel ran the stand-in again, which a driver
+    /// computing on that core can put off for a scheduler slice or more.
+    /// The caller looks again at its next pass.
     pub(crate) fn task_state(&self) -> sys::TaskState {
         let stat = match self.stat.try_lock() {
             Ok(guard) => guard,
@@ -604,8 +603,8 @@ impl Activation {
     }
 
     /// Puts this kernel thread in `class` (own thread only; a system call
-    /// only when it changes): `Batch` is the spares' wait class, the
-    /// stand-in class is `stand_in::class()`.
+    /// only when it changes): `Batch` is the class spares and stand-ins
+    /// wait in.
     pub(super) fn set_class(&self, class: SchedClass) {
         if self.class.load(Relaxed) != class as u8 && sys::set_class(0, class) {
             self.class.store(class as u8, Relaxed);

@@ -100,7 +100,7 @@
 //! since the last look and a stand-in stands by on its core. Reading the
 //! clock of a thread running on another core makes the kernel bring that
 //! thread's run time up to date from here, and with a second task queued
-//! on that core (the stand-in, in the idle class) it then asks the core to
+//! on that core (the stand-in) it then asks the core to
 //! reschedule: one interprocessor interrupt and one pass through the
 //! kernel's scheduler on the driver's core per read, which the driver
 //! picks right up again. At a look every tick that took 12,000 interrupts

@@ -224,9 +224,9 @@ impl Activations {
                         a.put_on_standby(p);
                     }
                     Assignment::Start(_) => a.set_class_remotely(SchedClass::Normal),
-                    // It must run only when the core has nothing else.
+                    // It must not preempt the driver of its core.
                     Assignment::StandIn(p, _) => {
-                        a.set_class_remotely(super::stand_in::class());
+                        a.set_class_remotely(super::stand_in::CLASS);
                         a.put_on_standby(p);
                         if let Some(core) = p.core(shared) {
                             a.pin_remotely(core);

@@ -1,6 +1,6 @@
 //! Stand-ins: for each busy processor pinned to a core, one activation
-//! that waits *runnable* on that core in the kernel's lowest scheduling
-//! class, so that the kernel itself runs it the moment the core has
+//! that waits *runnable* on that core, yielding it whenever the kernel
+//! picks it, so that the kernel itself runs it the moment the core has
 //! nothing else to run. While the processor is busy, that moment is when
 //! its driver went to sleep in the kernel: the stand-in is there already,
 //! on the right core, and takes the processor over without anyone waking
@@ -23,16 +23,25 @@
 //!
 //! # The class
 //!
-//! `SCHED_IDLE` when the process may leave it again
-//! ([`sys::idle_class_is_reversible`]): the kernel runs such a thread only
-//! when nothing else is runnable there (and gives it a tiny share, tens of
-//! picks a second on a busy core), and a driver woken on that core preempts
-//! it at once. Otherwise `SCHED_BATCH`, which the stand-in cannot leave
-//! either way: a fair-share class, so the kernel picks it about once a
-//! scheduler slice of a busy core (about 700 times a second here), each
-//! pick costing one `sched_yield` round trip. In both, the stand-in yields
-//! the core whenever it has nothing to take, and a yield that comes back at
-//! once means the core has nothing else to run.
+//! `SCHED_BATCH`: a fair-share class that never preempts the thread
+//! running on its core when it wakes, so the kernel picks the stand-in
+//! about once a scheduler slice of a busy core (about 700 times a second
+//! here), each pick costing one `sched_yield` round trip. The stand-in
+//! yields the core whenever it has nothing to take, and a yield that comes
+//! back at once means the core has nothing else to run.
+//!
+//! Not `SCHED_IDLE`, although that class would run it only on an idle
+//! core: a process dies only once each of its kernel threads has run its
+//! own exit, and the kernel gives an idle-class thread a tiny share of a
+//! core other processes keep busy. A process whose stand-ins waited in it
+//! took from a second to a minute to die beside a busy parent (a forked
+//! ferry child's `_exit`, reaped by a parent whose processors computed:
+//! `tests/c/fork_child.c` in `ferry-capi`), and the parent's `wait`, spun
+//! in the kernel meanwhile on the dying thread's `/proc` entries, kept a
+//! core busy for it. Every waiter on such a death (a `wait`, a peer's
+//! pidfd) waited as long. In `SCHED_BATCH` the same program takes a
+//! fraction of a second, and the stand-in's takeovers are as quick
+//! (`ferry-bench upcalls`).
 //!
 //! # The loop
 //!
@@ -98,15 +107,8 @@ const QUIET_PASSES: u32 = 64;
 /// A `sched_yield` that took longer than this ran someone else meanwhile.
 const YIELD_RAN_OTHERS: Duration = Duration::from_micros(5);
 
-/// The class stand-ins wait in: `Idle` if the process may leave it again,
-/// else `Batch` (see the module docs).
-pub(crate) fn class() -> SchedClass {
-    if sys::idle_class_is_reversible() {
-        SchedClass::Idle
-    } else {
-        SchedClass::Batch
-    }
-}
+/// The class stand-ins wait in (see the module docs).
+pub(crate) const CLASS: SchedClass = SchedClass::Batch;
 
 /// Runs the calling activation `a` as processor `p`'s stand-in until it
 /// leaves: `true` if it held `p`'s `standby` word (the caller then goes
@@ -163,7 +165,6 @@ fn wants_one(shared: &Shared, p: &Processor) -> bool {
 /// The loop of the module docs; returns when the stand-in should leave
 /// (through `take`).
 fn stand_by(a: &Activation, shared: &Shared, p: &'static Processor) {
-    let class = class();
     let mut quiet = 0u32;
     // Quiet naps in a row (see `quiet_nap`).
     let mut naps = 0u32;
@@ -196,7 +197,7 @@ fn stand_by(a: &Activation, shared: &Shared, p: &'static Processor) {
         }
         // A stand-in moved back goes back (not before a lend: moved back, it is
         // to take that lend in the normal class).
-        a.set_class(class);
+        a.set_class(CLASS);
         if p.is_willing_to_yield() {
             crate::probe_mark!(crate::probe::STAND_IN_PARKED_SLEEP);
             sleep_while_parked(a, shared, p);
@@ -221,9 +222,8 @@ fn stand_by(a: &Activation, shared: &Shared, p: &'static Processor) {
             && let Some(driver) = unsafe { Activation::from_word(d) }
             && asleep_for_good(driver, p, d)
         {
-            // In the normal class from here: in the idle class any thread
-            // woken on this core (the monitor's tick) would stop the
-            // takeover half-way.
+            // Into a driver's class before the takeover: it is one from
+            // here on.
             a.set_class(SchedClass::Normal);
             if take_unannounced(p, driver, d) {
                 crate::probe_mark!(crate::probe::WATCHER_CLAIMED);
