@@ -96,6 +96,75 @@ fn one_writer_one_reader_every_byte_once_in_order_then_eof() {
     });
 }
 
+/// The lone handles' order of tries: the inline try first
+/// (`put_all_seen`), then the full path; false if the readers went.
+fn write_all_inline_first(ring: &Ring, mut src: &[u8], chunk: usize) -> bool {
+    while !src.is_empty() {
+        let part = &src[..chunk.min(src.len())];
+        // SAFETY: the lone writer.
+        if unsafe { ring.put_all_seen(part) } {
+            src = &src[part.len()..];
+            continue;
+        }
+        // SAFETY: the lone writer.
+        match unsafe { ring.put(part, 1) } {
+            Put::Done(n) => src = &src[n..],
+            Put::Full => thread::yield_now(),
+            Put::Broken => return false,
+        }
+    }
+    true
+}
+
+/// The lone reader's order of tries: `take_seen` first, then `take`.
+fn read_all_inline_first(ring: &Ring, chunk: usize) -> Vec<u8> {
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; chunk];
+    loop {
+        // SAFETY: the lone reader.
+        if let Some(n) = unsafe { ring.take_seen(&mut buf) } {
+            got.extend_from_slice(&buf[..n]);
+            continue;
+        }
+        // SAFETY: the lone reader.
+        match unsafe { ring.take(&mut buf) } {
+            Take::Done(n) => got.extend_from_slice(&buf[..n]),
+            Take::Empty => thread::yield_now(),
+            Take::Eof => return got,
+        }
+    }
+}
+
+#[test]
+fn the_inline_tries_of_lone_handles_lose_nothing_across_the_wrap() {
+    check(|| {
+        let ring = Arc::new(Ring::new(2));
+        let w = Arc::clone(&ring);
+        let writer = thread::spawn(move || {
+            assert!(write_all_inline_first(&w, &[1, 2, 3, 4], 2));
+            w.drop_writer();
+        });
+        assert_eq!(read_all_inline_first(&ring, 2), [1, 2, 3, 4]);
+        writer.join().unwrap();
+        assert_eq!((ring.written(), ring.taken()), (4, 4));
+    });
+}
+
+#[test]
+fn an_inline_write_after_the_last_reader_went_is_refused() {
+    check(|| {
+        let ring = Arc::new(Ring::new(2));
+        let w = Arc::clone(&ring);
+        let writer = thread::spawn(move || write_all_inline_first(&w, &[1, 2, 3], 1));
+        let mut b = [0u8; 1];
+        // SAFETY: the lone reader.
+        let _ = unsafe { ring.take_seen(&mut b) };
+        ring.drop_reader();
+        let all_in = writer.join().unwrap();
+        assert_eq!(all_in, ring.written() == 3);
+    });
+}
+
 #[test]
 fn a_writer_waiting_for_room_sees_the_last_reader_go() {
     check(|| {

@@ -115,6 +115,56 @@ impl Bytes {
         }
     }
 
+    /// Copies `src` to positions `at..at + src.len()` if they lie before
+    /// the end of the array (one copy, no wrap); false, copying nothing,
+    /// if they would wrap.
+    ///
+    /// # Safety
+    /// As [`write`](Bytes::write).
+    #[inline(always)]
+    pub(super) unsafe fn write_unwrapped(&self, at: u64, src: &[u8]) -> bool {
+        let (i, to_end) = self.place(at);
+        if src.len() > to_end {
+            return false;
+        }
+        // SAFETY: `i + src.len() <= len`, so the copy stays in the array;
+        // the positions are ours alone (the contract), and `src` is a
+        // borrowed slice outside the array.
+        unsafe {
+            copy(
+                src.as_ptr(),
+                self.ptr.as_ptr().cast::<u8>().add(i),
+                src.len(),
+            )
+        };
+        true
+    }
+
+    /// Copies positions `at..at + dst.len()` into `dst` if they lie before
+    /// the end of the array (one copy, no wrap); false, copying nothing,
+    /// if they would wrap.
+    ///
+    /// # Safety
+    /// As [`read`](Bytes::read).
+    #[inline(always)]
+    pub(super) unsafe fn read_unwrapped(&self, at: u64, dst: &mut [u8]) -> bool {
+        let (i, to_end) = self.place(at);
+        if dst.len() > to_end {
+            return false;
+        }
+        // SAFETY: in bounds as in `write_unwrapped`; the bytes are
+        // initialised and not written meanwhile (the contract), and `dst`
+        // is an exclusive borrow outside the array.
+        unsafe {
+            copy(
+                self.ptr.as_ptr().cast::<u8>().cast_const().add(i),
+                dst.as_mut_ptr(),
+                dst.len(),
+            )
+        };
+        true
+    }
+
     /// The bytes at positions `at..at + n`, cut at the end of the array
     /// (the rest follows at its start).
     ///

@@ -173,15 +173,22 @@ fn try_take<P: Path>(s: &Shared, buf: &mut [u8]) -> Take {
         || unsafe { s.ring.take(buf) },
     );
     if let Take::Done(n) = r {
-        crate::thread::moved_stream_bytes(n);
-        s.writable.notify_all();
-        if P::SHARED && s.ring.has_bytes() {
-            // One write wakes one reader; if it left bytes, another may
-            // be asleep with them there.
-            s.readable.notify_one();
-        }
+        take_done::<P>(s, n);
     }
     r
+}
+
+/// After `n` bytes came out on path `P`: counts them and wakes writers
+/// (and, with several readers, another reader if bytes are left).
+#[inline(always)]
+fn take_done<P: Path>(s: &Shared, n: usize) {
+    crate::thread::moved_stream_bytes(n);
+    s.writable.notify_all();
+    if P::SHARED && s.ring.has_bytes() {
+        // One write wakes one reader; if it left bytes, another may be
+        // asleep with them there.
+        s.readable.notify_one();
+    }
 }
 
 /// Reads into `buf` (not empty) on path `P`, waiting while there is
@@ -210,6 +217,28 @@ impl io::Read for Reader {
     /// are none; 0 only at end-of-file (or for an empty `buf`).
     #[inline]
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        // The fast path, small enough to inline into the caller's loop: a
+        // lone reader that finds bytes before the end of the ring.
+        // Everything else (and an empty `buf`) goes out of line.
+        if let End::Local(l) = &self.0
+            && !l.turns.load(Relaxed)
+            && !buf.is_empty()
+            // SAFETY: on `Alone` this handle is the stream's only reader
+            // (as in `try_take`), reading through `&mut self`.
+            && let Some(n) = unsafe { l.s.ring.take_seen(buf) }
+        {
+            take_done::<Alone>(&l.s, n);
+            return Ok(n);
+        }
+        self.read_general(buf)
+    }
+}
+
+impl Reader {
+    /// `read` beyond its fast path: every kind of end and path, wrapping,
+    /// end-of-file, blocking.
+    #[inline(never)]
+    fn read_general(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if buf.is_empty() {
             return Ok(0);
         }

@@ -183,6 +183,60 @@ impl Ring {
         Put::Done(n)
     }
 
+    /// A lone writer's inline try ([`Writer`](super::Writer)'s fast
+    /// path): all of `src` (not empty) if it fits in the room the write
+    /// end last saw, before the end of the array, while a reader is left.
+    /// False changes nothing and leaves the call to [`put`](Ring::put),
+    /// which reloads `tail`, wraps, and answers `Full` or `Broken`.
+    ///
+    /// # Safety
+    /// The caller holds the write end.
+    #[inline(always)]
+    pub(super) unsafe fn put_all_seen(&self, src: &[u8]) -> bool {
+        let head = self.w.head.load(Relaxed);
+        let room = self.capacity() as u64 - head.wrapping_sub(self.w.tail_seen.get());
+        if room < src.len() as u64 || self.ends.readers.load(Acquire) == 0 {
+            return false;
+        }
+        // SAFETY: as in `put`: positions `head..head + src.len()` are free
+        // and ours until `head` moves past them.
+        if !unsafe { self.bytes.write_unwrapped(head, src) } {
+            return false;
+        }
+        self.w
+            .head
+            .store(head.wrapping_add(src.len() as u64), Release);
+        true
+    }
+
+    /// A lone reader's inline try ([`Reader`](super::Reader)'s fast path):
+    /// up to `dst.len()` (at least 1) bytes if some are readable and those
+    /// taken lie before the end of the array. `None` changes nothing but
+    /// the cached copy of `head`, and leaves the call to
+    /// [`take`](Ring::take), which wraps and answers `Empty` or `Eof`.
+    ///
+    /// # Safety
+    /// The caller holds the read end.
+    #[inline(always)]
+    pub(super) unsafe fn take_seen(&self, dst: &mut [u8]) -> Option<usize> {
+        let tail = self.r.tail.load(Relaxed);
+        let mut avail = self.r.head_seen.get().wrapping_sub(tail);
+        if avail < dst.len() as u64 {
+            // Acquire: as in `available`.
+            let head = self.w.head.load(Acquire);
+            self.r.head_seen.set(head);
+            avail = head.wrapping_sub(tail);
+        }
+        let n = (avail as usize).min(dst.len());
+        // SAFETY: as in `take`: positions `tail..tail + n` were written and
+        // published, and the writer leaves them alone until `tail` moves.
+        if n == 0 || !unsafe { self.bytes.read_unwrapped(tail, &mut dst[..n]) } {
+            return None;
+        }
+        self.r.tail.store(tail.wrapping_add(n as u64), Release);
+        Some(n)
+    }
+
     /// Where the readable bytes start and how many there are, reloading
     /// `head` if the cached copy shows fewer than `want`; `Empty` or `Eof`
     /// if there are none.

@@ -161,10 +161,16 @@ fn try_put<P: Path>(s: &Shared, buf: &[u8]) -> Put {
         || unsafe { s.ring.put(buf, need) },
     );
     if let Put::Done(n) = r {
-        crate::thread::moved_stream_bytes(n);
-        s.readable.notify_one();
+        put_done(s, n);
     }
     r
+}
+
+/// After `n` bytes went in: counts them and wakes a reader.
+#[inline(always)]
+fn put_done(s: &Shared, n: usize) {
+    crate::thread::moved_stream_bytes(n);
+    s.readable.notify_one();
 }
 
 /// Writes `buf` (not empty) on path `P`, waiting while it does not fit.
@@ -196,6 +202,34 @@ impl io::Write for Writer {
     /// [`BrokenPipe`](io::ErrorKind::BrokenPipe) once every reader is gone.
     #[inline]
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        // The fast path, small enough to inline into the caller's loop: a
+        // lone writer whose bytes fit in the room it last saw, before the
+        // end of the ring. Everything else (and an empty `buf`) goes out
+        // of line.
+        if let End::Local(l) = &self.0
+            && !l.turns.load(Relaxed)
+            && !buf.is_empty()
+            // SAFETY: on `Alone` this handle is the stream's only writer
+            // (as in `try_put`), writing through `&mut self`.
+            && unsafe { l.s.ring.put_all_seen(buf) }
+        {
+            put_done(&l.s, buf.len());
+            return Ok(buf.len());
+        }
+        self.write_general(buf)
+    }
+
+    /// Nothing to do: a write is visible to readers when it returns.
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Writer {
+    /// `write` beyond its fast path: every kind of end and path, wrapping,
+    /// reloading the reader's position, blocking.
+    #[inline(never)]
+    fn write_general(&mut self, buf: &[u8]) -> io::Result<usize> {
         if buf.is_empty() {
             return Ok(0);
         }
@@ -205,11 +239,6 @@ impl io::Write for Writer {
             #[cfg(not(ferry_loom))]
             End::Remote(r) => r.write(buf, true),
         }
-    }
-
-    /// Nothing to do: a write is visible to readers when it returns.
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
     }
 }
 

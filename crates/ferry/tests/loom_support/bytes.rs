@@ -56,4 +56,28 @@ impl Bytes {
             *d = self.cell(at, k).with(|p| unsafe { *p });
         }
     }
+
+    /// # Safety
+    /// As the real `Bytes::write_unwrapped`.
+    #[allow(dead_code)] // only the in-process model takes the fast paths
+    pub(super) unsafe fn write_unwrapped(&self, at: u64, src: &[u8]) -> bool {
+        if (at as usize & (self.len() - 1)) + src.len() > self.len() {
+            return false;
+        }
+        // SAFETY: forwarded.
+        unsafe { self.write(at, src) };
+        true
+    }
+
+    /// # Safety
+    /// As the real `Bytes::read_unwrapped`.
+    #[allow(dead_code)] // only the in-process model takes the fast paths
+    pub(super) unsafe fn read_unwrapped(&self, at: u64, dst: &mut [u8]) -> bool {
+        if (at as usize & (self.len() - 1)) + dst.len() > self.len() {
+            return false;
+        }
+        // SAFETY: forwarded.
+        unsafe { self.read(at, dst) };
+        true
+    }
 }
