@@ -69,6 +69,14 @@
 //! | `false`, `Alone` | `pipe` (both handles) | hold the end with no synchronisation: SP-SC, a one-byte write is a copy, a load and a store (plus the wakeup check) |
 //! | `true`, `Turns` | `clone` of this handle (Relaxed), or a handle made by a clone | take the end's spinlock for one copy (at most 4 KiB), then drop it: MP-SC, SP-MC or MP-MC by which ends are shared |
 //!
+//! On `Alone`, `Write::write` and `Read::read` are split in two so that
+//! the common call costs no call: an inline fast path (the bytes fit in
+//! the room the end last saw, or are there to read, and do not wrap past
+//! the end of the ring: `Ring::put_all_seen`, `Ring::take_seen`) small
+//! enough to be inlined into the caller's loop, and everything else
+//! (reloading the other end's position, wrapping, `Turns`, ends in other
+//! processes, waiting) out of line.
+//!
 //! A handle leaves `Alone` only when it is cloned and never comes back.
 //! The switch is safe with bytes in flight because it changes who holds
 //! the end, not the ring: a handle on `Alone` is the only handle of its
