@@ -346,6 +346,62 @@ fn no_kernel_thread_of_a_busy_runtime_waits_in_the_idle_class() {
     });
 }
 
+/// The files this process holds open inside its own `/proc/<pid>/task/`
+/// tree (the targets of `/proc/self/fd`).
+fn own_task_files_open() -> Vec<String> {
+    let tree = format!("/proc/{}/task/", std::process::id());
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .map(|target| target.to_string_lossy().into_owned())
+        .filter(|target| target.starts_with(&tree))
+        .collect()
+}
+
+/// A runtime whose drivers block unannounced, so that stand-ins and the
+/// monitor read their states, holds no file open inside its
+/// `/proc/<pid>/task/` tree: a parent reaping the process walks that tree,
+/// and entries a dying thread of it is still dropping held the parent's
+/// `wait` for seconds (see `sys::open_own_stat`; each kernel thread's stat
+/// file is `/proc/<tid>/stat`). The fds are listed while drivers sleep and
+/// a processor computes, until stand-ins have taken over unannounced
+/// blocks.
+#[test]
+#[cfg_attr(miri, ignore = "reads /proc")]
+fn the_runtime_holds_no_file_in_its_proc_task_tree() {
+    within("proc files of a runtime", || {
+        Runtime::builder()
+            .processors(2)
+            .stand_ins(true)
+            .take_over_unannounced(true)
+            .run(|| {
+                let stop = Arc::new(AtomicBool::new(false));
+                let progress = Arc::new(AtomicU64::new(0));
+                let worker = compute(&stop, &progress);
+                for _ in 0..20 {
+                    let sleepers: Vec<_> = (0..2)
+                        .map(|_| {
+                            // Not announced to ferry.
+                            ferry::spawn(|| std::thread::sleep(Duration::from_millis(5)))
+                        })
+                        .collect();
+                    let open = own_task_files_open();
+                    assert!(open.is_empty(), "files open in the task tree: {open:?}");
+                    for s in sleepers {
+                        s.join().unwrap();
+                    }
+                }
+                stop.store(true, SeqCst);
+                worker.join().unwrap();
+                let stats = Handle::current().upcall_stats();
+                assert!(stats.unannounced_blocks >= 1, "{stats:?}");
+                let open = own_task_files_open();
+                assert!(open.is_empty(), "files open in the task tree: {open:?}");
+            })
+            .unwrap();
+    });
+}
+
 #[test]
 fn blocking_passes_panics_and_values_and_works_off_the_runtime() {
     assert_eq!(ferry::blocking(|| 7), 7);

@@ -229,7 +229,8 @@ pub(crate) struct Activation {
     /// before `LOCAL` names it: how `raise` tells that the code raising the
     /// count still runs on this kernel thread.
     pub(super) home: AtomicUsize,
-    /// Its `/proc` stat file, for the monitor; closed when it retires.
+    /// Its `/proc/<tid>/stat` file (`sys::open_own_stat`), for the monitor
+    /// and stand-ins; closed when it retires.
     stat: std::sync::Mutex<Option<File>>,
     /// The CPU it is pinned to, `NO_CORE` for every allowed CPU, or
     /// `PIN_UNKNOWN` until it first pins itself (a new kernel thread

@@ -41,7 +41,9 @@
 //! core busy for it. Every waiter on such a death (a `wait`, a peer's
 //! pidfd) waited as long. In `SCHED_BATCH` the same program takes a
 //! fraction of a second, and the stand-in's takeovers are as quick
-//! (`ferry-bench upcalls`).
+//! (`ferry-bench upcalls`). (Those `/proc` entries were the stat files
+//! the activations keep open; they now live outside the tree a reaping
+//! parent walks, see `sys::open_own_stat`.)
 //!
 //! # The loop
 //!
