@@ -406,31 +406,25 @@ pub(crate) fn current_cpu() -> Option<usize> {
     usize::try_from(c).ok()
 }
 
-/// Calls `f` with the id of every kernel thread of the process
-/// (`/proc/self/task`); `false` if the list cannot be read (then `f` may
-/// have seen part of it). Allocates nothing but the directory stream.
-pub(crate) fn for_each_task(mut f: impl FnMut(u32)) -> bool {
-    // SAFETY: a valid, NUL-terminated path.
-    let dir = unsafe { libc::opendir(c"/proc/self/task".as_ptr()) };
-    if dir.is_null() {
-        return false;
-    }
-    loop {
-        // SAFETY: `dir` is an open stream, used by this thread alone.
-        let entry = unsafe { libc::readdir(dir) };
-        if entry.is_null() {
-            break;
-        }
-        // SAFETY: `readdir` returned an entry whose name is NUL-terminated
-        // and valid until the next call on `dir`.
-        let name = unsafe { std::ffi::CStr::from_ptr((*entry).d_name.as_ptr()) };
-        if let Some(tid) = name.to_str().ok().and_then(|s| s.parse::<u32>().ok()) {
-            f(tid);
-        }
-    }
-    // SAFETY: opened above, closed once.
-    unsafe { libc::closedir(dir) };
-    true
+/// How many kernel threads the process has (`num_threads` of
+/// `/proc/self/stat`); `None` if it cannot be read.
+///
+/// Read from the process's own stat file rather than by listing
+/// `/proc/self/task`: a listing makes an entry for each thread inside the
+/// `/proc/<pid>/task` tree, which a parent reaping the process walks (see
+/// [`open_own_stat`]).
+pub(crate) fn thread_count() -> Option<usize> {
+    usize::try_from(own_stat_field(20)?).ok()
+}
+
+/// Field `n` (numbered from 1, as in `proc(5)`; 3 or more) of
+/// `/proc/self/stat`, as a number.
+fn own_stat_field(n: usize) -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) may hold spaces: count fields after its
+    // closing parenthesis (field 3 is the first).
+    let rest = &s[s.rfind(')')? + 1..];
+    rest.split_whitespace().nth(n.checked_sub(3)?)?.parse().ok()
 }
 
 /// Wakes up to `n` kernel threads waiting on the futex `word` in memory
@@ -580,15 +574,7 @@ pub(crate) fn process_identity() -> (u32, u64) {
         unsafe { libc::pthread_atfork(None, None, Some(forget)) };
     });
     let pid = std::process::id();
-    let start = std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|s| {
-            // The command name (field 2) may hold spaces: count fields
-            // after its closing parenthesis (field 3 is the first).
-            let rest = &s[s.rfind(')')? + 1..];
-            rest.split_whitespace().nth(19)?.parse().ok()
-        })
-        .unwrap_or(0);
+    let start = own_stat_field(22).unwrap_or(0);
     START.store(start, Relaxed);
     PID.store(pid, Release);
     (pid, start)
@@ -645,4 +631,33 @@ pub(crate) fn private_dir(path: &std::path::Path, owner: u32) -> Result<(), DirE
         return Err(DirError::Unsafe("it is open to the group or others"));
     }
     Ok(())
+}
+
+#[cfg(all(test, not(ferry_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_thread_count_is_read_and_a_stat_file_reads_its_threads_state() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (go, stop) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            tx.send(open_own_stat()).unwrap();
+            let _ = stop.recv();
+        });
+        let stat = rx.recv().unwrap().expect("/proc/<tid>/stat");
+        // Other tests' threads come and go: the count is at least ours.
+        assert!(thread_count().expect("num_threads") >= 2);
+        let mut state = task_state(&stat);
+        for _ in 0..1000 {
+            if state == TaskState::Blocked {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            state = task_state(&stat);
+        }
+        assert_eq!(state, TaskState::Blocked, "a thread asleep in recv");
+        drop(go);
+        t.join().unwrap();
+    }
 }

@@ -25,7 +25,9 @@
 //! - no timer is pending (a sleep, a timed wait);
 //! - no activation is away in a kernel call or lost_processor by a takeover;
 //! - every kernel thread of the process is an activation of this runtime
-//!   (`/proc/self/task`), so no outside party exists at all.
+//!   (the process has as many kernel threads as the runtime has
+//!   activations, `num_threads` of `/proc/self/stat`), so no outside party
+//!   exists at all.
 //!
 //! Not detected, by design (a miss, never a false report): a deadlock in a
 //! process with any other kernel thread (a thread of the program's, another
@@ -191,14 +193,17 @@ pub(crate) fn confirm(shared: &Shared, seen: u64) {
 
 /// Whether every kernel thread of the process is one of `shared`'s
 /// activations; `false` if that cannot be known.
+///
+/// Every registered activation has its kernel thread (the caller's is the
+/// thread `run` waits on; a retiring one is unregistered before its thread
+/// ends, a new one registered after its thread starts), so the process has
+/// at least as many kernel threads as there are activations, and exactly
+/// as many only when none is another party's (nor an activation's on its
+/// way out). The count of activations is read before and after the
+/// kernel's count of threads and must not have moved meanwhile.
 fn only_own_kernel_threads(shared: &Shared) -> bool {
-    let mut all_own = true;
-    let listed = crate::sys::for_each_task(|tid| {
-        let mut own = false;
-        shared
-            .activations
-            .for_each(|a| own |= a.tid.load(Acquire) == tid);
-        all_own &= own;
-    });
-    listed && all_own
+    let before = shared.activations.count();
+    let threads = crate::sys::thread_count();
+    let after = shared.activations.count();
+    before == after && threads == Some(after)
 }
