@@ -1,15 +1,21 @@
 //! Small libc shims that the safe layers above need and rustix does not
-//! offer: errno, thread ids and directed signals, a kernel thread's
-//! scheduling state from `/proc`, its CPU clock, the cycle counter, the
-//! preemption signal's installation and the address ranges of the C
-//! library's code, `mincore` and `MemTotal` for the stack arena.
+//! offer: errno, thread ids and directed signals, a kernel thread's CPU
+//! clock, the cycle counter, the preemption signal's installation and the
+//! address ranges of the C library's code, `mincore` for the stack arena;
+//! and what `/proc` says of the process and its threads (`procfs.rs`: a
+//! kernel thread's scheduling state, the number of kernel threads, the
+//! process's start time, `MemTotal`).
 //!
 //! Raw system calls and `libc` structures stay here; nothing here blocks.
 
-use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::sync::OnceLock;
+
+mod procfs;
+
+pub(crate) use procfs::{
+    TaskState, mem_total, open_own_stat, process_identity, task_state, thread_count,
+};
 
 /// The calling kernel thread's errno slot, valid for the kernel thread's
 /// lifetime.
@@ -57,57 +63,6 @@ pub(crate) fn set_timer_slack(ns: u64) {
 pub(crate) fn set_thread_name(name: &str) {
     if let Ok(name) = std::ffi::CString::new(name) {
         let _ = rustix::thread::set_name(&name);
-    }
-}
-
-/// What the kernel says a thread is doing, from its `/proc` stat line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum TaskState {
-    /// `R`: running or runnable.
-    Running,
-    /// `S` or `D`: asleep in the kernel (a blocking call, a page fault).
-    Blocked,
-    /// Anything else (stopped, traced, exiting) or unreadable.
-    Other,
-}
-
-/// The calling kernel thread's stat file, `/proc/<tid>/stat`, kept open so
-/// that another thread can read its state with one `pread`.
-///
-/// Opened through the thread's own top-level directory, `/proc/<tid>`, not
-/// through the process's `/proc/<pid>/task/<tid>` (where
-/// `/proc/thread-self` leads). The parent that reaps a dead process drops
-/// the `/proc` entries of its whole `/proc/<pid>` tree (`release_task` ->
-/// `proc_invalidate_siblings_dcache` -> `shrink_dcache_parent`), and each
-/// exiting thread drops its own in its exit, the last one possibly after
-/// the parent has been told the process is gone. With the files under
-/// `/proc/<pid>/task/`, `ferry-capi`'s `fork_child` test (a parent that
-/// computes on both cores and reaps ten forked ferry children) took
-/// 1.5-19 s in 17 runs of 60, each time with the parent's `wait` in that
-/// kernel walk, where the rest take 0.1 s; with the files opened here, no
-/// run of 120 took over a second. Entries under `/proc/<tid>` are outside
-/// the tree the parent walks.
-pub(crate) fn open_own_stat() -> Option<File> {
-    File::open(format!("/proc/{}/stat", gettid())).ok()
-}
-
-/// The state in a `/proc/<tid>/stat` file opened by
-/// [`open_own_stat`].
-pub(crate) fn task_state(stat: &File) -> TaskState {
-    let mut buf = [0u8; 512];
-    let Ok(n) = stat.read_at(&mut buf, 0) else {
-        return TaskState::Other;
-    };
-    // "tid (comm) S ...": comm may hold spaces and parentheses, so look
-    // after the last ')'.
-    let line = &buf[..n];
-    let Some(close) = line.iter().rposition(|&b| b == b')') else {
-        return TaskState::Other;
-    };
-    match line.get(close + 2) {
-        Some(b'R') => TaskState::Running,
-        Some(b'S' | b'D') => TaskState::Blocked,
-        _ => TaskState::Other,
     }
 }
 
@@ -406,27 +361,6 @@ pub(crate) fn current_cpu() -> Option<usize> {
     usize::try_from(c).ok()
 }
 
-/// How many kernel threads the process has (`num_threads` of
-/// `/proc/self/stat`); `None` if it cannot be read.
-///
-/// Read from the process's own stat file rather than by listing
-/// `/proc/self/task`: a listing makes an entry for each thread inside the
-/// `/proc/<pid>/task` tree, which a parent reaping the process walks (see
-/// [`open_own_stat`]).
-pub(crate) fn thread_count() -> Option<usize> {
-    usize::try_from(own_stat_field(20)?).ok()
-}
-
-/// Field `n` (numbered from 1, as in `proc(5)`; 3 or more) of
-/// `/proc/self/stat`, as a number.
-fn own_stat_field(n: usize) -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // The command name (field 2) may hold spaces: count fields after its
-    // closing parenthesis (field 3 is the first).
-    let rest = &s[s.rfind(')')? + 1..];
-    rest.split_whitespace().nth(n.checked_sub(3)?)?.parse().ok()
-}
-
 /// Wakes up to `n` kernel threads waiting on the futex `word` in memory
 /// shared with another process (a shared futex, keyed by the file page, not
 /// a private one).
@@ -528,14 +462,6 @@ pub(crate) fn resident_pages(addr: usize, len: usize) -> Option<usize> {
     (r == 0).then(|| vec.iter().filter(|&&b| b & 1 != 0).count())
 }
 
-/// `MemTotal` of `/proc/meminfo` in bytes, if readable.
-pub(crate) fn mem_total() -> Option<usize> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
-    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
-    kib.checked_mul(1024)
-}
-
 /// `CLOCK_MONOTONIC` now, in nanoseconds: the clock every process of the
 /// machine shares (what `Instant` reads), for deadlines that cross
 /// processes.
@@ -548,36 +474,6 @@ pub(crate) fn monotonic_ns() -> u64 {
     // exists (served by the vDSO, no system call).
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     (ts.tv_sec as u64).wrapping_mul(1_000_000_000) + ts.tv_nsec as u64
-}
-
-/// This process's pid and start time in clock ticks since boot
-/// (`/proc/self/stat` field 22): the pair names the process uniquely while
-/// the machine runs (a pid is reused, the pair is not). Read once; a forked
-/// child reads its own (a `pthread_atfork` handler forgets the parent's).
-/// The start time is 0 if unreadable.
-pub(crate) fn process_identity() -> (u32, u64) {
-    use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-    use std::sync::atomic::{AtomicU32, AtomicU64};
-    static PID: AtomicU32 = AtomicU32::new(0);
-    static START: AtomicU64 = AtomicU64::new(0);
-    static AT_FORK: std::sync::Once = std::sync::Once::new();
-    extern "C" fn forget() {
-        PID.store(0, Relaxed);
-    }
-    let pid = PID.load(Acquire);
-    if pid != 0 {
-        return (pid, START.load(Relaxed));
-    }
-    AT_FORK.call_once(|| {
-        // SAFETY: `forget` is a plain function touching one atomic, safe
-        // to run in a forked child.
-        unsafe { libc::pthread_atfork(None, None, Some(forget)) };
-    });
-    let pid = std::process::id();
-    let start = own_stat_field(22).unwrap_or(0);
-    START.store(start, Relaxed);
-    PID.store(pid, Release);
-    (pid, start)
 }
 
 /// Where user `uid`'s runtime directory is, given the value of
@@ -631,33 +527,4 @@ pub(crate) fn private_dir(path: &std::path::Path, owner: u32) -> Result<(), DirE
         return Err(DirError::Unsafe("it is open to the group or others"));
     }
     Ok(())
-}
-
-#[cfg(all(test, not(ferry_loom)))]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_thread_count_is_read_and_a_stat_file_reads_its_threads_state() {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (go, stop) = std::sync::mpsc::channel::<()>();
-        let t = std::thread::spawn(move || {
-            tx.send(open_own_stat()).unwrap();
-            let _ = stop.recv();
-        });
-        let stat = rx.recv().unwrap().expect("/proc/<tid>/stat");
-        // Other tests' threads come and go: the count is at least ours.
-        assert!(thread_count().expect("num_threads") >= 2);
-        let mut state = task_state(&stat);
-        for _ in 0..1000 {
-            if state == TaskState::Blocked {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-            state = task_state(&stat);
-        }
-        assert_eq!(state, TaskState::Blocked, "a thread asleep in recv");
-        drop(go);
-        t.join().unwrap();
-    }
 }
