@@ -168,10 +168,13 @@ pub unsafe extern "C" fn ferry_stream_read(
 }
 
 /// A second write end of `writer`'s stream, for another thread (the stream
-/// switches to its several-writers path); NULL for NULL.
+/// switches to its several-writers path); NULL for NULL. Clone an end
+/// before another thread may use it: the switch reaches `writer`'s own
+/// calls from its next one on.
 ///
 /// # Safety
-/// `writer` is NULL or a live write end.
+/// `writer` is NULL or a live write end that no other thread is using now
+/// (as for [`ferry_stream_write`]).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ferry_stream_writer_clone(
     writer: *const ferry_stream_writer,
@@ -185,10 +188,12 @@ pub unsafe extern "C" fn ferry_stream_writer_clone(
 }
 
 /// A second read end of `reader`'s stream, for another thread; NULL for
-/// NULL.
+/// NULL. Clone an end before another thread may use it: the switch reaches
+/// `reader`'s own calls from its next one on.
 ///
 /// # Safety
-/// `reader` is NULL or a live read end.
+/// `reader` is NULL or a live read end that no other thread is using now
+/// (as for [`ferry_stream_read`]).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ferry_stream_reader_clone(
     reader: *const ferry_stream_reader,

@@ -505,19 +505,24 @@ ptrdiff_t ferry_stream_read(struct ferry_stream_reader *reader,
 
 /*
  A second write end of `writer`'s stream, for another thread (the stream
- switches to its several-writers path); NULL for NULL.
+ switches to its several-writers path); NULL for NULL. Clone an end
+ before another thread may use it: the switch reaches `writer`'s own
+ calls from its next one on.
 
  # Safety
- `writer` is NULL or a live write end.
+ `writer` is NULL or a live write end that no other thread is using now
+ (as for [`ferry_stream_write`]).
  */
 struct ferry_stream_writer *ferry_stream_writer_clone(const struct ferry_stream_writer *writer);
 
 /*
  A second read end of `reader`'s stream, for another thread; NULL for
- NULL.
+ NULL. Clone an end before another thread may use it: the switch reaches
+ `reader`'s own calls from its next one on.
 
  # Safety
- `reader` is NULL or a live read end.
+ `reader` is NULL or a live read end that no other thread is using now
+ (as for [`ferry_stream_read`]).
  */
 struct ferry_stream_reader *ferry_stream_reader_clone(const struct ferry_stream_reader *reader);
 

@@ -14,12 +14,15 @@
 
 #define COUNT 20000
 
-static struct ferry_stream_writer *shared_w;
+/* The producers' write ends: [1] the stream's own, [2] its clone, made
+ * before either producer starts (an end is cloned while no other thread
+ * uses it). */
+static struct ferry_stream_writer *ends[3];
 
 /* Writes COUNT numbers of 4 bytes, tagged with `tag` in the top byte. */
 static any_t produce(any_t arg) {
     uint32_t tag = (uint32_t)(intptr_t)arg;
-    struct ferry_stream_writer *w = tag == 1 ? shared_w : ferry_stream_writer_clone(shared_w);
+    struct ferry_stream_writer *w = ends[tag];
     CHECK(w != NULL);
     for (uint32_t i = 0; i < COUNT; i++) {
         uint32_t v = (tag << 24) | i;
@@ -61,7 +64,8 @@ int main(void) {
      * producer's numbers arrive whole and in order, and end-of-file comes
      * once both ends are closed. */
     struct ferry_stream_reader *r;
-    CHECK(ferry_stream_pipe(4096, &shared_w, &r) == 0);
+    CHECK(ferry_stream_pipe(4096, &ends[1], &r) == 0);
+    ends[2] = ferry_stream_writer_clone(ends[1]);
     cthread_t a = cthread_fork(produce, (any_t)(intptr_t)2);
     cthread_t b = cthread_fork(produce, (any_t)(intptr_t)1);
     uint32_t next[3] = {0, 0, 0};
