@@ -40,7 +40,11 @@
 //!
 //! So the guard is as large as the frames that can be expected to skip it
 //! ([`default_guard_size`]): **the stack's own usable size, at least
-//! 64 KiB and at most 1 MiB** (256 KiB for the default stack).
+//! 64 KiB and at most 1 MiB** (256 KiB for the default stack). A program
+//! whose code is all probed may choose one smaller size for every stack of
+//! the process instead ([`set_guard_size`], `FERRY_STACK_GUARD`, down to
+//! one page as a pthread's), which makes carving stacks cheaper
+//! (`guard_size.rs` has the numbers).
 //!
 //! - **A frame that fits the stack is caught.** A frame of `f` bytes
 //!   starting anywhere in the stack touches nothing lower than `bottom() -
@@ -199,6 +203,7 @@
 
 mod arena;
 mod cache;
+mod guard_size;
 mod mapping;
 mod overflow;
 mod registry;
@@ -212,6 +217,7 @@ pub(crate) use arena::Local as LocalStacks;
 pub use arena::REGION_BYTES;
 pub(crate) use arena::hold as hold_arena;
 pub use cache::{CacheLimits, CacheStats, StackCache};
+pub use guard_size::{GuardSizeError, set_guard_size};
 pub use mapping::{GuardMethod, guard_method};
 pub use overflow::{TagNamer, ensure_signal_stack, install_overflow_handler, set_tag_namer};
 pub(crate) use registry::hold as hold_registry;
@@ -235,20 +241,26 @@ pub(crate) fn registry_for_each_of_runtime(runtime: usize, mut f: impl FnMut(u64
 /// documentation for the full reasoning.
 pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
 
-/// The smallest guard [`Stack::new`] gives a stack: 64 KiB, the guard
+/// The smallest guard the default rule gives a stack: 64 KiB, the guard
 /// AArch64 Linux and gcc's stack-clash protection assume; see the module
-/// documentation.
+/// documentation (a process may choose a smaller one, [`set_guard_size`]).
 pub const MIN_GUARD_SIZE: usize = 64 * 1024;
 
 /// The largest guard [`Stack::new`] gives a stack: 1 MiB, the gap Linux
-/// keeps below a growing main stack; see the module documentation.
+/// keeps below a growing main stack; see the module documentation. Also
+/// the largest a process may choose ([`set_guard_size`]).
 pub const MAX_GUARD_SIZE: usize = 1024 * 1024;
 
-/// The guard [`Stack::new`] gives a stack of `size` usable bytes: `size`
-/// rounded up to pages, clamped to [`MIN_GUARD_SIZE`]..=[`MAX_GUARD_SIZE`]
-/// (both rounded up to pages), so that any frame the stack can hold faults
-/// in the guard even when the code that makes it does not probe its pages.
+/// The guard [`Stack::new`] gives a stack of `size` usable bytes: the
+/// process's size if one was chosen ([`set_guard_size`],
+/// `FERRY_STACK_GUARD`), else `size` rounded up to pages, clamped to
+/// [`MIN_GUARD_SIZE`]..=[`MAX_GUARD_SIZE`] (both rounded up to pages), so
+/// that any frame the stack can hold faults in the guard even when the code
+/// that makes it does not probe its pages.
 pub fn default_guard_size(size: usize) -> usize {
+    if let Some(g) = guard_size::chosen() {
+        return g;
+    }
     let size = round_to_pages(size).unwrap_or(usize::MAX);
     let lo = round_to_pages(MIN_GUARD_SIZE).unwrap_or(MIN_GUARD_SIZE);
     let hi = round_to_pages(MAX_GUARD_SIZE).unwrap_or(MAX_GUARD_SIZE);
