@@ -30,7 +30,7 @@ use std::env;
 use std::fmt;
 use std::sync::OnceLock;
 
-use super::{MAX_GUARD_SIZE, page_size, round_to_pages};
+use super::{MAX_GUARD_SIZE, round_to_pages};
 
 /// The process's guard size once decided: `None` for the module's rule.
 static CHOICE: OnceLock<Option<usize>> = OnceLock::new();
@@ -114,5 +114,5 @@ fn valid(bytes: usize) -> Option<usize> {
     if bytes == 0 || bytes > MAX_GUARD_SIZE {
         return None;
     }
-    round_to_pages(bytes).map(|b| b.max(page_size()))
+    round_to_pages(bytes)
 }

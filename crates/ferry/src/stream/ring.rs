@@ -219,6 +219,8 @@ impl Ring {
     /// The caller holds the read end.
     #[inline(always)]
     pub(super) unsafe fn take_seen(&self, dst: &mut [u8]) -> Option<usize> {
+        // Not `available`: its end-of-file check, inlined here, took the
+        // one-byte write+read of `ferry-bench streams` from 8 ns to 11-12.
         let tail = self.r.tail.load(Relaxed);
         let mut avail = self.r.head_seen.get().wrapping_sub(tail);
         if avail < dst.len() as u64 {

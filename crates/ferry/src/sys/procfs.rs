@@ -50,13 +50,7 @@ pub(crate) fn task_state(stat: &File) -> TaskState {
     let Ok(n) = stat.read_at(&mut buf, 0) else {
         return TaskState::Other;
     };
-    // "tid (comm) S ...": comm may hold spaces and parentheses, so look
-    // after the last ')'.
-    let line = &buf[..n];
-    let Some(close) = line.iter().rposition(|&b| b == b')') else {
-        return TaskState::Other;
-    };
-    match line.get(close + 2) {
+    match after_comm(&buf[..n]).first() {
         Some(b'R') => TaskState::Running,
         Some(b'S' | b'D') => TaskState::Blocked,
         _ => TaskState::Other,
@@ -77,11 +71,22 @@ pub(crate) fn thread_count() -> Option<usize> {
 /// Field `n` (numbered from 1, as in `proc(5)`; 3 or more) of
 /// `/proc/self/stat`, as a number.
 fn own_stat_field(n: usize) -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // The command name (field 2) may hold spaces: count fields after its
-    // closing parenthesis (field 3 is the first).
-    let rest = &s[s.rfind(')')? + 1..];
-    rest.split_whitespace().nth(n.checked_sub(3)?)?.parse().ok()
+    let line = std::fs::read("/proc/self/stat").ok()?;
+    let field = after_comm(&line)
+        .split(u8::is_ascii_whitespace)
+        .filter(|f| !f.is_empty())
+        .nth(n.checked_sub(3)?)?;
+    std::str::from_utf8(field).ok()?.parse().ok()
+}
+
+/// What follows the command name of a stat line ("pid (comm) S ..."),
+/// from field 3 on; empty if there is no command name. The name may hold
+/// spaces and parentheses, so it ends at the last `)`.
+fn after_comm(line: &[u8]) -> &[u8] {
+    match line.iter().rposition(|&b| b == b')') {
+        Some(close) => line.get(close + 2..).unwrap_or(&[]),
+        None => &[],
+    }
 }
 
 /// `MemTotal` of `/proc/meminfo` in bytes, if readable.
