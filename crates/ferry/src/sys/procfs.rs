@@ -142,6 +142,8 @@ mod tests {
         let stat = rx.recv().unwrap().expect("/proc/<tid>/stat");
         // Other tests' threads come and go: the count is at least ours.
         assert!(thread_count().expect("num_threads") >= 2);
+        // The start time (field 22) is read past the command name too.
+        assert_ne!(process_identity().1, 0);
         let mut state = task_state(&stat);
         for _ in 0..1000 {
             if state == TaskState::Blocked {
