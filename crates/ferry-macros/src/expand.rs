@@ -10,7 +10,7 @@ use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote};
 use syn::{Ident, LitInt};
 
-use crate::model::{self, Interface, Method};
+use crate::model::{self, ByteString, Interface, Method, byte_string};
 use crate::version;
 
 /// Reads `item` as an interface and returns the trait followed by its
@@ -225,6 +225,15 @@ fn client_method(
         Some(t) => quote!(#t),
         None => quote!(()),
     };
+    let args = m.args.iter().map(|(n, t)| match byte_string(t) {
+        Some(_) => quote!(&#rpc::__private::Bytes(&#n[..])),
+        None => quote!(&#n),
+    });
+    let decode = if returns_bytes(m) {
+        quote!(#rpc::__private::decode::<#rpc::__private::ByteBuf>(&__ferry_reply).map(|b| b.0))
+    } else {
+        quote!(#rpc::__private::decode::<#ret>(&__ferry_reply))
+    };
     let summary = format!(
         "Calls [`{trait_name}::{ident}`] on the server (op {}). Arguments that cannot be \
          encoded are `Error::BadArgs`; a result that does not decode is `Error::BadReply`.",
@@ -240,10 +249,10 @@ fn client_method(
         #[doc = ""]
         #[doc = #summary]
         #vis fn #ident(&self #(, #names: #tys)*) -> #rpc::Result<#ret> {
-            let __ferry_args = #rpc::__private::encode(&(#(&#names,)*))
+            let __ferry_args = #rpc::__private::encode(&(#(#args,)*))
                 .ok_or(#rpc::Error::BadArgs)?;
             let __ferry_reply = #call?;
-            #rpc::__private::decode::<#ret>(&__ferry_reply).ok_or(#rpc::Error::BadReply)
+            #decode.ok_or(#rpc::Error::BadReply)
         }
     }
 }
@@ -253,15 +262,32 @@ fn server_arm(trait_name: &Ident, op_lit: LitInt, m: &Method) -> TokenStream {
     let rpc = quote!(::ferry::rpc);
     let ident = &m.ident;
     let names: Vec<&Ident> = m.args.iter().map(|(n, _)| n).collect();
-    let tys = m.args.iter().map(|(_, t)| t);
+    let tys = m.args.iter().map(|(_, t)| match byte_string(t) {
+        Some(ByteString::Owned) => quote!(#rpc::__private::ByteBuf),
+        _ => quote!(#t),
+    });
+    let pass = m.args.iter().map(|(n, t)| match byte_string(t) {
+        Some(ByteString::Owned) => quote!(#n.0),
+        _ => quote!(#n),
+    });
+    let ret = if returns_bytes(m) {
+        quote!(&#rpc::__private::Bytes(&__ferry_ret[..]))
+    } else {
+        quote!(&__ferry_ret)
+    };
     quote! {
         #op_lit => {
             let (#(#names,)*): (#(#tys,)*) = #rpc::__private::decode(args)
                 .ok_or(#rpc::Fault::BadArgs)?;
-            let __ferry_ret = <T as #trait_name>::#ident(&self.imp, #(#names),*);
-            #rpc::__private::encode(&__ferry_ret).ok_or(#rpc::Fault::Panicked)
+            let __ferry_ret = <T as #trait_name>::#ident(&self.imp, #(#pass),*);
+            #rpc::__private::encode(#ret).ok_or(#rpc::Fault::Panicked)
         }
     }
+}
+
+/// Whether `m` returns a byte vector (carried as a byte string).
+fn returns_bytes(m: &Method) -> bool {
+    m.ret.as_ref().and_then(byte_string) == Some(ByteString::Owned)
 }
 
 /// `CamelCase` as `SCREAMING_SNAKE` (`HttpCache` → `HTTP_CACHE`, `HTTPCache`

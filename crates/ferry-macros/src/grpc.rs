@@ -30,7 +30,7 @@ use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote};
 use syn::{Ident, LitInt, LitStr, Type};
 
-use crate::model::{Interface, Method};
+use crate::model::{Interface, Method, byte_string};
 
 /// How one type travels in a protobuf message.
 struct Field {
@@ -41,6 +41,38 @@ struct Field {
     /// The `::ferry_grpc::__private` field kind (`Native<T>` or
     /// `Postcard<T>`).
     kind: TokenStream,
+    /// Whether the value sits in the local call's postcard tuple as a byte
+    /// string (`ByteBuf`, see `model::ByteString`) rather than as `owned`.
+    byte_string: bool,
+}
+
+impl Field {
+    /// The type the value has in the local call's postcard tuple.
+    fn local(&self) -> TokenStream {
+        if self.byte_string {
+            quote!(::ferry::rpc::__private::ByteBuf)
+        } else {
+            self.owned.clone()
+        }
+    }
+
+    /// `var` (of type [`Self::local`]) as [`Self::owned`].
+    fn owned_of(&self, var: &Ident) -> TokenStream {
+        if self.byte_string {
+            quote!(#var.0)
+        } else {
+            quote!(#var)
+        }
+    }
+
+    /// `var` (of type [`Self::owned`]) as [`Self::local`].
+    fn local_of(&self, var: &Ident) -> TokenStream {
+        if self.byte_string {
+            quote!(::ferry::rpc::__private::ByteBuf(#var))
+        } else {
+            quote!(#var)
+        }
+    }
 }
 
 /// The field a type written as `ty` maps to.
@@ -51,7 +83,14 @@ fn field(ty: &Type) -> Field {
         proto,
         kind: quote!(#private::Native<#owned>),
         owned,
+        byte_string: false,
     };
+    if byte_string(ty).is_some() {
+        return Field {
+            byte_string: true,
+            ..native("bytes", quote!(::std::vec::Vec<u8>))
+        };
+    }
     match written.as_str() {
         "i32" => native("int32", quote!(i32)),
         "i64" => native("int64", quote!(i64)),
@@ -61,7 +100,6 @@ fn field(ty: &Type) -> Field {
         "f32" => native("float", quote!(f32)),
         "f64" => native("double", quote!(f64)),
         "String" | "& str" => native("string", quote!(::std::string::String)),
-        "Vec < u8 >" | "& [u8]" => native("bytes", quote!(::std::vec::Vec<u8>)),
         _ => {
             let owned = match ty {
                 Type::Reference(r) => {
@@ -74,6 +112,7 @@ fn field(ty: &Type) -> Field {
                 proto: "bytes",
                 kind: quote!(#private::Postcard<#owned>),
                 owned,
+                byte_string: false,
             }
         }
     }
@@ -190,25 +229,27 @@ fn method_fns(
     let result_from = format_ident!("{base}_result_from_proto");
     let fields: Vec<Field> = m.args.iter().map(|(_, t)| field(t)).collect();
     let owned: Vec<&TokenStream> = fields.iter().map(|f| &f.owned).collect();
+    let locals: Vec<TokenStream> = fields.iter().map(Field::local).collect();
     let kinds: Vec<&TokenStream> = fields.iter().map(|f| &f.kind).collect();
     let vars: Vec<Ident> = (0..fields.len())
         .map(|i| format_ident!("__ferry_a{i}"))
         .collect();
+    let owned_vals = fields.iter().zip(&vars).map(|(f, v)| f.owned_of(v));
+    let local_vals = fields.iter().zip(&vars).map(|(f, v)| f.local_of(v));
     let tags: Vec<LitInt> = (1..=fields.len())
         .map(|i| LitInt::new(&format!("{i}u32"), Span::call_site()))
         .collect();
-    let (ret_owned, ret_kind) = match returned(m) {
-        Some(t) => {
-            let f = field(t);
-            (Some(f.owned), Some(f.kind))
-        }
-        None => (None, None),
-    };
-    let result_fns = match (&ret_owned, &ret_kind) {
-        (Some(owned), Some(kind)) => quote! {
+    let ret = returned(m).map(field);
+    let result_fns = match &ret {
+        Some(f) => {
+            let (owned, kind, local) = (&f.owned, &f.kind, f.local());
+            let v = format_ident!("__ferry_v");
+            let (from_local, to_local) = (f.owned_of(&v), f.local_of(&v));
+            quote! {
             #[doc(hidden)]
             fn #result_to(result: &[u8]) -> ::core::result::Result<::std::vec::Vec<u8>, #private::Bad> {
-                let __ferry_v: #owned = #private::from_postcard(result)?;
+                let __ferry_v: #local = #private::from_postcard(result)?;
+                let __ferry_v: #owned = #from_local;
                 let mut __ferry_buf = ::std::vec::Vec::new();
                 <#kind as #private::Field>::encode(&__ferry_v, 1, &mut __ferry_buf)?;
                 ::core::result::Result::Ok(__ferry_buf)
@@ -221,9 +262,10 @@ fn method_fns(
                     _ => #private::skip(__ferry_wire, __ferry_buf),
                 })?;
                 let __ferry_v = #private::present::<#kind>(__ferry_v, 1)?;
-                #private::to_postcard(&__ferry_v)
+                #private::to_postcard(&#to_local)
             }
-        },
+            }
+        }
         _ => quote! {
             #[doc(hidden)]
             fn #result_to(result: &[u8]) -> ::core::result::Result<::std::vec::Vec<u8>, #private::Bad> {
@@ -242,7 +284,8 @@ fn method_fns(
     let f = quote! {
         #[doc(hidden)]
         fn #args_to(args: &[u8]) -> ::core::result::Result<::std::vec::Vec<u8>, #private::Bad> {
-            let (#(#vars,)*): (#(#owned,)*) = #private::from_postcard(args)?;
+            let (#(#vars,)*): (#(#locals,)*) = #private::from_postcard(args)?;
+            #( let #vars: #owned = #owned_vals; )*
             let mut __ferry_buf = ::std::vec::Vec::new();
             #( <#kinds as #private::Field>::encode(&#vars, #tags, &mut __ferry_buf)?; )*
             ::core::result::Result::Ok(__ferry_buf)
@@ -255,7 +298,7 @@ fn method_fns(
                 _ => #private::skip(__ferry_wire, __ferry_buf),
             })?;
             #( let #vars = #private::present::<#kinds>(#vars, #tags)?; )*
-            #private::to_postcard(&(#(#vars,)*))
+            #private::to_postcard(&(#(#local_vals,)*))
         }
         #result_fns
     };

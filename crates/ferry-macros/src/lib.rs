@@ -31,7 +31,11 @@
 //! arguments are encoded with postcard as one tuple `(a, b, ..)` of the
 //! arguments after `&self` (`()` for none, `(a,)` for one); its result is
 //! the return value encoded with postcard (`()` when there is none), so any
-//! serde type works, `Result<T, E>` included. The server answers arguments
+//! serde type works, `Result<T, E>` included. An argument or result written
+//! `Vec<u8>` or `&[u8]` is encoded as postcard's byte string: the same
+//! bytes as serde's sequence of `u8`, written and read in one copy instead
+//! of one serializer call per byte (about 0.8 us per KiB each way). The
+//! server answers arguments
 //! that do not decode, or leave bytes over, with `Fault::BadArgs` (the
 //! client sees `Error::BadArgs`), an op past the last method with
 //! `Fault::UnknownOp` (`Error::UnknownOp { op }`), and a result that cannot

@@ -34,6 +34,26 @@ pub(crate) struct Method {
     pub ret: Option<Type>,
 }
 
+/// A type the generated code carries as a byte string
+/// (`::ferry::rpc::__private::{Bytes, ByteBuf}`), one copy where serde
+/// would make one call per byte; the bytes on the wire are the same.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum ByteString {
+    /// `Vec<u8>`.
+    Owned,
+    /// `&[u8]`.
+    Borrowed,
+}
+
+/// Whether `ty`, as written, is a byte string.
+pub(crate) fn byte_string(ty: &Type) -> Option<ByteString> {
+    match quote::quote!(#ty).to_string().as_str() {
+        "Vec < u8 >" => Some(ByteString::Owned),
+        "& [u8]" => Some(ByteString::Borrowed),
+        _ => None,
+    }
+}
+
 /// Names the generated client type has of its own, which a method may not
 /// take.
 pub(crate) const RESERVED: &[&str] = &[

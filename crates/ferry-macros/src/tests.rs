@@ -193,6 +193,39 @@ fn server_dispatch_decodes_per_op_and_answers_unknown_ops() {
 }
 
 #[test]
+fn byte_vectors_and_slices_travel_as_byte_strings() {
+    let file = expanded(
+        "pub trait Blob { fn put(&self, key: u32, data: Vec<u8>, tag: &[u8]) -> Vec<u8>; }",
+    );
+    let put = squash(&fn_of(impl_of(&file, "BlobClient", false), "put").block);
+    assert!(
+        put.contains(
+            "encode(&(&key,&::ferry::rpc::__private::Bytes(&data[..]),\
+             &::ferry::rpc::__private::Bytes(&tag[..]),))"
+        ),
+        "{put}"
+    );
+    assert!(
+        put.contains("decode::<::ferry::rpc::__private::ByteBuf>(&__ferry_reply).map(|b|b.0)"),
+        "{put}"
+    );
+    let dispatch = fn_of(impl_of(&file, "BlobServer", false), "dispatch");
+    let arm = squash(&dispatch.block);
+    assert!(
+        arm.contains("let(key,data,tag,):(u32,::ferry::rpc::__private::ByteBuf,&[u8],)="),
+        "{arm}"
+    );
+    assert!(
+        arm.contains("<TasBlob>::put(&self.imp,key,data.0,tag)"),
+        "{arm}"
+    );
+    assert!(
+        arm.contains("encode(&::ferry::rpc::__private::Bytes(&__ferry_ret[..]))"),
+        "{arm}"
+    );
+}
+
+#[test]
 fn expansion_names_only_ferry_rpc_and_core_std_paths() {
     struct Paths(Vec<String>);
     impl<'ast> Visit<'ast> for Paths {
