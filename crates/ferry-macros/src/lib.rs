@@ -37,8 +37,9 @@
 //! of one serializer call per byte (that cost about 0.8 us per KiB encoded
 //! and decoded). The server answers arguments that do not decode, or
 //! leave bytes over, with `Fault::BadArgs` (the client sees
-//! `Error::BadArgs`), an op past the last method with `Fault::UnknownOp` (`Error::UnknownOp { op }`), and a result that cannot
-//! be encoded with `Fault::Panicked` (`Error::ServerPanicked`). A client
+//! `Error::BadArgs`), an op past the last method with `Fault::UnknownOp`
+//! (`Error::UnknownOp { op }`), and a result that cannot be encoded with
+//! `Fault::Panicked` (`Error::ServerPanicked`). A client
 //! whose arguments cannot be encoded gets `Error::BadArgs` without calling;
 //! a reply that does not decode, or leaves bytes over, is
 //! `Error::BadReply`.
