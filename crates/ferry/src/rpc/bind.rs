@@ -355,7 +355,7 @@ impl Listener {
         if let Some(layout) = &self.layout {
             // SAFETY: `mapping` is mapped, readable and writable while it
             // lives, which outlasts this region (dropped at the end of this
-            // block); the region is only accessed atomically.
+            // block); the region is accessed as `ChannelRegion` requires.
             let region =
                 unsafe { super::layout::ChannelRegion::from_raw(mapping.as_ptr(), mapping.len()) }
                     .map_err(Error::from)?;

@@ -48,7 +48,8 @@ impl Memory {
         // `binding` lives; `Memory` owns the binding and hands the region
         // out only through `view`, borrowed from `self`, and the channel
         // ends keep their `'static` endpoints in fields dropped before their
-        // `Memory` (module docs). Every access through a region is atomic.
+        // `Memory` (module docs). Every access through a region is atomic
+        // or one of the slots' ordered payload copies (`ChannelRegion`).
         unsafe { ChannelRegion::from_raw(m.as_ptr(), m.len()) }.map_err(Error::from)
     }
 

@@ -137,6 +137,10 @@ pub(crate) mod slots;
 mod waiter;
 pub(crate) mod watch;
 
+/// The byte copy `slots` moves payloads with (a name here, so that the
+/// channel tests that include `slots.rs` by path can supply their own).
+use crate::copy;
+
 /// The atomics `waiter` and `frame_word` use (loom's in their models).
 mod atomic {
     pub(crate) use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};

@@ -17,7 +17,7 @@
 //! | 0..8 | control: state in the low 32 bits, generation in the high 32 |
 //! | 8..16 | op in the low 32 bits, payload length in the high 32 |
 //! | 16..24 | signal: the call's generation in the high 32 bits, [`ALERT`] and [`ABORT`] in the low (client writes, server reads) |
-//! | 24..24 + `s` | payload, `s` = the layout's slot size, in native-order 8-byte words |
+//! | 24..24 + `s` | payload bytes, `s` = the layout's slot size (a multiple of 8) |
 //!
 //! A call's payload is the call's context (the logical thread, encoded by
 //! `rpc::logical`) then its arguments; a reply's is the run time the server
@@ -66,6 +66,7 @@ use core::sync::atomic::AtomicU64;
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::collections::VecDeque;
 
+use super::copy::copy;
 use super::layout::{ChannelView, SLOT_HEADER, slot_stride};
 
 mod error;
@@ -220,23 +221,23 @@ impl<'r> Arena<'r> {
     fn write_parts(&self, index: u32, slot: &'r [AtomicU64], head: &[u8], bytes: &[u8]) {
         debug_assert!(head.len().is_multiple_of(8));
         let payload = self.payload(index, slot, head.len() + bytes.len());
-        let mut words = payload.iter();
-        for (chunk, word) in head.chunks_exact(8).zip(words.by_ref()) {
-            let w: [u8; 8] = chunk.try_into().expect("chunks of 8");
-            word.store(u64::from_ne_bytes(w), Relaxed);
-        }
-        let mut chunks = bytes.chunks_exact(8);
-        for (chunk, word) in chunks.by_ref().zip(words.by_ref()) {
-            let w: [u8; 8] = chunk.try_into().expect("chunks of 8");
-            word.store(u64::from_ne_bytes(w), Relaxed);
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut w = [0u8; 8];
-            w[..rest.len()].copy_from_slice(rest);
-            if let Some(word) = words.next() {
-                word.store(u64::from_ne_bytes(w), Relaxed);
-            }
+        assert!(
+            head.len() + bytes.len() <= payload.len() * 8,
+            "a payload is checked to fit before it is written"
+        );
+        let to = payload.as_ptr().cast::<u8>().cast_mut();
+        // SAFETY: both copies stay within `payload` (asserted), whose words
+        // are shared memory this process may write (they are atomics, so
+        // a shared borrow allows it). In this process only the slot's
+        // owner in the protocol (the client for a call, the server for a
+        // reply) writes them, and nobody reads them until the control
+        // word's Release publishes them; the peer process may scribble on
+        // them at any time, which makes what the reader copies out just a
+        // value, never a fault. Bulk copies instead of per-word atomic
+        // stores, as a stream's shared bytes are copied (`stream/bytes.rs`).
+        unsafe {
+            copy(head.as_ptr(), to, head.len());
+            copy(bytes.as_ptr(), to.add(head.len()), bytes.len());
         }
     }
 
@@ -254,28 +255,32 @@ impl<'r> Arena<'r> {
                 max: self.max_len(),
             });
         }
-        let mut out = vec![0u8; n];
-        self.copy_payload(index, slot, &mut out);
+        let mut out = Vec::with_capacity(n);
+        // SAFETY: `out` has room for `n` bytes, outside shared memory.
+        unsafe { self.copy_payload(index, slot, out.as_mut_ptr(), n) };
+        // SAFETY: the copy initialised the first `n` bytes.
+        unsafe { out.set_len(n) };
         Ok(out)
     }
 
-    /// Copies slot `index`'s first `out.len()` payload bytes (checked by
-    /// the caller against the maximum) into `out`.
-    fn copy_payload(&self, index: u32, slot: &'r [AtomicU64], out: &mut [u8]) {
-        let payload = self.payload(index, slot, out.len());
-        let mut chunks = out.chunks_exact_mut(8);
-        let mut words = payload.iter();
-        for (chunk, word) in chunks.by_ref().zip(words.by_ref()) {
-            chunk.copy_from_slice(&word.load(Relaxed).to_ne_bytes());
-        }
-        let rest = chunks.into_remainder();
-        if !rest.is_empty()
-            && let Some(word) = words.next()
-        {
-            let bytes = word.load(Relaxed).to_ne_bytes();
-            let k = rest.len();
-            rest.copy_from_slice(&bytes[..k]);
-        }
+    /// Copies slot `index`'s first `n` payload bytes (checked by the caller
+    /// against the maximum) to `out`, uninitialised or not.
+    ///
+    /// # Safety
+    /// `out` is writable for `n` bytes and lies outside shared memory.
+    unsafe fn copy_payload(&self, index: u32, slot: &'r [AtomicU64], out: *mut u8, n: usize) {
+        let payload = self.payload(index, slot, n);
+        assert!(
+            n <= payload.len() * 8,
+            "a length is checked against the slot before it is copied"
+        );
+        // SAFETY: the copy stays within `payload` (asserted) and `out` is
+        // writable outside shared memory (the contract). The bytes were
+        // published by the control word this side loaded with Acquire, and
+        // in this process nobody writes them until this side hands the
+        // slot back; a peer process that scribbles on them meanwhile only
+        // changes the value copied (checked by whoever decodes it).
+        unsafe { copy(payload.as_ptr().cast::<u8>(), out, n) };
     }
 }
 
@@ -585,7 +590,8 @@ impl<'r> ServerSlots<'r> {
         if buf.len() < n {
             buf.resize(n, 0);
         }
-        self.arena.copy_payload(index, slot, &mut buf[..n]);
+        // SAFETY: `buf` holds at least `n` bytes, in this process's heap.
+        unsafe { self.arena.copy_payload(index, slot, buf.as_mut_ptr(), n) };
         let call = IncomingCall {
             index,
             generation: h.generation,

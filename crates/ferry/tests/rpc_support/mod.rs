@@ -1,5 +1,6 @@
 //! What the channel tests share: the `rpc` sources (`src/rpc/layout.rs`,
-//! `region.rs`, `slots.rs`) included as they are, and shared mappings of a
+//! `region.rs`, `slots.rs`, and `src/copy.rs` that `slots` copies with)
+//! included as they are, and shared mappings of a
 //! memfd standing for the client's and the server's processes.
 
 #![allow(dead_code)]
@@ -13,6 +14,8 @@ use rustix::mm::{MapFlags, ProtFlags, mmap, munmap};
 
 #[path = "../../src/rpc"]
 pub mod rpc {
+    #[path = "../copy.rs"]
+    pub(crate) mod copy;
     pub(crate) mod layout;
     pub(crate) mod region;
     pub(crate) mod slots;
@@ -26,8 +29,11 @@ pub struct Mapping {
     len: usize,
 }
 
-// SAFETY: the mapping is only touched through `ChannelRegion` and `words`,
-// whose accesses are all atomic, so threads may share it.
+// SAFETY: the mapping is only touched through `ChannelRegion` and `words`:
+// atomic accesses, and the slots' copies of payload bytes, which the
+// channel's protocol orders within one mapping (a test that plays a hostile
+// peer writes through the other mapping, which, like another process's,
+// can only change the bytes copied).
 unsafe impl Sync for Mapping {}
 // SAFETY: as above; the mapping belongs to no thread.
 unsafe impl Send for Mapping {}
@@ -55,7 +61,7 @@ impl Mapping {
 
     pub fn region(&self) -> ChannelRegion<'_> {
         // SAFETY: the mapping is page-aligned, `len` bytes, lives as long as
-        // `self`, and is only accessed atomically (this file's rule).
+        // `self`, and is accessed as `Sync` above says.
         unsafe { ChannelRegion::from_raw(self.ptr, self.len) }.expect("page-aligned")
     }
 
