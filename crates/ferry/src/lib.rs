@@ -30,7 +30,6 @@
 #[cfg(not(ferry_loom))]
 pub mod alloc;
 pub mod arch;
-mod copy;
 mod event;
 pub mod fs;
 mod header;

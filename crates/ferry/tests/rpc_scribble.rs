@@ -63,68 +63,36 @@ fn scribbling_over_a_live_channel_gives_errors_never_crashes_and_spares_other_cl
             assert_eq!(victim.call(0, b"before").unwrap(), b"before");
 
             let stop = Arc::new(AtomicBool::new(false));
-            // The scribbler: another process (forked from a kernel thread
-            // of this one, so it shares the victim's mappings at the same
-            // addresses) writing random words at random places of the
-            // victim's channel, most often in its first 64 KiB, where the
-            // header, queues, doorbells and slots are. A peer process, not a
-            // thread: ferry copies payload bytes out of shared memory with
-            // plain loads, which a write from another process can only
-            // change, never race with in this process.
+            // The scribbler: a kernel thread writing random words at random
+            // places of the victim's channel (most often in its first 64 KiB,
+            // where the header, queues, doorbells and slots are).
             let scribbler = {
                 let stop = stop.clone();
                 std::thread::spawn(move || {
-                    // SAFETY: a fresh shared anonymous page at an address the
-                    // kernel picks; the child counts its writes in it.
-                    let page = unsafe {
-                        rustix::mm::mmap_anonymous(
-                            std::ptr::null_mut(),
-                            4096,
-                            rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
-                            rustix::mm::MapFlags::SHARED,
-                        )
-                    }
-                    .unwrap();
-                    // SAFETY: the page is 4096 bytes, aligned, zeroed, and
-                    // never unmapped while the test runs.
-                    let writes = unsafe { &*page.cast::<AtomicU64>() };
-                    // SAFETY: the child only computes, writes shared memory
-                    // and makes system calls (no allocation, no lock) until
-                    // it is killed.
-                    let pid = unsafe { libc::fork() };
-                    assert!(pid >= 0, "fork");
-                    if pid == 0 {
-                        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-                        loop {
-                            for &(start, end) in &victim_maps {
-                                let len = end - start;
-                                let span = if next(&mut x).is_multiple_of(4) {
-                                    len
-                                } else {
-                                    len.min(1 << 16)
-                                };
-                                let at = start + (next(&mut x) as usize % span) / 8 * 8;
-                                // SAFETY: `at` is 8-aligned inside a shared
-                                // mapping this child inherited.
-                                let word = unsafe { &*(at as *const AtomicU64) };
-                                word.store(next(&mut x), Ordering::Relaxed);
-                                writes.fetch_add(1, Ordering::Relaxed);
-                            }
-                            if writes.load(Ordering::Relaxed).is_multiple_of(64) {
-                                // SAFETY: a system call with no arguments.
-                                unsafe { libc::sched_yield() };
-                            }
+                    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+                    let mut writes = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        for &(start, end) in &victim_maps {
+                            let len = end - start;
+                            let span = if next(&mut x).is_multiple_of(4) {
+                                len
+                            } else {
+                                len.min(1 << 16)
+                            };
+                            let at = start + (next(&mut x) as usize % span) / 8 * 8;
+                            // SAFETY: `at` is 8-aligned inside a live shared
+                            // mapping that ferry only accesses atomically;
+                            // the mapping outlives this thread (joined below
+                            // before the client is dropped).
+                            let word = unsafe { &*(at as *const AtomicU64) };
+                            word.store(next(&mut x), Ordering::Relaxed);
+                            writes += 1;
+                        }
+                        if writes.is_multiple_of(64) {
+                            std::thread::yield_now();
                         }
                     }
-                    while !stop.load(Ordering::Relaxed) {
-                        std::thread::sleep(Duration::from_millis(5));
-                    }
-                    // SAFETY: `pid` is our child, reaped just below.
-                    unsafe {
-                        libc::kill(pid, libc::SIGKILL);
-                        libc::waitpid(pid, std::ptr::null_mut(), 0);
-                    }
-                    writes.load(Ordering::Relaxed)
+                    writes
                 })
             };
             let done_a = Arc::new(AtomicUsize::new(0));

@@ -2,9 +2,10 @@
 //! stack, [`switch`] from one to another directly (handoff), [`resume`] one
 //! when the current one is finished.
 //!
-//! This module owns the register-level switch, and the two other places
-//! where ferry needs assembly (the thread pointer, and a count raised only
-//! on its own kernel thread); it must never allocate, schedule, lock, or
+//! This module owns the register-level switch, and the other places where
+//! ferry needs assembly (the thread pointer, a count raised only on its own
+//! kernel thread, and a byte copy over memory a peer may write meanwhile,
+//! [`shared_copy`]); it must never allocate, schedule, lock, or
 //! know what a thread is; it saves only the state the ABI makes a callee
 //! keep (a voluntary switch is a procedure call).
 //!
@@ -89,6 +90,9 @@ compile_error!("ferry::arch has a context switch for x86-64 Linux only (so far)"
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod x86_64;
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+pub(crate) mod shared_copy;
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 use x86_64 as imp;

@@ -49,7 +49,7 @@ impl Memory {
         // out only through `view`, borrowed from `self`, and the channel
         // ends keep their `'static` endpoints in fields dropped before their
         // `Memory` (module docs). Every access through a region is atomic
-        // or one of the slots' ordered payload copies (`ChannelRegion`).
+        // or `arch::shared_copy`'s (`ChannelRegion`).
         unsafe { ChannelRegion::from_raw(m.as_ptr(), m.len()) }.map_err(Error::from)
     }
 

@@ -137,9 +137,9 @@ pub(crate) mod slots;
 mod waiter;
 pub(crate) mod watch;
 
-/// The byte copy `slots` moves payloads with (a name here, so that the
-/// channel tests that include `slots.rs` by path can supply their own).
-use crate::copy;
+/// The byte copy `slots` moves long payloads with (a name here, so that
+/// the channel tests that include `slots.rs` by path can supply it too).
+use crate::arch::shared_copy;
 
 /// The atomics `waiter` and `frame_word` use (loom's in their models).
 mod atomic {

@@ -1,8 +1,8 @@
 //! The memory of a channel and the checked view of its areas.
 //!
 //! This module owns the two ways of seeing the region: [`ChannelRegion`], the
-//! raw words (atomic accesses, and the slots' ordered copies of payload
-//! bytes), and [`ChannelView`], the region paired
+//! raw words (atomic accesses, and the slots' assembly copies of long
+//! payloads), and [`ChannelView`], the region paired
 //! with a [`ChannelLayout`] checked to fit it, which hands out each area's
 //! words. It must not read sizes or offsets from shared memory: they come
 //! from the local layout (see [`super::layout`] for the table and the trust
@@ -16,10 +16,10 @@ use ferry_queue::shm::Region;
 use super::layout::{Area, ChannelLayout, HEADER_SIZE, Header, LINE, LayoutError, Side};
 
 /// The memory a channel lives in: a run of 8-byte words that this process
-/// touches with atomic operations, except the payload bytes of the slots
-/// and extents, which `slots` copies in and out with plain loads and stores
-/// ordered by the slot's control word (so no two accesses of this process
-/// race).
+/// touches with atomic operations, and with the assembly copy of
+/// `arch::shared_copy` for long payloads in the slots and extents (never
+/// with plain Rust loads and stores, so nothing written meanwhile races
+/// with them).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ChannelRegion<'r> {
     words: &'r [AtomicU64],
@@ -40,18 +40,15 @@ impl<'r> ChannelRegion<'r> {
     /// # Safety
     /// For all of `'r` the `len` bytes at `ptr` must stay mapped, readable and
     /// writable, and every access to them from this process must be atomic
-    /// or ordered after every other access to the same bytes that may
-    /// conflict with it (the slots' payload copies: written before the
-    /// control word's Release, read after its Acquire, by the one side the
-    /// slot's state gives them to). Other processes may do anything: their
-    /// writes are values, not accesses in this process's memory model.
+    /// or `arch::shared_copy`'s (other processes may do anything: their
+    /// writes are values, not accesses in this process's memory model).
     pub(crate) unsafe fn from_raw(ptr: *mut u8, len: usize) -> Result<Self, LayoutError> {
         if ptr.align_offset(align_of::<AtomicU64>()) != 0 {
             return Err(LayoutError::RegionMisaligned);
         }
         // SAFETY: aligned (checked above); by the caller's contract valid for
-        // `len` bytes for `'r` and accessed atomically or by ordered plain
-        // copies through the atomics' shared cells, which a slice of
+        // `len` bytes for `'r` and accessed atomically (or by an assembly
+        // copy through the atomics' shared cells), which a slice of
         // `AtomicU64` allows.
         let words = unsafe { core::slice::from_raw_parts(ptr.cast::<AtomicU64>(), len / 8) };
         Ok(ChannelRegion { words })

@@ -66,8 +66,8 @@ use core::sync::atomic::AtomicU64;
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::collections::VecDeque;
 
-use super::copy::copy;
 use super::layout::{ChannelView, SLOT_HEADER, slot_stride};
+use super::shared_copy::copy_shared;
 
 mod error;
 
@@ -221,23 +221,28 @@ impl<'r> Arena<'r> {
     fn write_parts(&self, index: u32, slot: &'r [AtomicU64], head: &[u8], bytes: &[u8]) {
         debug_assert!(head.len().is_multiple_of(8));
         let payload = self.payload(index, slot, head.len() + bytes.len());
-        assert!(
-            head.len() + bytes.len() <= payload.len() * 8,
-            "a payload is checked to fit before it is written"
-        );
-        let to = payload.as_ptr().cast::<u8>().cast_mut();
-        // SAFETY: both copies stay within `payload` (asserted), whose words
-        // are shared memory this process may write (they are atomics, so
-        // a shared borrow allows it). In this process only the slot's
-        // owner in the protocol (the client for a call, the server for a
-        // reply) writes them, and nobody reads them until the control
-        // word's Release publishes them; the peer process may scribble on
-        // them at any time, which makes what the reader copies out just a
-        // value, never a fault. Bulk copies instead of per-word atomic
-        // stores, as a stream's shared bytes are copied (`stream/bytes.rs`).
-        unsafe {
-            copy(head.as_ptr(), to, head.len());
-            copy(bytes.as_ptr(), to.add(head.len()), bytes.len());
+        let (head_words, rest) = payload.split_at(head.len() / 8);
+        store_words(head_words, head);
+        if bytes.len() <= SHORT {
+            store_words(rest, bytes);
+        } else {
+            assert!(
+                bytes.len() <= rest.len() * 8,
+                "a payload is checked to fit before it is written"
+            );
+            // SAFETY: the copy stays within `rest` (asserted): shared
+            // memory this process may write (atomics' cells), which
+            // `bytes`, a borrowed slice of this process's own memory, does
+            // not overlap. A write meanwhile by the peer (or, in one
+            // process, by a late reply to the slot's last call) is one
+            // `copy_shared` tolerates.
+            unsafe {
+                copy_shared(
+                    bytes.as_ptr(),
+                    rest.as_ptr().cast::<u8>().cast_mut(),
+                    bytes.len(),
+                );
+            }
         }
     }
 
@@ -274,13 +279,59 @@ impl<'r> Arena<'r> {
             n <= payload.len() * 8,
             "a length is checked against the slot before it is copied"
         );
-        // SAFETY: the copy stays within `payload` (asserted) and `out` is
-        // writable outside shared memory (the contract). The bytes were
-        // published by the control word this side loaded with Acquire, and
-        // in this process nobody writes them until this side hands the
-        // slot back; a peer process that scribbles on them meanwhile only
-        // changes the value copied (checked by whoever decodes it).
-        unsafe { copy(payload.as_ptr().cast::<u8>(), out, n) };
+        if n <= SHORT {
+            let full = n / 8;
+            for (i, word) in payload[..full].iter().enumerate() {
+                // SAFETY: `8 * i + 8 <= n`, inside `out` (the contract).
+                unsafe {
+                    out.add(8 * i)
+                        .cast::<u64>()
+                        .write_unaligned(word.load(Relaxed))
+                };
+            }
+            let tail = n % 8;
+            if tail > 0 {
+                let w = payload[full].load(Relaxed).to_ne_bytes();
+                // SAFETY: the last `tail` bytes of `out`'s `n` (the
+                // contract), from a local array.
+                unsafe { core::ptr::copy_nonoverlapping(w.as_ptr(), out.add(8 * full), tail) };
+            }
+        } else {
+            // SAFETY: the copy stays within `payload` (asserted) and `out`
+            // is writable outside shared memory (the contract); a write
+            // meanwhile by the peer, or by a late reply in this process,
+            // only changes the bytes copied, which whoever decodes them
+            // checks.
+            unsafe { copy_shared(payload.as_ptr().cast::<u8>(), out, n) };
+        }
+    }
+}
+
+/// Payloads up to this many bytes are copied as Relaxed atomic words;
+/// longer ones by [`copy_shared`], which moves them at the width the
+/// processor picks but costs a few dozen cycles to start.
+const SHORT: usize = 128;
+
+/// Stores `bytes` into `words` from the first, as Relaxed atomic words, the
+/// last one padded with zeros; `bytes` is checked to fit.
+fn store_words(words: &[AtomicU64], bytes: &[u8]) {
+    assert!(
+        bytes.len() <= words.len() * 8,
+        "a payload is checked to fit before it is written"
+    );
+    let mut words = words.iter();
+    let mut chunks = bytes.chunks_exact(8);
+    for (chunk, word) in chunks.by_ref().zip(words.by_ref()) {
+        let w: [u8; 8] = chunk.try_into().expect("chunks of 8");
+        word.store(u64::from_ne_bytes(w), Relaxed);
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut w = [0u8; 8];
+        w[..rest.len()].copy_from_slice(rest);
+        if let Some(word) = words.next() {
+            word.store(u64::from_ne_bytes(w), Relaxed);
+        }
     }
 }
 

@@ -12,8 +12,6 @@
 use std::mem::MaybeUninit;
 use std::ptr::{self, NonNull};
 
-use crate::copy::copy;
-
 /// A stream's byte array. Shared between the two ends, which copy into and
 /// out of disjoint ranges of it as the ring's protocol allows.
 pub(super) struct Bytes {
@@ -180,6 +178,45 @@ impl Bytes {
         // SAFETY: `i + min(n, to_end) <= len`; the bytes are initialised and
         // left alone while the slice lives (the contract).
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().cast::<u8>().add(i), n.min(to_end)) }
+    }
+}
+
+/// Copies `n` bytes from `src` to `dst`: up to 16 bytes inline, in two
+/// overlapping loads and stores of the largest width that fits (a call to
+/// `memcpy` costs more than a one-byte write itself), more through
+/// `copy_nonoverlapping`.
+///
+/// # Safety
+/// As [`ptr::copy_nonoverlapping`]: `src` readable and `dst` writable for
+/// `n` bytes, not overlapping.
+#[inline(always)]
+unsafe fn copy(src: *const u8, dst: *mut u8, n: usize) {
+    /// Copies `n` bytes, `size_of::<T>() <= n <= 2 * size_of::<T>()`, as
+    /// the first and the last `T` of the range.
+    ///
+    /// # Safety
+    /// As `copy`, with `n` in that range.
+    #[inline(always)]
+    unsafe fn two<T: Copy>(src: *const u8, dst: *mut u8, n: usize) {
+        let last = n - size_of::<T>();
+        // SAFETY: both `T`s lie within the `n` bytes (the contract).
+        unsafe {
+            let a = src.cast::<T>().read_unaligned();
+            let b = src.add(last).cast::<T>().read_unaligned();
+            dst.cast::<T>().write_unaligned(a);
+            dst.add(last).cast::<T>().write_unaligned(b);
+        }
+    }
+    // SAFETY: each arm copies exactly the `n` bytes of the contract.
+    unsafe {
+        match n {
+            0 => {}
+            1 => *dst = *src,
+            2..=3 => two::<u16>(src, dst, n),
+            4..=7 => two::<u32>(src, dst, n),
+            8..=16 => two::<u64>(src, dst, n),
+            _ => ptr::copy_nonoverlapping(src, dst, n),
+        }
     }
 }
 

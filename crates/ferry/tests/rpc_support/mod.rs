@@ -1,5 +1,6 @@
 //! What the channel tests share: the `rpc` sources (`src/rpc/layout.rs`,
-//! `region.rs`, `slots.rs`, and `src/copy.rs` that `slots` copies with)
+//! `region.rs`, `slots.rs`, and `src/arch/shared_copy.rs` that `slots`
+//! copies with)
 //! included as they are, and shared mappings of a
 //! memfd standing for the client's and the server's processes.
 
@@ -14,10 +15,10 @@ use rustix::mm::{MapFlags, ProtFlags, mmap, munmap};
 
 #[path = "../../src/rpc"]
 pub mod rpc {
-    #[path = "../copy.rs"]
-    pub(crate) mod copy;
     pub(crate) mod layout;
     pub(crate) mod region;
+    #[path = "../arch/shared_copy.rs"]
+    pub(crate) mod shared_copy;
     pub(crate) mod slots;
 }
 
@@ -29,11 +30,9 @@ pub struct Mapping {
     len: usize,
 }
 
-// SAFETY: the mapping is only touched through `ChannelRegion` and `words`:
-// atomic accesses, and the slots' copies of payload bytes, which the
-// channel's protocol orders within one mapping (a test that plays a hostile
-// peer writes through the other mapping, which, like another process's,
-// can only change the bytes copied).
+// SAFETY: the mapping is only touched through `ChannelRegion` and `words`,
+// whose accesses are all atomic (or the slots' assembly copies of long
+// payloads), so threads may share it.
 unsafe impl Sync for Mapping {}
 // SAFETY: as above; the mapping belongs to no thread.
 unsafe impl Send for Mapping {}
