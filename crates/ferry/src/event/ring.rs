@@ -331,11 +331,14 @@ impl Uring {
         &self.reactor
     }
 
-    /// The ring's counts.
+    /// The ring's counts. `in_flight` is read first (Acquire): the reaper
+    /// counts an operation `completed` before it leaves `in_flight`, so
+    /// counts that show none in flight include every completion.
     pub(crate) fn stats(&self) -> RingStats {
+        let in_flight = self.in_flight.load(Acquire);
         RingStats {
             completed: self.completed.load(Relaxed),
-            in_flight: self.in_flight.load(Relaxed),
+            in_flight,
             records: self.records.load(Relaxed),
             reads_without_ring: self.reads_now.load(Relaxed),
             cancels: self.cancels.load(Relaxed),
@@ -566,8 +569,9 @@ impl Uring {
                     }
                 }
             }
-            self.in_flight.fetch_sub(n, Release);
+            // Counted before they leave `in_flight` (see `stats`).
             self.completed.fetch_add(ops, Relaxed);
+            self.in_flight.fetch_sub(n, Release);
             total += n;
             if n < REAP {
                 return total;
