@@ -56,7 +56,7 @@ pub fn identity_steps(calls: u64) -> Option<Duration> {
     };
     let priority = t.priority();
     let alert_word = std::sync::atomic::AtomicU8::new(0);
-    let serving: SpinLock<Option<(usize, u32, u32, Incoming)>> = SpinLock::new(None);
+    let serving: SpinLock<Option<(usize, u32, u32, *const Incoming)>> = SpinLock::new(None);
     let mut payload = Vec::with_capacity(MAX_CONTEXT);
     let mut reply = Vec::with_capacity(8);
     let start = Instant::now();
@@ -83,7 +83,8 @@ pub fn identity_steps(calls: u64) -> Option<Duration> {
         // Server: the context, as an activation takes it.
         let (ctx, at) = logical::decode(std::hint::black_box(&payload), pid).ok()?;
         t.set_priority(ctx.incoming.priority);
-        *serving.lock() = Some((0, i as u32, 0, ctx.incoming));
+        let frame = Frame::serving(ctx.incoming, peer);
+        *serving.lock() = Some((0, i as u32, 0, frame.incoming_ptr()));
         let pending = ctx.alerted;
         alert_word.store(
             BLOCKED | if pending { PENDING } else { 0 },
@@ -98,7 +99,6 @@ pub fn identity_steps(calls: u64) -> Option<Duration> {
             // goes.
             unsafe { logical::set_outgoing(&t, None) };
         }
-        let frame = Frame::serving(ctx.incoming, peer);
         logical::enter(&t, &frame);
         let run = RunSpan::start();
         std::hint::black_box(&payload[at..]);

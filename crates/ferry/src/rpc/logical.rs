@@ -413,6 +413,14 @@ impl Frame {
             outgoing: Cell::new(None),
         }
     }
+
+    /// Where the chain this frame serves lies (null for a frame that serves
+    /// none): for a record that names it while the frame lives.
+    pub(crate) fn incoming_ptr(&self) -> *const Incoming {
+        self.incoming
+            .as_ref()
+            .map_or(std::ptr::null(), std::ptr::from_ref)
+    }
 }
 
 /// Installs `frame` as the current thread `t`'s (its word must be 0).
