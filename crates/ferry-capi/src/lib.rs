@@ -24,7 +24,7 @@
 //! defines `errno` (below) through `ferry_errno_location`.
 //!
 //! `ferry/ferry.h`: `ferry_init` (with `struct ferry_config`),
-//! `ferry_processors`, `ferry_strerror`; Mach's thread control (003 §3–4)
+//! `ferry_processors`, `ferry_stack_guard_set`, `ferry_strerror`; Mach's thread control (003 §3–4)
 //! `thread_suspend`, `thread_resume`, `thread_wait`, `thread_terminate`,
 //! `thread_info` (with `struct ferry_thread_info` and the
 //! `FERRY_THREAD_*` states), `task_threads`, `task_threads_free`, returning

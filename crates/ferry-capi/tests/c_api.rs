@@ -385,3 +385,50 @@ fn a_c_frame_larger_than_a_page_cannot_step_over_the_guard() {
         }
     }
 }
+
+/// A process that chooses one-page stack guards from C
+/// (`ferry_stack_guard_set`, before any other ferry call): the call's codes
+/// (out of range, the same page again, a different size once chosen,
+/// before and after the runtime starts), and a cthread recursing in
+/// 5,000-byte frames built with `ferry.pc`'s flags (stack-clash probes),
+/// with gcc and (when it is installed) clang at -O2: the probes touch the
+/// guard page, so the process still dies by SIGSEGV with the overflow
+/// report naming the thread.
+#[test]
+fn a_one_page_guard_chosen_from_c_still_stops_probed_frames() {
+    use std::os::unix::process::ExitStatusExt;
+    let cflags = pkg_config_cflags();
+    assert!(cflags.iter().any(|f| f == "-fstack-clash-protection"));
+    let mut flags = vec!["-O2"];
+    flags.extend(cflags.iter().map(String::as_str));
+    for cc in compilers() {
+        let tag = format!("-{cc}");
+        let exe = compile_with(
+            &crate_dir().join("tests/c/stack_guard.c"),
+            Link::Shared,
+            &Cc {
+                compiler: cc,
+                flags: &flags,
+                tag: &tag,
+            },
+        );
+        let out = Command::new(&exe)
+            .env("FERRY_PROCESSORS", "2")
+            .env_remove("FERRY_STACK_GUARD")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let what = format!("{cc}: {:?}\nstderr:\n{stderr}", out.status);
+        assert!(stderr.contains("codes: ok"), "{what}");
+        assert_eq!(out.status.signal(), Some(libc::SIGSEGV), "{what}");
+        assert!(stderr.contains("deep: recursing"), "{what}");
+        assert!(!stderr.contains("recursion returned"), "{what}");
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.starts_with("ferry: thread ")
+                    && l.contains(r#" "deep-probed" overflowed"#)),
+            "{what}"
+        );
+    }
+}

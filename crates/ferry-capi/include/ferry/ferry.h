@@ -194,6 +194,25 @@ ferry_return_t ferry_init(const struct ferry_config *config);
 unsigned int ferry_processors(void);
 
 /*
+ Gives every stack made from now on a guard of `bytes` (rounded up to
+ whole pages) instead of the default, which is as large as the stack so
+ that a frame that skips pages without probing them still lands in it
+ (`pthread_attr_setguardsize` for ferry's stacks, process-wide; the
+ environment's `FERRY_STACK_GUARD` does the same). A smaller guard makes
+ carving stacks cheaper and catches only probed frames: build C code
+ with `-fstack-clash-protection` (in `ferry.pc`'s flags) before using
+ one. Call it first, before `ferry_init` or any other ferry call: unlike
+ them it does not start the runtime, and the size is chosen once, at the
+ first stack. Setting the size already chosen again succeeds.
+
+ Returns `FERRY_SUCCESS`; `FERRY_INVALID_ARGUMENT` for 0 or more than
+ 1 MiB; `FERRY_FAILURE` once the process's stacks have their guard size
+ (a stack was made, `FERRY_STACK_GUARD` was read, or another size was
+ set).
+ */
+ferry_return_t ferry_stack_guard_set(size_t bytes);
+
+/*
  Places thread `t` in *will-suspend* state: it runs on until
  [`thread_wait`] stops it (003 §4).
  */

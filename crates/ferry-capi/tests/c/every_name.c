@@ -87,7 +87,10 @@ static any_t connects(any_t arg) {
 static any_t in_the_kernel(any_t arg) { return (any_t)(intptr_t)usleep((useconds_t)(uintptr_t)arg); }
 
 int main(void) {
-    /* Starting: ferry_init first, then ferry_processors. */
+    /* Starting: the stack guard before anything (it does not start the
+     * runtime), then ferry_init, then ferry_processors. */
+    CHECK(ferry_stack_guard_set(0) == FERRY_INVALID_ARGUMENT);
+    CHECK(ferry_stack_guard_set(65536) == FERRY_SUCCESS);
     struct ferry_config config = {.processors = 2, .stack_size = 0, .time_slice_us = 0};
     ferry_return_t rc = ferry_init(&config);
     CHECK(rc == FERRY_SUCCESS);
