@@ -55,7 +55,7 @@ struct Connection {
 
 impl crate::stats::Source for Connection {
     /// The client as one channel end: calls made, the server's pid.
-    fn report(&self, out: &mut crate::stats::Report) {
+    fn report(&self, out: &mut crate::stats::Report) -> bool {
         out.channels.push(crate::stats::Channel {
             kind: crate::stats::ChannelKind::Client,
             name: self.name.clone(),
@@ -63,6 +63,7 @@ impl crate::stats::Source for Connection {
             calls: self.chan.made.load(std::sync::atomic::Ordering::Relaxed),
             cpu_ns: 0,
         });
+        true
     }
 }
 

@@ -171,18 +171,19 @@ impl Shared {
 impl crate::stats::Source for Shared {
     /// The server as one channel end (its clients' calls summed), and the
     /// logical threads its activations serve.
-    fn report(&self, out: &mut crate::stats::Report) {
+    fn report(&self, out: &mut crate::stats::Report) -> bool {
         let (mut calls, mut cpu) = (self.served_gone.load(Relaxed), 0u64);
-        for (_, c) in self
-            .cpu_gone
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-        {
+        let Some(gone) = crate::stats::try_lock(&self.cpu_gone) else {
+            return false;
+        };
+        for (_, c) in gone.iter() {
             cpu = cpu.saturating_add(u64::try_from(c.as_nanos()).unwrap_or(u64::MAX));
         }
+        drop(gone);
         let peers = {
-            let bound = self.bound.lock().unwrap_or_else(PoisonError::into_inner);
+            let Some(bound) = crate::stats::try_lock(&self.bound) else {
+                return false;
+            };
             for b in bound.iter() {
                 calls = calls.saturating_add(b.chan.served.load(Relaxed));
                 cpu = cpu.saturating_add(b.chan.cpu_ns.load(Relaxed));
@@ -199,6 +200,7 @@ impl crate::stats::Source for Shared {
         if let Serving::Migrating(acts) = &self.serving {
             acts.in_calls(&mut out.logical);
         }
+        true
     }
 }
 

@@ -43,7 +43,7 @@ pub use page::{
 };
 pub(crate) use writer::start;
 
-use std::sync::{Mutex, PoisonError, Weak};
+use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError, Weak};
 
 /// The atomics `seqlock` uses (loom's in its model).
 mod atomic {
@@ -63,11 +63,15 @@ pub(crate) struct Report {
 }
 
 /// Something with figures for the page: a server, a client. Implemented
-/// above this room (`rpc`), called at each write of the page (on the
-/// monitor's kernel thread: it must not block for long).
+/// above this room (`rpc`), called at each write of the page on the
+/// monitor's kernel thread. The monitor is what preempts ferry threads, so
+/// a report must never wait for a lock a ferry thread may hold: a holder
+/// preempted while both processors run threads that never yield would
+/// then never run again.
 pub(crate) trait Source: Send + Sync {
-    /// Adds its figures to `out`.
-    fn report(&self, out: &mut Report);
+    /// Adds its figures to `out`; `false` if a lock it needs is held (the
+    /// page then keeps the figures of its last write).
+    fn report(&self, out: &mut Report) -> bool;
 }
 
 /// The sources of this process, as registered (dead ones are dropped at
@@ -83,18 +87,37 @@ pub(crate) fn register(source: Weak<dyn Source>) {
     all.push(source);
 }
 
-/// Every live source's figures, into `out` (cleared first).
-fn gather_sources(out: &mut Report) {
-    out.channels.clear();
-    out.logical.clear();
+/// `m`'s guard (a poisoned lock's too), or `None` while someone holds it:
+/// how the monitor's reports take a lock (they must not wait, see
+/// [`Source`]).
+pub(crate) fn try_lock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    match m.try_lock() {
+        Ok(g) => Some(g),
+        Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(TryLockError::WouldBlock) => None,
+    }
+}
+
+/// Every live source's figures, in place of `out`'s; `false`, leaving
+/// `out` as it was, if the list of sources or a lock a source needs is
+/// held (by a ferry thread registering one, which the monitor that calls
+/// this must not wait for: see [`Source`]).
+fn gather_sources(out: &mut Report) -> bool {
     let live: Vec<_> = {
-        let mut all = SOURCES.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(mut all) = try_lock(&SOURCES) else {
+            return false;
+        };
         all.retain(|s| s.strong_count() > 0);
         all.iter().filter_map(Weak::upgrade).collect()
     };
+    let mut fresh = Report::default();
     for s in live {
-        s.report(out);
+        if !s.report(&mut fresh) {
+            return false;
+        }
     }
+    *out = fresh;
+    true
 }
 
 /// The allocation daemon's grant to this process, `None` while it is not
@@ -108,8 +131,10 @@ pub(crate) fn set_allocation(a: Option<Allocation>) {
     *ALLOCATION.lock().unwrap_or_else(PoisonError::into_inner) = a;
 }
 
-fn allocation() -> Option<Allocation> {
-    *ALLOCATION.lock().unwrap_or_else(PoisonError::into_inner)
+/// The grant, or `None` while the allocation client holds it (the monitor
+/// must not wait: see [`Source`]).
+fn allocation() -> Option<Option<Allocation>> {
+    try_lock(&ALLOCATION).map(|a| *a)
 }
 
 /// Whether the environment turns the page off (`FERRY_STATS=off` or `0`).

@@ -135,3 +135,65 @@ fn bad_headers_short_files_and_stuck_writes_are_errors() {
         Ok(_) => panic!("a 100-byte file was mapped as a page"),
     }
 }
+
+/// A source for the tests below: reports one channel, or is busy.
+struct Fixed {
+    busy: bool,
+}
+
+impl super::Source for Fixed {
+    fn report(&self, out: &mut super::Report) -> bool {
+        if self.busy {
+            return false;
+        }
+        out.channels.push(channel("fixed"));
+        true
+    }
+}
+
+fn channel(name: &str) -> super::Channel {
+    super::Channel {
+        kind: super::ChannelKind::Server,
+        name: name.into(),
+        peers: 0,
+        calls: 0,
+        cpu_ns: 0,
+    }
+}
+
+/// The monitor writes the page; a ferry thread registering a source holds
+/// the list meanwhile (and may be preempted holding it): the write keeps
+/// the last figures instead of waiting, and so does a source whose own
+/// lock is held.
+#[test]
+fn a_write_keeps_the_last_figures_instead_of_waiting_for_a_held_lock() {
+    let mut out = super::Report::default();
+    out.channels.push(channel("last"));
+    {
+        let _held = super::SOURCES.lock().unwrap();
+        assert!(
+            !super::gather_sources(&mut out),
+            "a held list is not waited for"
+        );
+    }
+    assert_eq!(out.channels.len(), 1);
+    assert_eq!(out.channels[0].name, "last");
+
+    let busy: std::sync::Arc<dyn super::Source> = std::sync::Arc::new(Fixed { busy: true });
+    super::register(std::sync::Arc::downgrade(&busy));
+    assert!(!super::gather_sources(&mut out), "a busy source");
+    assert_eq!(out.channels[0].name, "last", "the last figures stay");
+    drop(busy);
+
+    let fixed: std::sync::Arc<dyn super::Source> = std::sync::Arc::new(Fixed { busy: false });
+    super::register(std::sync::Arc::downgrade(&fixed));
+    // (Sources of other tests of this process may report too, or be busy
+    // for a moment.)
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !super::gather_sources(&mut out) {
+        assert!(std::time::Instant::now() < deadline, "sources stay busy");
+        std::thread::yield_now();
+    }
+    assert!(out.channels.iter().any(|c| c.name == "fixed"));
+    assert!(out.channels.iter().all(|c| c.name != "last"));
+}

@@ -240,7 +240,10 @@ impl Writer {
             processor_added: u.processor_added.count,
             processor_removed: u.processor_removed.count,
         };
-        s.allocation = allocation();
+        // (Both kept from the last write while a ferry thread holds them.)
+        if let Some(a) = allocation() {
+            s.allocation = a;
+        }
         gather_sources(&mut self.report);
         s.channels.clone_from(&self.report.channels);
         s.logical.clone_from(&self.report.logical);
