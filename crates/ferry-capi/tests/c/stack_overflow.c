@@ -9,26 +9,17 @@
 #include <unistd.h>
 #include <sys/resource.h>
 #include <ferry/cthreads.h>
+#include "deep_frames.h"
 
 #define CANARY_BYTES 65536
 
 static volatile int canary_ready;
 
-static unsigned long recurse(unsigned long depth) {
-    volatile unsigned char frame[5000];
-    frame[0] = (unsigned char)depth;
-    frame[4999] = (unsigned char)(depth >> 8);
-    if (depth == (unsigned long)-1) return 0;
-    return recurse(depth + 1) + frame[0] + frame[4999];
-}
-
 static any_t deep(any_t arg) {
     (void)arg;
     cthread_set_name(cthread_self(), "deep-c-frames");
     while (!canary_ready) cthread_yield();
-    fprintf(stderr, "deep: recursing\n");
-    unsigned long r = recurse(0);
-    fprintf(stderr, "recursion returned %lu\n", r);
+    recurse_without_bound();
     return 0;
 }
 
