@@ -5,7 +5,7 @@
 //! This module owns the register-level switch, and the other places where
 //! ferry needs assembly (the thread pointer, a count raised only on its own
 //! kernel thread, and a byte copy over memory a peer may write meanwhile,
-//! [`shared_copy`]); it must never allocate, schedule, lock, or
+//! `shared_copy`); it must never allocate, schedule, lock, or
 //! know what a thread is; it saves only the state the ABI makes a callee
 //! keep (a voluntary switch is a procedure call).
 //!

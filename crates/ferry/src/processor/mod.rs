@@ -188,13 +188,40 @@ pub(crate) const STARTING: u8 = 3;
 /// `Processor::core` when the processor has no named core.
 pub(crate) const NO_CORE: usize = usize::MAX;
 
+/// What the kernel thread driving a processor runs: the thread, and when
+/// its turn began. It belongs to the driver (an activation), and only its
+/// kernel thread touches it: the processor it drives writes it at each
+/// switch, through [`Owner`]'s pointer. It is the driver's rather than the
+/// processor's so that a driver whose processor was taken while it slept
+/// in the kernel still knows when its thread's turn began, and ends that
+/// turn itself (`Processor::end_taken_turn`) before it hands the thread
+/// back, while no processor can run the thread yet.
+pub(crate) struct Turn {
+    /// The header of the thread running, null while none does.
+    pub(crate) running: Cell<*mut Header>,
+    /// `sys::cycles()` when the running thread's turn began (read by the
+    /// `account` of the thread switched out before it, by the scheduler
+    /// loop, or by a lend), if the runtime accounts run time.
+    pub(crate) since: Cell<u64>,
+}
+
+impl Turn {
+    /// No thread running, no turn begun.
+    pub(crate) const fn new() -> Turn {
+        Turn {
+            running: Cell::new(ptr::null_mut()),
+            since: Cell::new(0),
+        }
+    }
+}
+
 /// The parts of a processor only its own kernel thread touches.
 pub(crate) struct Owner {
     queue: RunQueue,
     policy: Chosen,
-    /// Where the driving kernel thread records the thread it runs (its
-    /// activation's, for the preemption handler and the monitor).
-    running: *const Cell<*mut Header>,
+    /// Where the driving kernel thread records the thread it runs and when
+    /// its turn began (its activation's [`Turn`]).
+    turn: *const Turn,
     /// Where that activation's scheduler loop is suspended while a thread
     /// runs.
     sched: *mut Context,
@@ -214,10 +241,6 @@ pub(crate) struct Owner {
     ids: Range<u64>,
     /// The errno slot of the kernel thread running this processor.
     errno: *mut i32,
-    /// `sys::cycles()` when the running thread was switched to (read by the
-    /// `account` of the thread switched out before it, or by the scheduler
-    /// loop), if the runtime accounts run time.
-    since: u64,
     /// The runtime's `account_cpu`, kept here so that a switch reads it
     /// without going through `shared`.
     account_cpu: bool,
@@ -306,7 +329,7 @@ impl Processor {
                 owner: UnsafeCell::new(Owner {
                     queue,
                     policy: Chosen::new(policy),
-                    running: ptr::null(),
+                    turn: ptr::null(),
                     sched: ptr::null_mut(),
                     dispatches: 0,
                     current: None,
@@ -316,7 +339,6 @@ impl Processor {
                     stacks: LocalStacks::new(),
                     ids: 0..0,
                     errno: ptr::null_mut(),
-                    since: 0,
                     account_cpu: false,
                     polling: false,
                 }),
@@ -369,16 +391,12 @@ impl Processor {
 
     /// Makes the calling kernel thread, which just took this processor's
     /// driver word, the one whose scheduler loop (suspended in `sched`) the
-    /// processor's threads return to, and which records in `running` the
-    /// thread it runs.
-    pub(crate) fn bind(
-        &self,
-        mut tok: OwnerToken<'_>,
-        sched: *mut Context,
-        running: &Cell<*mut Header>,
-    ) {
+    /// processor's threads return to, and which records in `turn` the
+    /// thread it runs and when its turn began. `turn` must stay alive (and
+    /// in place) while the calling kernel thread drives the processor.
+    pub(crate) fn bind(&self, mut tok: OwnerToken<'_>, sched: *mut Context, turn: &Turn) {
         let owner = self.owner(tok.rb());
-        owner.running = running;
+        owner.turn = turn;
         owner.sched = sched;
         owner.errno = crate::sys::errno_location();
         // Without an alternate signal stack an overflow still kills the
@@ -716,7 +734,6 @@ impl Processor {
             driver.pin_for(self);
             match self.with_policy(tok.rb(), |policy, cx| policy.next(cx)) {
                 Some(t) => {
-                    self.start_account(tok.rb());
                     let to = self.enter_context(tok.rb(), Some(t));
                     let sched = self.owner(tok.rb()).sched;
                     // `t` was held or dropped (suspended, terminated) and
@@ -725,6 +742,7 @@ impl Processor {
                     if ptr::eq(to, sched) {
                         continue;
                     }
+                    self.start_account(tok.rb());
                     // SAFETY: `sched` is the driver's scheduler context, on
                     // its kernel thread's own stack, saved here and resumed
                     // only by a thread this processor (or the driver) runs; `to` is a

@@ -9,7 +9,7 @@
 use std::ptr::{self, NonNull};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 
-use super::{ACTIVE, Delivery, OwnerToken, Pending, Processor, To};
+use super::{ACTIVE, Delivery, OwnerToken, Pending, Processor, To, Turn};
 use crate::arch::{self, Context};
 use crate::event::Sources;
 use crate::event::stats::Kind;
@@ -125,12 +125,13 @@ impl Processor {
             Some(next) => {
                 claim(&next, self);
                 let to = next.context_ptr();
-                // SAFETY: `running` is our driver's, set in `bind`; only
-                // its kernel thread (this one) touches it.
-                unsafe { (*owner.running).set(next.as_ptr().as_ptr()) };
-                // (Its run time is counted from `since`: the clock read of
-                // the `account` that switched the last thread out, or the
-                // scheduler loop's, one read per switch.)
+                // SAFETY: `turn` is our driver's, set in `bind`; only its
+                // kernel thread (this one) touches it.
+                unsafe { (*owner.turn).running.set(next.as_ptr().as_ptr()) };
+                // (Its run time is counted from the turn's `since`: the
+                // clock read of the `account` that ends the last thread's
+                // turn, or the scheduler loop's, taken after this choice,
+                // one read per switch.)
                 owner.current = Some(next);
                 to
             }
@@ -138,31 +139,46 @@ impl Processor {
         }
     }
 
-    /// Adds the running thread's time since it was switched to (when the
-    /// runtime accounts it), and starts the next thread's from the same
+    /// Ends the turn of the thread switched out, `h` (when the runtime
+    /// accounts run time), and starts the next thread's from the same
     /// clock read: one `rdtsc` a switch, and a plain load and store of the
     /// count. The C API, which accounts (`thread_info` reports it), pays two
     /// of them per fork+join: about 11 ns, 5-6% of it, on the development
     /// VM.
+    ///
+    /// Called once the next thread is chosen (`enter_context`), right
+    /// before the switch: choosing may wait (for the injector's lock, held
+    /// by a kernel thread the kernel stopped), and a turn must not begin
+    /// before its thread was chosen, or it would count again a stretch the
+    /// thread ran elsewhere before it was queued. The wait is the outgoing
+    /// thread's, which still holds the processor.
+    ///
+    /// # Safety
+    /// `h` is the block of the thread this processor ran until now, kept
+    /// alive by its pending action or `current` until after the switch.
     #[inline]
-    pub(super) fn account(&self, mut tok: OwnerToken<'_>, t: &Thread) {
+    pub(super) unsafe fn account(&self, mut tok: OwnerToken<'_>, h: NonNull<Header>) {
         let owner = self.owner(tok.rb());
         if owner.account_cpu {
             let now = sys::cycles();
-            let ran = now.wrapping_sub(owner.since);
-            owner.since = now;
-            // Only the processor running `t` writes its count, and the next
-            // one to run it is handed `t` through a queue or slot (release,
-            // acquire), after this store: a plain load and store suffice.
-            let ticks = &t.header().cpu_ticks;
+            // SAFETY: as in `enter_context`: our driver's, set in `bind`.
+            let since = unsafe { &(*owner.turn).since };
+            let ran = now.saturating_sub(since.replace(now));
+            // Only the processor running the thread writes its count, and
+            // the next one to run it is handed it through a queue or slot
+            // (release, acquire) after the switch: a plain load and store
+            // suffice.
+            // SAFETY: alive (the contract).
+            let ticks = unsafe { &h.as_ref().cpu_ticks };
             ticks.store(ticks.load(Relaxed).wrapping_add(ran), Relaxed);
         }
     }
 
     /// The running thread's run time in ticks, with the turn it is in up
     /// to `now` (the time stamp counter, read by the caller a few
-    /// instructions ago), if the runtime accounts it. `h` is the thread
-    /// this processor runs.
+    /// instructions ago; a reading from before the turn began counts none
+    /// of it), if the runtime accounts it. `h` is the thread this processor
+    /// runs.
     pub(crate) fn running_cpu_ticks_at(
         &self,
         mut tok: OwnerToken<'_>,
@@ -171,8 +187,14 @@ impl Processor {
     ) -> Option<u64> {
         let owner = self.owner(tok.rb());
         owner.account_cpu.then(|| {
-            let turn = now.wrapping_sub(owner.since);
-            h.cpu_ticks.load(Relaxed).wrapping_add(turn)
+            // SAFETY: as in `enter_context`: our driver's, set in `bind`.
+            let since = unsafe { (*owner.turn).since.get() };
+            // A `now` read before a switch that began this turn (the
+            // caller's entry handed the thread back and it resumed here)
+            // counts no turn at all, never a negative one.
+            h.cpu_ticks
+                .load(Relaxed)
+                .wrapping_add(now.saturating_sub(since))
         })
     }
 
@@ -189,12 +211,41 @@ impl Processor {
     }
 
     /// Starts the run time of a thread the scheduler loop switches to (when
-    /// the runtime accounts it): the loop's time is nobody's.
+    /// the runtime accounts it), once it is chosen: the loop's time is
+    /// nobody's.
     #[inline]
     pub(super) fn start_account(&self, mut tok: OwnerToken<'_>) {
         let owner = self.owner(tok.rb());
         if owner.account_cpu {
-            owner.since = sys::cycles();
+            // SAFETY: as in `enter_context`: our driver's, set in `bind`.
+            unsafe { (*owner.turn).since.set(sys::cycles()) };
+        }
+    }
+
+    /// Ends the running thread's turn (when the runtime accounts run time):
+    /// its kernel thread is about to lend the processor for a call that may
+    /// block. If it takes the processor back, the turn goes on from here
+    /// (it held the processor all along); if a spare takes it, the thread
+    /// held it until now.
+    pub(crate) fn end_turn_for_lend(&self, mut tok: OwnerToken<'_>) {
+        let Some(h) = self.owner(tok.rb()).current.as_ref().map(Thread::as_ptr) else {
+            return;
+        };
+        // SAFETY: the running thread's block, kept alive by `current`.
+        unsafe { self.account(tok.rb(), h) };
+    }
+
+    /// Ends the turn of thread `h`, whose processor (this one) a spare took
+    /// while its kernel thread slept in the kernel without announcing it:
+    /// the turn (begun at `turn.since`, the sleeper's own record) ran until
+    /// `at`, when the monitor found the kernel thread asleep. Called by
+    /// that kernel thread, which holds the thread and has not handed it
+    /// back yet, so no processor runs it and nothing else writes its count.
+    pub(crate) fn end_taken_turn(&self, h: &Header, turn: &Turn, at: u64) {
+        if self.shared().account_cpu {
+            let ran = at.saturating_sub(turn.since.get());
+            h.cpu_ticks
+                .store(h.cpu_ticks.load(Relaxed).wrapping_add(ran), Relaxed);
         }
     }
 
@@ -206,11 +257,12 @@ impl Processor {
             .current
             .take()
             .expect("switch_away_held outside a thread");
-        self.account(tok.rb(), &me);
         let from = me.context_ptr();
         let my_header = me.as_ptr();
         self.owner(tok.rb()).pending = Pending::Hold(me);
         let to = self.next_context(tok.rb());
+        // SAFETY: its pending hold keeps the block alive past the switch.
+        unsafe { self.account(tok.rb(), my_header) };
         switch_out_to(from, to, my_header)
     }
 
@@ -280,7 +332,6 @@ impl Processor {
             .current
             .take()
             .expect("switch_away outside a thread");
-        self.account(tok.rb(), &me);
         let from = me.context_ptr();
         let my_header = me.as_ptr();
         self.owner(tok.rb()).pending = make_pending(me);
@@ -289,6 +340,8 @@ impl Processor {
             To::Policy => self.next_context(tok.rb()),
             To::Loop => self.enter_context(tok.rb(), None),
         };
+        // SAFETY: its pending action keeps the block alive past the switch.
+        unsafe { self.account(tok.rb(), my_header) };
         switch_out_to(from, to, my_header);
     }
 
@@ -299,9 +352,11 @@ impl Processor {
             .current
             .take()
             .expect("exit outside a thread");
-        self.account(tok.rb(), &me);
+        let my_header = me.as_ptr();
         self.owner(tok.rb()).pending = Pending::Exit(me);
         let to = self.next_context(tok.rb());
+        // SAFETY: its pending exit keeps the block alive past the switch.
+        unsafe { self.account(tok.rb(), my_header) };
         // SAFETY: `to` as in `switch_out_to`; nothing on this stack is used
         // again (the caller dropped its locals), and the stack is released
         // only after the switch, by `finish_switch`.

@@ -351,6 +351,15 @@ impl Thread {
     /// the time it held one, by the CPU's time-stamp counter, which
     /// includes any time the kernel took that processor's core away during
     /// its turns (other processes), unlike its kernel thread's CPU clock.
+    /// A turn begins when a processor switches to the thread and ends when
+    /// it switches away; in a blocking call the thread holds its processor
+    /// until a spare takes it over (from the lend of
+    /// [`blocking`](crate::blocking), or, for a call the runtime was not
+    /// told of, from when the monitor found its kernel thread asleep), and
+    /// all along if it takes the processor back. Each stretch counts once:
+    /// the thread's own reading ([`thread::cpu_time`](crate::thread::cpu_time))
+    /// never goes back, and grows by no more than the wall-clock time
+    /// between two readings plus what servers charged meanwhile.
     pub fn cpu_time(&self) -> Option<std::time::Duration> {
         if !self.shared().account_cpu {
             return None;

@@ -12,12 +12,22 @@ use crate::sys;
 /// The running thread's run time in time stamp counter ticks, with its
 /// current turn; `None` off a ferry thread or without accounting. Takes no
 /// reference (for measuring a span: read twice, convert once).
+///
+/// The counter is read after the entry into the runtime: an entry may
+/// switch (back from a blocking call whose processor was taken, the thread
+/// is handed back and resumes on another), and a turn begun after the
+/// reading would count nothing of itself.
 pub(crate) fn current_cpu_ticks() -> Option<u64> {
-    current_cpu_ticks_at(sys::cycles())
+    let mut e = crate::upcall::enter()?;
+    let h = e.p.current_ref(&e.tok)?.as_ptr();
+    let now = sys::cycles();
+    // SAFETY: the running thread's block, alive while it runs (we are it).
+    e.p.running_cpu_ticks_at(e.tok.rb(), unsafe { h.as_ref() }, now)
 }
 
 /// [`current_cpu_ticks`] with the counter read `now` by the caller (who
-/// needs that reading for something else too: one read, not two).
+/// needs that reading for something else too: one read, not two). If the
+/// entry switched after `now`, the turn in progress counts nothing.
 pub(crate) fn current_cpu_ticks_at(now: u64) -> Option<u64> {
     let mut e = crate::upcall::enter()?;
     let h = e.p.current_ref(&e.tok)?.as_ptr();

@@ -99,7 +99,7 @@ use std::cell::{Cell, UnsafeCell};
 use std::fs::File;
 use std::ptr;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize};
 use std::sync::{Arc, PoisonError};
 use std::time::Instant;
 
@@ -107,8 +107,8 @@ use super::Posted;
 use super::Words;
 use super::pool::{RETIRE_AFTER, decode, encode};
 use crate::arch::Context;
-use crate::header::{Header, Thread};
-use crate::processor::{Driver, NO_CORE, OwnerToken, Processor, RunEnd, STOPPED, STOPPING};
+use crate::header::Thread;
+use crate::processor::{Driver, NO_CORE, OwnerToken, Processor, RunEnd, STOPPED, STOPPING, Turn};
 use crate::sys::{self, SchedClass};
 use crate::upcall::Shared;
 
@@ -206,9 +206,18 @@ pub(crate) struct Activation {
     /// That processor's activation words, or null when `processor` is (its
     /// own kernel thread only; set and cleared with `processor`).
     pub(super) words: Cell<*const PerProcessor>,
-    /// The header of the thread running on this kernel thread (its own
-    /// kernel thread only; set by its processor on each switch).
-    running: Cell<*mut Header>,
+    /// The thread running on this kernel thread and when its turn began
+    /// (its own kernel thread only; set by its processor on each switch).
+    turn: Turn,
+    /// When the monitor found this kernel thread asleep in the kernel
+    /// without having announced it (`sys::cycles()`; `0`: not found so):
+    /// written by the one prober before it confirms the unannounced lend
+    /// (`monitor::take_unannounced`; the confirming store publishes it),
+    /// cleared by that prober if the confirmation fails, and taken (`swap`)
+    /// by this kernel thread once it is back (`handover::reclaim_or_give_back`).
+    /// If the processor was taken, the thread's turn ended then
+    /// (`give_back_thread`).
+    pub(crate) blocked_at: AtomicU64,
     /// The thread it must give back after its processor was taken.
     lost: Cell<Option<(Thread, Instant)>>,
     /// It kept the watch and is taking a processor itself: it hands the
@@ -262,7 +271,8 @@ impl Activation {
             call: AtomicUsize::new(0),
             processor: Cell::new(ptr::null()),
             words: Cell::new(ptr::null()),
-            running: Cell::new(ptr::null_mut()),
+            turn: Turn::new(),
+            blocked_at: AtomicU64::new(0),
             lost: Cell::new(None),
             hands_watch_on: Cell::new(false),
             stood_in: Cell::new(false),
@@ -589,7 +599,7 @@ impl Activation {
         // SAFETY: we just took `p`'s driver word and run at one level; no
         // reference into its owner part lives.
         let mut tok = unsafe { OwnerToken::new() };
-        p.bind(tok.rb(), self.sched.get(), &self.running);
+        p.bind(tok.rb(), self.sched.get(), &self.turn);
     }
 
     /// Names this activation, picked by a handoff that raised `p`'s
@@ -675,19 +685,29 @@ impl Activation {
 
     /// The running thread found its processor taken (it was away in the
     /// kernel): it leaves this kernel thread for the scheduler loop's
-    /// frame, which hands it back with `Unblocked`. Returns the processor it
-    /// resumes on, with its critical count held.
+    /// frame, which hands it back with `Unblocked`. `blocked_at`: when the
+    /// monitor found this kernel thread asleep without a lend (its
+    /// [`blocked_at`](Self::blocked_at)), `0` if it was not. Returns the
+    /// processor it resumes on, with its critical count held.
     #[cold]
     #[inline(never)]
-    pub(crate) fn give_back_thread(&self) -> &'static Processor {
+    pub(crate) fn give_back_thread(&self, blocked_at: u64) -> &'static Processor {
         self.lost_processor.store(false, Relaxed);
+        let lost = self
+            .processor()
+            .expect("gives back the thread of a processor it drove");
         self.processor.set(ptr::null());
         self.words.set(ptr::null());
-        let header = self.running.replace(ptr::null_mut());
+        let header = self.turn.running.replace(ptr::null_mut());
         // SAFETY: `header` is the running thread's own block; the taker of
         // the processor forgot its handle on it (`deliver_blocked`), whose
         // reference this one now carries.
         let me = unsafe { Thread::from_raw(header) };
+        if blocked_at != 0 {
+            // Found asleep without a lend: its turn ran until then. (A lend
+            // ended the turn itself, `handover::lend`.)
+            lost.end_taken_turn(me.header(), &self.turn, blocked_at);
+        }
         let (from, my_header) = (me.context_ptr(), me.as_ptr());
         self.lost.set(Some((me, Instant::now())));
         // SAFETY: `from` is our own context slot, kept alive by the handle

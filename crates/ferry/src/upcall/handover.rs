@@ -23,6 +23,7 @@ use crate::processor::{ACTIVE, NO_CORE, OwnerToken, Processor, STARTING};
 /// the runtime hands off at once. The caller must not touch the processor
 /// again until it got it back through `processor::enter`.
 pub(crate) fn lend(p: &'static Processor, mut tok: OwnerToken<'_>, act: &Activation) {
+    p.end_turn_for_lend(tok.rb());
     let shared = Shared::of(p);
     let hand_now = shared.handoff_after.is_zero() && p.sees_work(tok.rb(), shared);
     let cpu = if hand_now && p.core(shared).is_none() {
@@ -66,14 +67,19 @@ pub(crate) fn reclaim_or_give_back(
     act: &Activation,
     d: usize,
 ) -> &'static Processor {
+    // Taken before the word: a stamp of a probe this driver takes the word
+    // back from may come later and stay, but it is older than any later
+    // turn's start (a new turn, or a lend's), so it ends none.
+    let blocked_at = act.blocked_at.swap(0, Acquire);
     match p.upcall().reclaim(act.word(), d) {
         Reclaim::Held => p,
         Reclaim::Reclaimed => {
+            // Back on its own processor: the turn went on all along.
             act.away.store(false, Relaxed);
             Shared::of(p).counters.reclaimed.fetch_add(1, Relaxed);
             p
         }
-        Reclaim::Lost(_) => act.give_back_thread(),
+        Reclaim::Lost(_) => act.give_back_thread(blocked_at),
     }
 }
 

@@ -636,8 +636,19 @@ pub(super) fn take_unannounced(p: &'static Processor, a: &Activation, d: usize) 
         }
         return false;
     }
+    // Where its thread's turn ends if a spare takes the processor: stamped
+    // by the one prober (the probe is a compare-exchange from plain `A`)
+    // before the confirming store publishes it.
+    let at = crate::sys::cycles();
+    a.blocked_at.store(at, Relaxed);
     // Confirmed: only now may a spare take it.
-    p.upcall().confirm_unannounced(d)
+    let confirmed = p.upcall().confirm_unannounced(d);
+    if !confirmed {
+        // `a` took it back: the turn goes on. (Unless a later prober
+        // stamped it meanwhile.)
+        let _ = a.blocked_at.compare_exchange(at, 0, Relaxed, Relaxed);
+    }
+    confirmed
 }
 
 #[cfg(test)]
