@@ -191,8 +191,13 @@ fn call_c(f: unsafe extern "C-unwind" fn(any_t) -> any_t, arg: any_t, what: &'st
     r
 }
 
-/// The calling kernel thread's errno slot.
+/// The calling kernel thread's errno slot, asked afresh at every call:
+/// through a function pointer the compiler cannot see into, so that two
+/// calls with a switch between them (the thread may run on another kernel
+/// thread afterwards) are never merged into one, as calls of
+/// `__errno_location`, known to the compiler as constant, would be.
 fn errno_slot() -> *mut i32 {
+    let f: unsafe extern "C" fn() -> *mut i32 = std::hint::black_box(libc::__errno_location);
     // SAFETY: always valid for the calling kernel thread.
-    unsafe { libc::__errno_location() }
+    unsafe { f() }
 }

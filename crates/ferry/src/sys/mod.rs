@@ -18,11 +18,20 @@ pub(crate) use procfs::{
 };
 
 /// The calling kernel thread's errno slot, valid for the kernel thread's
-/// lifetime.
+/// lifetime: asked afresh at every call.
+///
+/// `__errno_location` is known to the compiler as a function whose result
+/// never changes on one kernel thread, so two calls in one function
+/// (after inlining) become one. A user-level thread may run on another
+/// kernel thread after a switch in between (the preemption handler puts
+/// errno back after switching away and back), and a merged call then
+/// writes the kernel thread it left. The call goes through a function
+/// pointer the compiler cannot see into.
 #[inline]
 pub(crate) fn errno_location() -> *mut i32 {
+    let f: unsafe extern "C" fn() -> *mut i32 = std::hint::black_box(libc::__errno_location);
     // SAFETY: `__errno_location` has no preconditions.
-    unsafe { libc::__errno_location() }
+    unsafe { f() }
 }
 
 /// Makes one system call that does nothing, so that a signal already sent
