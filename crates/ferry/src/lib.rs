@@ -33,6 +33,7 @@ pub mod arch;
 mod event;
 pub mod fs;
 mod header;
+mod lock;
 pub mod net;
 #[cfg(ferry_probe)]
 #[doc(hidden)]

@@ -73,7 +73,7 @@
 
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize};
-use std::sync::{Arc, Mutex, PoisonError, TryLockError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::doorbell;
@@ -217,10 +217,8 @@ impl Polling {
     /// sources on the same kernel thread.
     #[cold]
     fn refresh(&self, local: &mut Local) {
-        let list = match self.list.try_lock() {
-            Ok(list) => list,
-            Err(TryLockError::Poisoned(e)) => e.into_inner(),
-            Err(TryLockError::WouldBlock) => return,
+        let Some(list) = crate::lock::try_lock(&self.list) else {
+            return;
         };
         local.version = self.version.load(Acquire);
         local.list.clone_from(&list);

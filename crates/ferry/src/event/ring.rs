@@ -76,7 +76,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize};
-use std::sync::{Arc, Mutex, PoisonError, TryLockError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use io_uring::{IoUring, opcode, squeue, types};
 
@@ -518,11 +518,7 @@ impl Uring {
     /// under it changes nothing the queue's view depends on, so a
     /// poisoned lock is taken as it is).
     fn try_lock_cq(&self) -> Option<std::sync::MutexGuard<'_, ()>> {
-        match self.cq.try_lock() {
-            Ok(cq) => Some(cq),
-            Err(TryLockError::Poisoned(cq)) => Some(cq.into_inner()),
-            Err(TryLockError::WouldBlock) => None,
-        }
+        crate::lock::try_lock(&self.cq)
     }
 
     /// Reaps what completed (up to [`REAP`] per pass, the lock released

@@ -173,7 +173,7 @@ impl crate::stats::Source for Shared {
     /// logical threads its activations serve.
     fn report(&self, out: &mut crate::stats::Report) -> bool {
         let (mut calls, mut cpu) = (self.served_gone.load(Relaxed), 0u64);
-        let Some(gone) = crate::stats::try_lock(&self.cpu_gone) else {
+        let Some(gone) = crate::lock::try_lock(&self.cpu_gone) else {
             return false;
         };
         for (_, c) in gone.iter() {
@@ -181,7 +181,7 @@ impl crate::stats::Source for Shared {
         }
         drop(gone);
         let peers = {
-            let Some(bound) = crate::stats::try_lock(&self.bound) else {
+            let Some(bound) = crate::lock::try_lock(&self.bound) else {
                 return false;
             };
             for b in bound.iter() {

@@ -43,7 +43,7 @@ pub use page::{
 };
 pub(crate) use writer::start;
 
-use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError, Weak};
+use std::sync::{Mutex, PoisonError, Weak};
 
 /// The atomics `seqlock` uses (loom's in its model).
 mod atomic {
@@ -87,24 +87,13 @@ pub(crate) fn register(source: Weak<dyn Source>) {
     all.push(source);
 }
 
-/// `m`'s guard (a poisoned lock's too), or `None` while someone holds it:
-/// how the monitor's reports take a lock (they must not wait, see
-/// [`Source`]).
-pub(crate) fn try_lock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
-    match m.try_lock() {
-        Ok(g) => Some(g),
-        Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
-        Err(TryLockError::WouldBlock) => None,
-    }
-}
-
 /// Every live source's figures, in place of `out`'s; `false`, leaving
 /// `out` as it was, if the list of sources or a lock a source needs is
 /// held (by a ferry thread registering one, which the monitor that calls
 /// this must not wait for: see [`Source`]).
 fn gather_sources(out: &mut Report) -> bool {
     let live: Vec<_> = {
-        let Some(mut all) = try_lock(&SOURCES) else {
+        let Some(mut all) = crate::lock::try_lock(&SOURCES) else {
             return false;
         };
         all.retain(|s| s.strong_count() > 0);
@@ -134,7 +123,7 @@ pub(crate) fn set_allocation(a: Option<Allocation>) {
 /// The grant, or `None` while the allocation client holds it (the monitor
 /// must not wait: see [`Source`]).
 fn allocation() -> Option<Option<Allocation>> {
-    try_lock(&ALLOCATION).map(|a| *a)
+    crate::lock::try_lock(&ALLOCATION).map(|a| *a)
 }
 
 /// Whether the environment turns the page off (`FERRY_STATS=off` or `0`).

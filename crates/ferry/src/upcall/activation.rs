@@ -312,10 +312,8 @@ impl Activation {
     /// computing on that core can put off for a scheduler slice or more.
     /// The caller looks again at its next pass.
     pub(crate) fn task_state(&self) -> sys::TaskState {
-        let stat = match self.stat.try_lock() {
-            Ok(guard) => guard,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return sys::TaskState::Other,
+        let Some(stat) = crate::lock::try_lock(&self.stat) else {
+            return sys::TaskState::Other;
         };
         match &*stat {
             Some(f) => sys::task_state(f),

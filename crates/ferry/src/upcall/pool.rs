@@ -361,11 +361,7 @@ impl Activations {
     /// if the list is busy (the monitor asks, and must not make a driver
     /// wait for the list's lock while it counts).
     pub(crate) fn away(&self) -> Option<usize> {
-        let all = match self.all.try_lock() {
-            Ok(all) => all,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return None,
-        };
+        let all = crate::lock::try_lock(&self.all)?;
         Some(all.iter().filter(|(a, _)| a.away.load(Relaxed)).count())
     }
 
