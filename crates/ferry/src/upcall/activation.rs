@@ -213,9 +213,9 @@ pub(crate) struct Activation {
     /// without having announced it (`sys::cycles()`; `0`: not found so):
     /// written by the one prober before it confirms the unannounced lend
     /// (`monitor::take_unannounced`; the confirming store publishes it),
-    /// cleared by that prober if the confirmation fails, and taken (`swap`)
-    /// by this kernel thread once it is back (`handover::reclaim_or_give_back`).
-    /// If the processor was taken, the thread's turn ended then
+    /// cleared by that prober if the confirmation fails, and by this
+    /// kernel thread once it is back (`handover::reclaim_or_give_back`):
+    /// if the processor was taken, the thread's turn ended then
     /// (`give_back_thread`).
     pub(crate) blocked_at: AtomicU64,
     /// The thread it must give back after its processor was taken.

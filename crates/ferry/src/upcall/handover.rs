@@ -67,19 +67,23 @@ pub(crate) fn reclaim_or_give_back(
     act: &Activation,
     d: usize,
 ) -> &'static Processor {
-    // Taken before the word: a stamp of a probe this driver takes the word
-    // back from may come later and stay, but it is older than any later
-    // turn's start (a new turn, or a lend's), so it ends none.
-    let blocked_at = act.blocked_at.swap(0, Acquire);
+    // `blocked_at` is read once the word says how this ended: a prober
+    // that saw this driver's count still at zero may stamp and confirm
+    // while it is here (it found `A|PROBING`), and the stamp comes before
+    // the confirming store, which the taker's and then this driver's
+    // compare-exchange read after it. A driver that takes its word back
+    // clears the stamp (its turn goes on); no new one comes while it is in
+    // the runtime (a prober backs off at a raised count).
     match p.upcall().reclaim(act.word(), d) {
         Reclaim::Held => p,
         Reclaim::Reclaimed => {
             // Back on its own processor: the turn went on all along.
+            act.blocked_at.store(0, Relaxed);
             act.away.store(false, Relaxed);
             Shared::of(p).counters.reclaimed.fetch_add(1, Relaxed);
             p
         }
-        Reclaim::Lost(_) => act.give_back_thread(blocked_at),
+        Reclaim::Lost(_) => act.give_back_thread(act.blocked_at.swap(0, Acquire)),
     }
 }
 

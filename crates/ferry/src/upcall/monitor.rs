@@ -608,7 +608,16 @@ fn claim(shared: &Arc<Shared>, p: &'static Processor) -> Option<&'static Process
 /// sleeps in the kernel, if `a` is outside the runtime; whether it did (the
 /// word is then `LENT|UNANNOUNCED`, for a taker). See `activation`'s docs
 /// for the handshake.
+///
+/// Only a plain word is probed: the monitor and a stand-in may both find
+/// the same driver asleep, and the one that loaded `A|PROBING` would
+/// otherwise "probe" it again (a compare-exchange of the word with
+/// itself), believe it held the probe, and overwrite and then clear the
+/// other's `blocked_at`.
 pub(super) fn take_unannounced(p: &'static Processor, a: &Activation, d: usize) -> bool {
+    if d & FLAGS != 0 {
+        return false;
+    }
     p.upcall().lent_at.store(Shared::of(p).now_ns(), Relaxed);
     crate::probe_mark!(crate::probe::FOUND_ASLEEP);
     // Seen asleep: the spare need not wait for the core to go idle.
