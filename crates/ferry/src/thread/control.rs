@@ -359,11 +359,7 @@ impl Thread {
     /// all along if it takes the processor back. Each stretch counts once:
     /// the thread's own reading ([`thread::cpu_time`](crate::thread::cpu_time))
     /// never goes back, and grows by no more than the wall-clock time
-    /// between two readings plus what servers charged meanwhile. (One race
-    /// is known to remain: with a time slice, or two runtimes in one
-    /// process, a block the runtime was not told of has been seen, in some
-    /// runs of a stress test, to lose the part of a turn before it, so
-    /// that a reading steps back by under a microsecond.)
+    /// between two readings plus what servers charged meanwhile.
     pub fn cpu_time(&self) -> Option<std::time::Duration> {
         if !self.shared().account_cpu {
             return None;

@@ -211,7 +211,8 @@ pub(crate) struct Activation {
     turn: Turn,
     /// When the monitor found this kernel thread asleep in the kernel
     /// without having announced it (`sys::cycles()`; `0`: not found so):
-    /// written by the one prober before it confirms the unannounced lend
+    /// written (from `0` only: a stamp there is another prober's) by a
+    /// prober before it confirms the unannounced lend
     /// (`monitor::take_unannounced`; the confirming store publishes it),
     /// cleared by that prober if the confirmation fails, and by this
     /// kernel thread once it is back (`handover::reclaim_or_give_back`):

@@ -645,11 +645,23 @@ pub(super) fn take_unannounced(p: &'static Processor, a: &Activation, d: usize) 
         }
         return false;
     }
-    // Where its thread's turn ends if a spare takes the processor: stamped
-    // by the one prober (the probe is a compare-exchange from plain `A`)
-    // before the confirming store publishes it.
+    // Where its thread's turn ends if a spare takes the processor, stamped
+    // before the confirming store publishes it, and only where no other
+    // prober's stamp is: this probe may be stale (the fence above can take
+    // milliseconds, in which `a` took its word back and another prober
+    // probed it anew, and `A|PROBING` is then that prober's). A stamp that
+    // is there is the other's: let it be, put the word back if the probe
+    // is ours after all, and look again at the next pass.
     let at = crate::sys::cycles();
-    a.blocked_at.store(at, Relaxed);
+    if a.blocked_at
+        .compare_exchange(0, at, Relaxed, Relaxed)
+        .is_err()
+    {
+        if p.upcall().unprobe(d) {
+            a.away.store(false, SeqCst);
+        }
+        return false;
+    }
     // Confirmed: only now may a spare take it.
     let confirmed = p.upcall().confirm_unannounced(d);
     if !confirmed {
