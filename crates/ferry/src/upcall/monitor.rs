@@ -651,7 +651,12 @@ pub(super) fn take_unannounced(p: &'static Processor, a: &Activation, d: usize) 
     // milliseconds, in which `a` took its word back and another prober
     // probed it anew, and `A|PROBING` is then that prober's). A stamp that
     // is there is the other's: let it be, put the word back if the probe
-    // is ours after all, and look again at the next pass.
+    // is ours after all, and look again at the next pass. (One interleaving
+    // still loses the stamp: this prober stamps, `a` takes its word back
+    // and clears it, another prober probes anew, and this one's late
+    // confirmation succeeds on the other's `A|PROBING`, whose own stamp
+    // then comes, fails to confirm and is cleared. Telling the two probes
+    // apart in the word would end it.)
     let at = crate::sys::cycles();
     if a.blocked_at
         .compare_exchange(0, at, Relaxed, Relaxed)
