@@ -40,7 +40,9 @@ mod atomic {
 #[allow(dead_code)]
 mod per_processor;
 
-use per_processor::{FLAGS, LENT, NO_CPU, ON_WAY, PROBING, PerProcessor, Reclaim, UNANNOUNCED};
+use per_processor::{
+    FLAGS, LENT, NO_CPU, ON_WAY, PROBED_BY_MONITOR, PROBING, PerProcessor, Reclaim, UNANNOUNCED,
+};
 
 /// The driver's activation word (activations are aligned beyond the flags).
 const A: usize = 64;
@@ -276,7 +278,7 @@ fn a_hander_that_started_nobody_hands_on_a_lend_that_counted_on_it() {
 fn take_unannounced(p: &Processor, critical: &AtomicU32, away: &AtomicBool) -> bool {
     p.words.lent_at.store(LENT_AT, Relaxed);
     away.store(true, SeqCst);
-    if let Err(now) = p.words.probe(A) {
+    if let Err(now) = p.words.probe(A, PROBED_BY_MONITOR) {
         if now & !FLAGS != A {
             away.store(false, SeqCst);
         }
@@ -284,12 +286,12 @@ fn take_unannounced(p: &Processor, critical: &AtomicU32, away: &AtomicBool) -> b
     }
     total_order();
     if critical.load(Acquire) != 0 {
-        if p.words.unprobe(A) {
+        if p.words.unprobe(A, PROBED_BY_MONITOR) {
             away.store(false, SeqCst);
         }
         return false;
     }
-    p.words.confirm_unannounced(A)
+    p.words.confirm_unannounced(A, PROBED_BY_MONITOR)
 }
 
 /// Driver `A`, running its thread's own code (count zero), enters the

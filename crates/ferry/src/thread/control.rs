@@ -359,10 +359,7 @@ impl Thread {
     /// all along if it takes the processor back. Each stretch counts once:
     /// the thread's own reading ([`thread::cpu_time`](crate::thread::cpu_time))
     /// never goes back, and grows by no more than the wall-clock time
-    /// between two readings plus what servers charged meanwhile. (One rare
-    /// interleaving of two probes of a kernel thread found asleep without
-    /// a lend can still lose the part of a turn before that block, so that
-    /// a reading steps back by a little.)
+    /// between two readings plus what servers charged meanwhile.
     pub fn cpu_time(&self) -> Option<std::time::Duration> {
         if !self.shared().account_cpu {
             return None;

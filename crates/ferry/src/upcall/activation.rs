@@ -184,7 +184,9 @@ pub(crate) enum StandInBy {
 }
 
 /// A kernel thread of the runtime: the paper's scheduler activation, which
-/// drives one processor at a time.
+/// drives one processor at a time. Aligned beyond the driver word's flags
+/// (`per_processor::FLAGS`), which share the word with its address.
+#[repr(align(16))]
 pub(crate) struct Activation {
     /// Runtime-critical depth; see the module docs.
     pub(crate) critical: AtomicU32,

@@ -126,6 +126,7 @@ use std::time::{Duration, Instant};
 use super::Takeover;
 use super::Words;
 use super::activation::{Activation, FLAGS, LENT};
+use super::per_processor::PROBED_BY_MONITOR;
 use super::preempt;
 use crate::processor::{ACTIVE, Processor, STOPPING};
 use crate::sys::{self, TaskState};
@@ -533,7 +534,7 @@ fn look(shared: &Arc<Shared>, seen: &mut [Seen], quiet: &mut bool) -> Option<&'s
         match state {
             TaskState::Blocked if shared.take_over_unannounced => {
                 *quiet = false;
-                if take_unannounced(p, a, d)
+                if take_unannounced(p, a, d, PROBED_BY_MONITOR)
                     && let Some(p) = claim(shared, p)
                 {
                     crate::probe_mark!(crate::probe::WATCHER_CLAIMED);
@@ -609,12 +610,11 @@ fn claim(shared: &Arc<Shared>, p: &'static Processor) -> Option<&'static Process
 /// word is then `LENT|UNANNOUNCED`, for a taker). See `activation`'s docs
 /// for the handshake.
 ///
-/// Only a plain word is probed: the monitor and a stand-in may both find
-/// the same driver asleep, and the one that loaded `A|PROBING` would
-/// otherwise "probe" it again (a compare-exchange of the word with
-/// itself), believe it held the probe, and overwrite and then clear the
-/// other's `blocked_at`.
-pub(super) fn take_unannounced(p: &'static Processor, a: &Activation, d: usize) -> bool {
+/// `by` is the prober: [`PROBED_BY_MONITOR`] or the stand-in's flag. Only a
+/// plain word is probed: the monitor and a stand-in may both find the same
+/// driver asleep, and the one that loaded `A|PROBING` must not take the
+/// other's probe for its own.
+pub(super) fn take_unannounced(p: &'static Processor, a: &Activation, d: usize, by: usize) -> bool {
     if d & FLAGS != 0 {
         return false;
     }
@@ -627,7 +627,7 @@ pub(super) fn take_unannounced(p: &'static Processor, a: &Activation, d: usize) 
     // Marked before the word moves: `a` clears it when it takes the word
     // back, which can only come after.
     a.away.store(true, SeqCst);
-    if let Err(now) = p.upcall().probe(d) {
+    if let Err(now) = p.upcall().probe(d, by) {
         // Unless `a` lent it meanwhile (and marked itself away), the mark
         // is ours to undo; `a` cannot lend it after another took it.
         if now & !FLAGS != a.word() {
@@ -640,7 +640,7 @@ pub(super) fn take_unannounced(p: &'static Processor, a: &Activation, d: usize) 
     if a.critical.load(Acquire) != 0 {
         // Inside the runtime (or holding a spinlock): leave it be. If it
         // took the word back meanwhile, that is fine too.
-        if p.upcall().unprobe(d) {
+        if p.upcall().unprobe(d, by) {
             a.away.store(false, SeqCst);
         }
         return false;
@@ -651,24 +651,21 @@ pub(super) fn take_unannounced(p: &'static Processor, a: &Activation, d: usize) 
     // milliseconds, in which `a` took its word back and another prober
     // probed it anew, and `A|PROBING` is then that prober's). A stamp that
     // is there is the other's: let it be, put the word back if the probe
-    // is ours after all, and look again at the next pass. (One interleaving
-    // still loses the stamp: this prober stamps, `a` takes its word back
-    // and clears it, another prober probes anew, and this one's late
-    // confirmation succeeds on the other's `A|PROBING`, whose own stamp
-    // then comes, fails to confirm and is cleared. Telling the two probes
-    // apart in the word would end it.)
+    // is ours after all, and look again at the next pass. (The probe names
+    // its prober, so a stale one can neither confirm nor put back the
+    // other's.)
     let at = crate::sys::cycles();
     if a.blocked_at
         .compare_exchange(0, at, Relaxed, Relaxed)
         .is_err()
     {
-        if p.upcall().unprobe(d) {
+        if p.upcall().unprobe(d, by) {
             a.away.store(false, SeqCst);
         }
         return false;
     }
     // Confirmed: only now may a spare take it.
-    let confirmed = p.upcall().confirm_unannounced(d);
+    let confirmed = p.upcall().confirm_unannounced(d, by);
     if !confirmed {
         // `a` took it back: the turn goes on. (Unless a later prober
         // stamped it meanwhile.)

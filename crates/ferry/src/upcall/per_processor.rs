@@ -17,7 +17,7 @@
 //! | `0` | the runtime at start; [`release`](PerProcessor::release) (a driver stopping the processor) | nobody drives it: not started, or removed |
 //! | `A` | [`start`](PerProcessor::start) (CAS from `0`), [`take_lent`](PerProcessor::take_lent) (CAS from a lent value), [`reclaim`](PerProcessor::reclaim) (`A` itself, CAS from `A\|LENT` or `A\|PROBING`), [`unprobe`](PerProcessor::unprobe) (the monitor putting it back), [`restore`](PerProcessor::restore) (a stop called off) | activation `A` drives it; only `A`'s kernel thread touches the processor's owner part |
 //! | `A\|LENT` | [`lend`](PerProcessor::lend): `A` entering an announced blocking call | `A` is off in a kernel call: `A` may reclaim it, a spare may take it |
-//! | `A\|PROBING` | [`probe`](PerProcessor::probe): the monitor, having found `A` asleep in the kernel | being checked: nobody may take it; `A` still drives it and may take it back |
+//! | `A\|PROBING` | [`probe`](PerProcessor::probe): the monitor or the processor's stand-in, having found `A` asleep in the kernel; the flag names which ([`PROBED_BY_MONITOR`], [`PROBED_BY_STAND_IN`]), and only that prober confirms or puts back | being checked: nobody may take it; `A` still drives it and may take it back |
 //! | `A\|LENT\|UNANNOUNCED` | [`confirm_unannounced`](PerProcessor::confirm_unannounced): the monitor, from `A\|PROBING`, having seen `A`'s count at zero | as `A\|LENT`; a spare that takes it marks `A` as having lost its processor |
 //!
 //! Whoever moves the word to its own activation (by CAS) owns the
@@ -61,7 +61,14 @@ pub(crate) const UNANNOUNCED: usize = 2;
 /// Driver-word flag: the monitor is checking whether the driver is outside
 /// the runtime; nobody may take the processor yet, the driver may take the
 /// word back.
-pub(crate) const PROBING: usize = 4;
+pub(crate) const PROBED_BY_MONITOR: usize = 4;
+/// Driver-word flag: as [`PROBED_BY_MONITOR`], the processor's stand-in is
+/// checking. The two probers of a processor each confirm or put back only
+/// their own probe: a probe gone stale (the driver took its word back and
+/// the other prober probed it anew) fails instead of acting on the other's.
+pub(crate) const PROBED_BY_STAND_IN: usize = 8;
+/// Either prober's flag: the word is being probed.
+pub(crate) const PROBING: usize = PROBED_BY_MONITOR | PROBED_BY_STAND_IN;
 /// All driver-word flags (an activation's word is aligned beyond them).
 pub(crate) const FLAGS: usize = LENT | UNANNOUNCED | PROBING;
 
@@ -191,7 +198,11 @@ impl PerProcessor {
             if d & LENT == 0 {
                 return None;
             }
-            match self.driver.compare_exchange(d, me, Acquire, Acquire) {
+            // AcqRel: the lender's driver, finding its word gone, reads what
+            // the lend's confirmer wrote before it (the unannounced lend's
+            // `blocked_at` stamp) through this taker, without relying on a
+            // release sequence.
+            match self.driver.compare_exchange(d, me, AcqRel, Acquire) {
                 Ok(_) => return Some(d),
                 Err(now) => d = now,
             }
@@ -211,28 +222,30 @@ impl PerProcessor {
         self.driver.store(me, Release);
     }
 
-    /// The monitor starts checking driver word `d` (`A`), found asleep:
-    /// `A -> A|PROBING`. `Err` with the current word if it moved.
-    pub(crate) fn probe(&self, d: usize) -> Result<(), usize> {
+    /// Prober `by` ([`PROBED_BY_MONITOR`] or [`PROBED_BY_STAND_IN`])
+    /// starts checking driver word `d` (`A`), found asleep: `A -> A|by`.
+    /// `Err` with the current word if it moved.
+    pub(crate) fn probe(&self, d: usize, by: usize) -> Result<(), usize> {
         self.driver
-            .compare_exchange(d, d | PROBING, SeqCst, Relaxed)
+            .compare_exchange(d, d | by, SeqCst, Relaxed)
             .map(drop)
     }
 
-    /// The monitor saw the driver inside the runtime: puts `A|PROBING`
-    /// back to `A`; `false` if the driver took it back itself meanwhile.
-    pub(crate) fn unprobe(&self, d: usize) -> bool {
+    /// Prober `by` saw the driver inside the runtime: puts `A|by` back to
+    /// `A`; `false` if the driver took it back itself meanwhile (or the
+    /// probe there is not `by`'s).
+    pub(crate) fn unprobe(&self, d: usize, by: usize) -> bool {
         self.driver
-            .compare_exchange(d | PROBING, d, SeqCst, Relaxed)
+            .compare_exchange(d | by, d, SeqCst, Relaxed)
             .is_ok()
     }
 
-    /// The monitor saw the driver outside the runtime:
-    /// `A|PROBING -> A|LENT|UNANNOUNCED`, only now takeable. `false` if the
-    /// driver took it back meanwhile.
-    pub(crate) fn confirm_unannounced(&self, d: usize) -> bool {
+    /// Prober `by` saw the driver outside the runtime:
+    /// `A|by -> A|LENT|UNANNOUNCED`, only now takeable. `false` if the
+    /// driver took it back meanwhile (or the probe there is not `by`'s).
+    pub(crate) fn confirm_unannounced(&self, d: usize, by: usize) -> bool {
         self.driver
-            .compare_exchange(d | PROBING, d | LENT | UNANNOUNCED, SeqCst, Relaxed)
+            .compare_exchange(d | by, d | LENT | UNANNOUNCED, SeqCst, Relaxed)
             .is_ok()
     }
 
@@ -310,21 +323,25 @@ mod tests {
     fn a_probe_blocks_takers_until_confirmed_and_the_driver_may_take_it_back() {
         let w = PerProcessor::new();
         assert!(w.start(A));
-        w.probe(A).unwrap();
+        w.probe(A, PROBED_BY_MONITOR).unwrap();
         assert_eq!(w.take_lent(B), None, "a probed word is not takeable");
         // The driver inside the runtime reclaims it.
         assert_eq!(w.reclaim(A, w.driver.load(Relaxed)), Reclaim::Reclaimed);
-        assert!(!w.unprobe(A) && !w.confirm_unannounced(A));
-        // Probed again, and confirmed: now a taker gets it, with the flag.
-        w.probe(A).unwrap();
-        assert_eq!(w.probe(A), Err(A | PROBING));
-        assert!(w.confirm_unannounced(A));
+        assert!(!w.unprobe(A, PROBED_BY_MONITOR) && !w.confirm_unannounced(A, PROBED_BY_MONITOR));
+        // Probed anew by the stand-in: the monitor's stale probe can
+        // neither confirm nor put back the stand-in's.
+        w.probe(A, PROBED_BY_STAND_IN).unwrap();
+        assert_eq!(w.probe(A, PROBED_BY_MONITOR), Err(A | PROBED_BY_STAND_IN));
+        assert!(!w.confirm_unannounced(A, PROBED_BY_MONITOR));
+        assert!(!w.unprobe(A, PROBED_BY_MONITOR));
+        // The stand-in confirms: now a taker gets it, with the flag.
+        assert!(w.confirm_unannounced(A, PROBED_BY_STAND_IN));
         assert_eq!(w.take_lent(B), Some(A | LENT | UNANNOUNCED));
         // Put back by the monitor when the driver is inside.
         let w = PerProcessor::new();
         assert!(w.start(A));
-        w.probe(A).unwrap();
-        assert!(w.unprobe(A));
+        w.probe(A, PROBED_BY_MONITOR).unwrap();
+        assert!(w.unprobe(A, PROBED_BY_MONITOR));
         assert_eq!(w.driver.load(Relaxed), A);
     }
 
@@ -352,8 +369,8 @@ mod tests {
         assert!(w.start(A));
         assert_eq!(w.release(), A);
         assert!(w.start(B));
-        w.probe(B).unwrap();
-        assert_eq!(w.release(), B | PROBING);
+        w.probe(B, PROBED_BY_MONITOR).unwrap();
+        assert_eq!(w.release(), B | PROBED_BY_MONITOR);
         w.restore(A);
         assert_eq!(w.driver.load(Relaxed), A);
     }

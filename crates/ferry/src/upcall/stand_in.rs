@@ -89,6 +89,7 @@ use std::time::{Duration, Instant};
 use super::Words;
 use super::activation::{Activation, Assignment, FLAGS, LENT, ON_WAY, UNANNOUNCED};
 use super::monitor::{BLOCKED_AFTER, LONGEST_NAP, TICK, take_unannounced};
+use super::per_processor::PROBED_BY_STAND_IN;
 use super::{StandInBy, Takeover};
 use crate::processor::{ACTIVE, Processor};
 use crate::sys::{self, SchedClass, TaskState};
@@ -227,7 +228,7 @@ fn stand_by(a: &Activation, shared: &Shared, p: &'static Processor) {
             // Into a driver's class before the takeover: it is one from
             // here on.
             a.set_class(SchedClass::Normal);
-            if take_unannounced(p, driver, d) {
+            if take_unannounced(p, driver, d, PROBED_BY_STAND_IN) {
                 crate::probe_mark!(crate::probe::WATCHER_CLAIMED);
                 return;
             }
