@@ -16,8 +16,8 @@
 //! | `0` | the runtime at start; a driver stopping the processor (swap from `A` or `A\|PROBING`) | nobody drives it: not started, or removed |
 //! | `A` | a spare or starter (CAS from `0` or a lent value); `A` reclaiming (CAS from `A\|LENT` or `A\|PROBING`); the monitor putting it back; `A` whose stop was called off | activation `A` drives it; only `A`'s kernel thread touches the processor's owner part |
 //! | `A\|LENT` | `A` entering an announced blocking call (a store, over `A` or `A\|PROBING`) | `A` is off in a kernel call: `A` may reclaim it, a spare may take it |
-//! | `A\|PROBING` | the monitor, having found `A` asleep in the kernel | being checked: nobody may take it; `A` still drives it (runtime code of `A`'s, whose count is above zero, goes on as under `A`) and may take it back |
-//! | `A\|LENT\|UNANNOUNCED` | the monitor, from `A\|PROBING`, having seen `A`'s count at zero | as `A\|LENT`; a spare that takes it marks `A` as having lost its processor |
+//! | `A\|PROBING` | a prober (the monitor or the processor's stand-in; the flag names which, and only that prober confirms or puts it back), having found `A` asleep in the kernel | being checked: nobody may take it; `A` still drives it (runtime code of `A`'s, whose count is above zero, goes on as under `A`) and may take it back |
+//! | `A\|LENT\|UNANNOUNCED` | the prober, from its `A\|PROBING`, having seen `A`'s count at zero and stamped when it found `A` asleep (`blocked_at`) | as `A\|LENT`; a spare that takes it marks `A` as having lost its processor |
 //!
 //! Whoever moves the word to its own activation (by CAS) owns the
 //! processor's owner part from then on. The monitor's `A -> A|PROBING`
