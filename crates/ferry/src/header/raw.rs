@@ -97,8 +97,10 @@ pub(crate) struct Header {
     stream_bytes: AtomicU32,
     /// Time stamp counter ticks the thread has run, when the runtime
     /// accounts them (`Builder::thread_cpu_time`); written (a load and a
-    /// store, not a locked add) only by the processor switching it out,
-    /// read by anyone.
+    /// store, not a locked add) by one writer at a time, the processor
+    /// running it or the kernel thread that lost that processor while the
+    /// thread was away (`processor::switch::add_ticks` says which), read by
+    /// anyone.
     pub(crate) cpu_ticks: AtomicU64,
     /// The embedder's word (`Thread::tag`); ferry never reads it.
     pub(crate) tag: AtomicUsize,

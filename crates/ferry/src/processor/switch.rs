@@ -164,13 +164,8 @@ impl Processor {
             // SAFETY: as in `enter_context`: our driver's, set in `bind`.
             let since = unsafe { &(*owner.turn).since };
             let ran = now.saturating_sub(since.replace(now));
-            // Only the processor running the thread writes its count, and
-            // the next one to run it is handed it through a queue or slot
-            // (release, acquire) after the switch: a plain load and store
-            // suffice.
             // SAFETY: alive (the contract).
-            let ticks = unsafe { &h.as_ref().cpu_ticks };
-            ticks.store(ticks.load(Relaxed).wrapping_add(ran), Relaxed);
+            add_ticks(unsafe { h.as_ref() }, ran);
         }
     }
 
@@ -205,8 +200,7 @@ impl Processor {
     /// so a plain load and store suffice.
     pub(crate) fn charge_running(&self, mut tok: OwnerToken<'_>, h: &Header, ticks: u64) {
         if self.owner(tok.rb()).account_cpu {
-            h.cpu_ticks
-                .store(h.cpu_ticks.load(Relaxed).wrapping_add(ticks), Relaxed);
+            add_ticks(h, ticks);
         }
     }
 
@@ -244,8 +238,7 @@ impl Processor {
     pub(crate) fn end_taken_turn(&self, h: &Header, turn: &Turn, at: u64) {
         if self.shared().account_cpu {
             let ran = at.saturating_sub(turn.since.get());
-            h.cpu_ticks
-                .store(h.cpu_ticks.load(Relaxed).wrapping_add(ran), Relaxed);
+            add_ticks(h, ran);
         }
     }
 
@@ -362,6 +355,18 @@ impl Processor {
         // only after the switch, by `finish_switch`.
         unsafe { arch::resume(to) }
     }
+}
+
+/// Adds `ticks` to thread `h`'s run time. One writer at a time, so a plain
+/// load and store (not a locked add): the processor running the thread
+/// (its switch out, a lend, a charge from a server it called), or its
+/// kernel thread ending a turn it lost its processor in before it hands the
+/// thread back; the next one to run it is handed it through a queue or
+/// slot (release, acquire) after the write.
+#[inline]
+fn add_ticks(h: &Header, ticks: u64) {
+    h.cpu_ticks
+        .store(h.cpu_ticks.load(Relaxed).wrapping_add(ticks), Relaxed);
 }
 
 /// Records in `t`'s header that `p` is about to switch to it. Only the

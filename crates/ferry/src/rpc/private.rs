@@ -8,8 +8,9 @@
 //! (the same length prefix and the same bytes on the wire) is one copy; the
 //! generated code wraps byte-string arguments and results in them. It
 //! must not decide what a failure means to a call (the generated code maps
-//! `None` to the right `Fault` or `Error`), and decoding must never trust the bytes: a short, overlong or
-//! malformed input is `None`, never a panic.
+//! `None` to the right `Fault` or `Error`), and decoding must never trust
+//! the bytes: a short, overlong or malformed input is `None`, never a
+//! panic.
 
 pub use postcard;
 pub use serde;

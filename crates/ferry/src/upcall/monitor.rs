@@ -637,27 +637,21 @@ pub(super) fn take_unannounced(p: &'static Processor, a: &Activation, d: usize, 
     }
     ferry_queue::wait::heavy_fence();
     crate::probe_mark!(crate::probe::PROBE_FENCED);
-    if a.critical.load(Acquire) != 0 {
-        // Inside the runtime (or holding a spinlock): leave it be. If it
-        // took the word back meanwhile, that is fine too.
-        if p.upcall().unprobe(d, by) {
-            a.away.store(false, SeqCst);
-        }
-        return false;
-    }
-    // Where its thread's turn ends if a spare takes the processor, stamped
-    // before the confirming store publishes it, and only where no other
-    // prober's stamp is: this probe may be stale (the fence above can take
+    // Inside the runtime (or holding a spinlock): leave it be. Else stamp
+    // where its thread's turn ends if a spare takes the processor, before
+    // the confirming store publishes it, and only where no other prober's
+    // stamp is: this probe may be stale (the fence above can take
     // milliseconds, in which `a` took its word back and another prober
-    // probed it anew, and `A|PROBING` is then that prober's). A stamp that
-    // is there is the other's: let it be, put the word back if the probe
-    // is ours after all, and look again at the next pass. (The probe names
-    // its prober, so a stale one can neither confirm nor put back the
-    // other's.)
+    // probed it anew), and a stamp that is there is the other's: let it be
+    // and look again at the next pass. Either way the word goes back if
+    // the probe is still ours (it names its prober, so a stale one can
+    // neither put back nor confirm the other's); if `a` took it back
+    // meanwhile, that is fine too.
     let at = crate::sys::cycles();
-    if a.blocked_at
-        .compare_exchange(0, at, Relaxed, Relaxed)
-        .is_err()
+    if a.critical.load(Acquire) != 0
+        || a.blocked_at
+            .compare_exchange(0, at, Relaxed, Relaxed)
+            .is_err()
     {
         if p.upcall().unprobe(d, by) {
             a.away.store(false, SeqCst);
