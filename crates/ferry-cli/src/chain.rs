@@ -20,9 +20,9 @@ pub const CHAIN_VERSION: u64 = 0x6665_7272_7943_6802;
 pub const OP_NULL: u32 = 0;
 /// The chain the far end's handler runs in ([`Seen`]).
 pub const OP_CHAIN: u32 = 1;
-/// Burns the CPU time the arguments name (u64 ns, little-endian) on the
-/// far end's kernel thread, without switching; answers the ns its kernel
-/// thread's CPU clock ran (u64).
+/// Burns the run time the arguments name (u64 ns, little-endian) on the
+/// far end, spinning; answers the ns its run time rose (u64), as ferry
+/// accounts it (a handler without that accounting fails).
 pub const OP_BURN: u32 = 2;
 /// Allows alerts and waits (sleeping 1 ms at a time, at most
 /// [`ALERT_WAIT_LIMIT`]) until the logical thread is alerted; answers
@@ -132,19 +132,20 @@ impl Alerted {
     }
 }
 
-/// The kernel thread's CPU clock.
-fn thread_cpu() -> Duration {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
-}
-
-/// Burns `d` of the kernel thread's CPU time; returns what its clock ran.
-fn burn(d: Duration) -> Duration {
-    let start = thread_cpu();
-    while thread_cpu() - start < d {
+/// Burns `d` of the calling thread's run time and returns how much it ran
+/// (at least `d`); `None` without run-time accounting. The run time is
+/// ferry's ([`ferry::thread::cpu_time`]), not a kernel thread's CPU clock:
+/// a thread preempted or handed on may resume on another kernel thread,
+/// whose clock is not the one the burn began on.
+fn burn(d: Duration) -> Option<Duration> {
+    let start = ferry::thread::cpu_time()?;
+    loop {
+        let ran = ferry::thread::cpu_time()?.checked_sub(start)?;
+        if ran >= d {
+            return Some(ran);
+        }
         std::hint::spin_loop();
     }
-    thread_cpu() - start
 }
 
 /// The far end's handler.
@@ -158,7 +159,8 @@ pub fn far_end(op: u32, args: &[u8]) -> Result<Vec<u8>, Fault> {
             if d > ALERT_WAIT_LIMIT {
                 return Err(Fault::BadArgs);
             }
-            Ok((burn(d).as_nanos() as u64).to_le_bytes().to_vec())
+            let ran = burn(d).ok_or(Fault::Panicked)?;
+            Ok((ran.as_nanos() as u64).to_le_bytes().to_vec())
         }
         OP_WAIT_ALERT => {
             let allowed_before = ferry::thread::allow_alerts(true);

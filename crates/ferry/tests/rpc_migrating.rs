@@ -80,14 +80,32 @@ fn thread_cpu_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// Burns `ms` of the kernel thread's CPU time without switching; returns
-/// the ns burned.
+/// Burns `ms` of CPU time without switching on purpose; returns the ns
+/// burned as kernel threads' CPU clocks ran. A thread preempted or handed
+/// on may resume on another kernel thread, whose clock is another count:
+/// only the stretches on one kernel thread between two readings add up.
 fn burn(ms: u64) -> u64 {
-    let start = thread_cpu_ns();
-    while thread_cpu_ns() - start < ms * 1_000_000 {
+    // SAFETY: gettid has no preconditions.
+    let tid = || unsafe { libc::gettid() };
+    // A clock reading with the kernel thread it was taken on, if the
+    // thread stayed on one kernel thread across it.
+    let read = || {
+        let (before, now, after) = (tid(), thread_cpu_ns(), tid());
+        (before == after).then_some((before, now))
+    };
+    let mut last = read();
+    let mut burned = 0;
+    while burned < ms * 1_000_000 {
         std::hint::spin_loop();
+        let now = read();
+        if let (Some((was_on, then)), Some((on, now))) = (last, now)
+            && was_on == on
+        {
+            burned += now.saturating_sub(then);
+        }
+        last = now;
     }
-    thread_cpu_ns() - start
+    burned
 }
 
 fn chain_text() -> String {

@@ -39,7 +39,7 @@ struct Findings {
     thread: u64,
     /// The chain at B.
     seen: Seen,
-    /// CPU B's kernel thread burned.
+    /// Run time B's handler burned.
     burned: Duration,
     /// How much the calling thread's run time rose over that call.
     charged: Duration,
@@ -115,10 +115,10 @@ fn run(scale: Scale) -> io::Result<Visit> {
                 hops.len()
             ),
             format!(
-                "Run time follows the thread: B's handler burned {} of CPU (its kernel thread's \
-                 clock), and the calling thread's ferry::thread::cpu_time() rose by {} over the \
-                 call, though it only waited: what A and B spent on its behalf came back with \
-                 the replies and was charged to it.",
+                "Run time follows the thread: B's handler spun until its own \
+                 ferry::thread::cpu_time() had risen by {}, and the calling thread's \
+                 ferry::thread::cpu_time() rose by {} over the call, though it only waited: what A and B \
+                 spent on its behalf came back with the replies and was charged to it.",
                 ms(f.burned),
                 ms(f.charged)
             ),
