@@ -5,9 +5,13 @@
 //! own reclaim (model 1); the standby word between a lender and the taker
 //! on its way, or a hander that started nobody (model 2); the monitor's
 //! probe against a driver entering the runtime (model 3) and stopping its
-//! processor (model 4). Under every interleaving, a processor has exactly
-//! one driver at a time, only its driver touches its owner part, and a
-//! lent processor is never left without a taker.
+//! processor (model 4); the monitor's and the stand-in's probes, with their
+//! stamps of when they found the driver asleep (`Activation::blocked_at`),
+//! against a driver that enters the runtime and sleeps again (model 5).
+//! Under every interleaving, a processor has exactly one driver at a time,
+//! only its driver touches its owner part, a lent processor is never left
+//! without a taker, and a driver whose processor was taken while it slept
+//! finds a stamp.
 //!
 //! Each model keeps the steps ferry takes around the words
 //! (`upcall::handover`, `upcall::activation`, `upcall::monitor`,
@@ -24,12 +28,19 @@
 //!   loads and stores as AcqRel (its README, "Unsupported features"), with
 //!   no single total order over them, and the handshake relies on that
 //!   order. So the standby models check the handshake's steps and cases,
-//!   not its orderings.
+//!   not its orderings;
+//! - a swap where the code clears the stamp a driver no longer needs (the
+//!   code swaps too): loom can let a plain store fall between the read and
+//!   the write of another thread's compare-exchange of the same word,
+//!   which the memory model forbids (loom issue 254), and model 5 then
+//!   fails on an execution no machine can produce;
+//! - a preemption bound of 4 for model 5 (its three threads take 8 s so
+//!   bounded; unbounded, more than 5 minutes).
 
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use loom::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
-use loom::sync::atomic::{AtomicBool, AtomicU32, fence};
+use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, fence};
 
 /// The atomics `per_processor` reaches through `super::atomic`.
 mod atomic {
@@ -41,7 +52,8 @@ mod atomic {
 mod per_processor;
 
 use per_processor::{
-    FLAGS, LENT, NO_CPU, ON_WAY, PROBED_BY_MONITOR, PROBING, PerProcessor, Reclaim, UNANNOUNCED,
+    FLAGS, LENT, NO_CPU, ON_WAY, PROBED_BY_MONITOR, PROBED_BY_STAND_IN, PROBING, PerProcessor,
+    Reclaim, UNANNOUNCED,
 };
 
 /// The driver's activation word (activations are aligned beyond the flags).
@@ -392,4 +404,118 @@ fn a_stop_during_a_probe_leaves_no_lend_and_no_away_mark() {
             assert!(!away.load(Relaxed), "A left marked away");
         });
     }
+}
+
+/// `take_unannounced` of prober `by` with its stamp: after the probe, the
+/// fence and the look at the count, it stamps `blocked_at` with `at`, only
+/// from `0` (another prober's stamp is left, and its own probe put back),
+/// then confirms; a failed confirmation clears its own stamp.
+fn take_unannounced_stamped(
+    p: &Processor,
+    critical: &AtomicU32,
+    blocked_at: &AtomicU64,
+    by: usize,
+    at: u64,
+) -> bool {
+    p.words.lent_at.store(LENT_AT, Relaxed);
+    if p.words.probe(A, by).is_err() {
+        return false;
+    }
+    total_order();
+    if critical.load(Acquire) != 0 {
+        p.words.unprobe(A, by);
+        return false;
+    }
+    if blocked_at
+        .compare_exchange(0, at, Relaxed, Relaxed)
+        .is_err()
+    {
+        p.words.unprobe(A, by);
+        return false;
+    }
+    let confirmed = p.words.confirm_unannounced(A, by);
+    if !confirmed {
+        let _ = blocked_at.compare_exchange(at, 0, Relaxed, Relaxed);
+    }
+    confirmed
+}
+
+/// [`enter_runtime`] with `reclaim_or_give_back`'s reading of the stamp:
+/// a driver that takes its word back clears it, one that lost its
+/// processor takes it (where its thread's turn ends). The last reclaim,
+/// and the stamp taken if the processor was lost.
+fn enter_runtime_stamped(
+    p: &Processor,
+    critical: &AtomicU32,
+    blocked_at: &AtomicU64,
+    times: usize,
+) -> (Reclaim, u64) {
+    let mut last = Reclaim::Held;
+    for _ in 0..times {
+        critical.store(1, Relaxed);
+        total_order();
+        let d = p.driver();
+        if d != A {
+            last = p.words.reclaim(A, d);
+            match last {
+                Reclaim::Lost(_) => {
+                    let at = blocked_at.swap(0, Acquire);
+                    critical.store(0, Release);
+                    return (last, at);
+                }
+                // A swap, as in the code (see `handover::reclaim_or_give_back`
+                // on why not a store).
+                Reclaim::Reclaimed => {
+                    let _ = blocked_at.swap(0, Relaxed);
+                }
+                Reclaim::Held => {}
+            }
+        }
+        p.drive();
+        critical.store(0, Release);
+    }
+    (last, 0)
+}
+
+/// Model 5: the monitor and the stand-in each find `A` asleep and try to
+/// lend its processor and take it (as `B` and `C`), while `A` enters the
+/// runtime twice (asleep before, between and after), and once more
+/// afterwards. A probe may be stale by the time it stamps or confirms (`A`
+/// took its word back and the other prober probed it anew). Whoever takes
+/// the processor, `A` finds it lost with a stamp to end its thread's turn
+/// at; if nobody takes it, no stamp is left behind.
+#[test]
+fn a_processor_taken_from_a_sleeping_driver_leaves_it_a_stamp() {
+    let mut model = loom::model::Builder::new();
+    model.preemption_bound = Some(4);
+    model.check(|| {
+        let p = Processor::driven_by_a();
+        let critical = Arc::new(AtomicU32::new(0));
+        let blocked_at = Arc::new(AtomicU64::new(0));
+        let prober = |by: usize, me: usize, at: u64| {
+            let (p, critical, blocked_at) = (
+                Arc::clone(&p),
+                Arc::clone(&critical),
+                Arc::clone(&blocked_at),
+            );
+            loom::thread::spawn(move || {
+                take_unannounced_stamped(&p, &critical, &blocked_at, by, at) && p.take_the_lend(me)
+            })
+        };
+        let monitor = prober(PROBED_BY_MONITOR, B, 1);
+        let stand_in = prober(PROBED_BY_STAND_IN, C, 2);
+        let (mut r, mut at) = enter_runtime_stamped(&p, &critical, &blocked_at, 2);
+        let (by_b, by_c) = (monitor.join().unwrap(), stand_in.join().unwrap());
+        assert!(!(by_b && by_c), "two takers");
+        if !matches!(r, Reclaim::Lost(_)) {
+            (r, at) = enter_runtime_stamped(&p, &critical, &blocked_at, 1);
+        }
+        if by_b || by_c {
+            assert!(matches!(r, Reclaim::Lost(_)), "taken, yet {r:?}");
+            assert_ne!(at, 0, "the processor was taken and no stamp says when");
+        } else {
+            assert!(!matches!(r, Reclaim::Lost(_)), "lost to nobody: {r:?}");
+            assert_eq!(blocked_at.load(Relaxed), 0, "a stamp left behind");
+        }
+    });
 }

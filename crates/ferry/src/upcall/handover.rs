@@ -77,8 +77,13 @@ pub(crate) fn reclaim_or_give_back(
     match p.upcall().reclaim(act.word(), d) {
         Reclaim::Held => p,
         Reclaim::Reclaimed => {
-            // Back on its own processor: the turn went on all along.
-            act.blocked_at.store(0, Relaxed);
+            // Back on its own processor: the turn went on all along. (A
+            // swap rather than a store only so that the loom model of this
+            // path, `loom_driver`'s model 5, runs the same operation: loom
+            // can let a plain store fall between the read and the write of
+            // another thread's compare-exchange, which the memory model
+            // forbids — loom issue 254.)
+            let _ = act.blocked_at.swap(0, Relaxed);
             act.away.store(false, Relaxed);
             Shared::of(p).counters.reclaimed.fetch_add(1, Relaxed);
             p
