@@ -86,6 +86,9 @@ mod cpus;
 mod drive;
 mod idle;
 mod idle_set;
+mod parts;
+mod ready;
+mod run;
 mod set;
 mod switch;
 #[cfg(all(test, not(ferry_loom)))]
@@ -105,20 +108,17 @@ pub(crate) use set::{Host, Set, Settings};
 pub(crate) use switch::switch_out_to;
 
 use std::cell::{Cell, UnsafeCell};
-use std::io;
 use std::ops::Range;
 use std::ptr;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicUsize, Ordering};
 use std::time::Instant;
 
-use crate::arch::{self, Context};
-use crate::header::{Header, SmallBlock, Thread, ThreadId};
+use crate::arch::Context;
+use crate::header::{Header, SmallBlock, Thread};
 use crate::sched::Event;
-use crate::sched::{
-    self, Chain, Chosen, Cx, NextSlot, Policy, Ready, RingLens, RunQueue, SchedPolicy,
-};
-use crate::stack::{LocalStacks, Stack, StackCache};
+use crate::sched::{self, Chosen, NextSlot, Policy, RingLens, RunQueue, SchedPolicy};
+use crate::stack::LocalStacks;
 
 /// Freed small thread blocks each processor keeps for its next spawns,
 /// without a lock (16 KiB); beyond that they go back to the allocator.
@@ -602,219 +602,6 @@ impl Processor {
     /// Whether the processor runs a thread now (a snapshot of `dispatch`).
     pub(crate) fn runs_a_thread(&self) -> bool {
         self.dispatch.load(Relaxed) & 1 != 0
-    }
-
-    /// Runs `f` with this processor's policy and the view it decides on.
-    #[inline]
-    fn with_policy<R>(
-        &self,
-        mut tok: OwnerToken<'_>,
-        f: impl FnOnce(&mut Chosen, &Cx<'_>) -> R,
-    ) -> R {
-        let owner = self.owner(tok.rb());
-        let shared = self.shared();
-        let cx = Cx {
-            queue: &owner.queue,
-            next: &self.next,
-            injector: &shared.injector,
-            quantum: &self.quantum,
-        };
-        f(&mut owner.policy, &cx)
-    }
-
-    /// Makes `t` runnable on this processor, as the policy places it, and
-    /// lets an idle processor know.
-    pub(crate) fn make_ready(&self, mut tok: OwnerToken<'_>, t: Thread, why: Ready) {
-        self.with_policy(tok.rb(), |policy, cx| policy.ready(cx, t, why));
-        let shared = self.shared();
-        // With one processor, this one (running now) is the one to run it;
-        // so is an idle poller, for its first.
-        if self.take_polling(tok.rb(), shared) {
-            return;
-        }
-        if shared.processors.len() > 1 {
-            shared.notify_work();
-        }
-    }
-
-    /// Makes every thread of `batch` runnable on this processor at once,
-    /// as the policy places a batch (`Policy::ready_batch`: never the
-    /// next-to-run slot), and wakes as many
-    /// sleeping processors as there is work for ([`Set::notify_work_n`]).
-    pub(crate) fn make_ready_batch(&self, mut tok: OwnerToken<'_>, batch: Chain) {
-        let n = batch.len();
-        if n == 0 {
-            return;
-        }
-        self.with_policy(tok.rb(), |policy, cx| policy.ready_batch(cx, batch));
-        let shared = self.shared();
-        // This processor goes on with the waker, so each of them is work
-        // for a sleeper (as for `make_ready`); an idle poller runs the
-        // first itself.
-        let own = usize::from(self.take_polling(tok.rb(), shared));
-        if shared.processors.len() > 1 {
-            shared.notify_work_n(n - own);
-        }
-    }
-
-    /// Whether this processor is the idle poller delivering a harvest
-    /// ([`Owner::polling`]); if so, it stops being one and leaves the
-    /// sleepers, so that a notifier does not take it for one: the thread
-    /// just made runnable is its own next work.
-    #[inline]
-    fn take_polling(&self, mut tok: OwnerToken<'_>, shared: &Set) -> bool {
-        let owner = self.owner(tok.rb());
-        if !owner.polling {
-            return false;
-        }
-        owner.polling = false;
-        shared.sleeper_exit(self.index);
-        true
-    }
-
-    /// An id and a stack for a thread spawned here: the id from this
-    /// processor's block, a default-size stack from its own cache.
-    pub(crate) fn thread_parts(
-        &self,
-        mut tok: OwnerToken<'_>,
-        stack_size: Option<usize>,
-    ) -> io::Result<(ThreadId, Stack)> {
-        let owner = self.owner(tok.rb());
-        let shared = self.shared();
-        if owner.ids.is_empty() {
-            owner.ids = shared.next_thread_ids(ID_BLOCK);
-        }
-        let id = ThreadId(owner.ids.start);
-        owner.ids.start += 1;
-        let size = stack_size.unwrap_or(shared.stack_size);
-        let stack = if size == shared.stack_size {
-            owner.stacks.get(size)?
-        } else {
-            StackCache::global().get(size)?
-        };
-        Ok((id, stack))
-    }
-
-    /// Takes back an exited thread's stack: into this processor's
-    /// magazines if it is a carved stack of their size, else the global
-    /// cache.
-    fn release_stack(&self, mut tok: OwnerToken<'_>, stack: Stack) {
-        // Its thread is gone: a deadlock report must not list it.
-        crate::waits::forget_stack(&stack);
-        self.owner(tok.rb()).stacks.put(stack);
-    }
-
-    /// The scheduler loop, run by `driver`'s kernel thread: runs threads
-    /// until the runtime shuts down, the processor leaves the set, or the
-    /// driver loses it (a thread of the driver's came back from the kernel
-    /// to find it taken and switched to this loop to be handed back).
-    pub(crate) fn run(&self, driver: &impl Driver) -> RunEnd {
-        let shared = self.shared();
-        // SAFETY: a `Driver` drives the processor whose loop it runs (its
-        // contract), and the loop keeps no reference into the owner part
-        // across the calls below.
-        let mut tok = unsafe { OwnerToken::new() };
-        loop {
-            if !driver.drives(self) {
-                return RunEnd::Lost;
-            }
-            self.finish_switch(tok.rb());
-            if shared.is_shut_down() {
-                return RunEnd::ShutDown;
-            }
-            if self.is_stopping() && driver.stop(tok.rb(), self) {
-                return RunEnd::Stopped;
-            }
-            if shared
-                .sources
-                .ready(true, &mut self.owner(tok.rb()).sources)
-            {
-                self.deliver_sources(tok.rb(), true);
-            }
-            driver.pin_for(self);
-            match self.with_policy(tok.rb(), |policy, cx| policy.next(cx)) {
-                Some(t) => {
-                    let to = self.enter_context(tok.rb(), Some(t));
-                    let sched = self.owner(tok.rb()).sched;
-                    // `t` was held or dropped (suspended, terminated) and
-                    // nothing else was ready: `to` is this loop's own
-                    // context, which is running, not saved. Look again.
-                    if ptr::eq(to, sched) {
-                        continue;
-                    }
-                    self.start_account(tok.rb());
-                    // SAFETY: `sched` is the driver's scheduler context, on
-                    // its kernel thread's own stack, saved here and resumed
-                    // only by a thread this processor (or the driver) runs; `to` is a
-                    // queued thread's context, saved or prepared and not
-                    // resumed since.
-                    unsafe { arch::switch(sched, to) };
-                }
-                None => self.idle(tok.rb(), shared),
-            }
-        }
-    }
-
-    /// Hands every thread still queued here to `abandon`, and drops the
-    /// stacks this processor still holds; `lent`: its driver was away in a
-    /// kernel call, whose thread keeps the processor's reference to it.
-    ///
-    /// # Safety
-    /// No kernel thread runs this processor any more.
-    pub(crate) unsafe fn drain(&self, lent: bool, mut abandon: impl FnMut(Thread)) {
-        // SAFETY: nobody drives the processor any more (the contract).
-        let mut tok = unsafe { OwnerToken::new() };
-        let owner = self.owner(tok.rb());
-        owner.queue.clear(&mut abandon);
-        if let Some(t) = self.next.take() {
-            abandon(t);
-        }
-        if lent {
-            // Its thread runs on, away in the kernel, on this reference.
-            std::mem::forget(owner.current.take());
-        }
-        owner.current = None;
-        owner.pending = Pending::None;
-        owner.stacks.drain();
-        // SAFETY: as for `owner` (the contract): nobody drives it.
-        unsafe { (*self.blocks.get()).clear() };
-    }
-
-    /// A freed small thread block from this processor's cache, for a spawn
-    /// here.
-    ///
-    /// # Safety
-    /// The caller drives this processor.
-    #[inline]
-    pub(crate) unsafe fn take_block(&self) -> Option<SmallBlock> {
-        // SAFETY: the caller drives us; the borrow ends with the pop, which
-        // frees nothing.
-        unsafe { (*self.blocks.get()).pop() }
-    }
-
-    /// Keeps a freed small thread block in this processor's cache if there
-    /// is room; frees it otherwise.
-    ///
-    /// # Safety
-    /// The caller drives this processor.
-    #[inline]
-    pub(crate) unsafe fn keep_block(&self, block: SmallBlock) {
-        // SAFETY: the caller drives us; the borrow ends with the push, which
-        // frees nothing (the vector has its full capacity from the start).
-        let blocks = unsafe { &mut *self.blocks.get() };
-        if blocks.len() < LOCAL_BLOCKS {
-            blocks.push(block);
-        }
-    }
-
-    /// How many freed small thread blocks this processor keeps (for tests).
-    ///
-    /// # Safety
-    /// The caller drives this processor.
-    #[cfg(test)]
-    pub(crate) unsafe fn cached_blocks(&self) -> usize {
-        // SAFETY: as in `take_block`.
-        unsafe { (*self.blocks.get()).len() }
     }
 }
 
