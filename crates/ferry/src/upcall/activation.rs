@@ -98,7 +98,7 @@
 use std::cell::{Cell, UnsafeCell};
 use std::fs::File;
 use std::ptr;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
+use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize};
 use std::sync::{Arc, PoisonError};
 use std::time::Instant;
@@ -108,9 +108,12 @@ use super::Words;
 use super::pool::{RETIRE_AFTER, decode, encode};
 use crate::arch::Context;
 use crate::header::Thread;
-use crate::processor::{Driver, NO_CORE, OwnerToken, Processor, RunEnd, STOPPED, STOPPING, Turn};
+use crate::processor::{NO_CORE, OwnerToken, Processor, RunEnd, Turn};
 use crate::sys::{self, SchedClass};
 use crate::upcall::Shared;
+
+mod driving;
+mod placement;
 
 use super::per_processor::PerProcessor;
 pub(crate) use super::per_processor::{FLAGS, LENT, ON_WAY, PROBING, UNANNOUNCED};
@@ -608,115 +611,6 @@ impl Activation {
     pub(super) fn put_on_standby(&self, p: &Processor) {
         p.upcall().name_standby(self.word());
     }
-
-    /// Pins this kernel thread to the core `p` runs on, if it changed.
-    pub(crate) fn pin_for(&self, shared: &Shared, p: &Processor) {
-        self.pin_to(p.core(shared));
-    }
-
-    /// Puts this kernel thread in `class` (own thread only; a system call
-    /// only when it changes): `Batch` is the class spares and stand-ins
-    /// wait in.
-    pub(super) fn set_class(&self, class: SchedClass) {
-        if self.class.load(Relaxed) != class as u8 && sys::set_class(0, class) {
-            self.class.store(class as u8, Relaxed);
-        }
-    }
-
-    /// [`set_class`](Self::set_class) from a handoff's kernel thread, while
-    /// this activation sleeps in the pool: its wakeup must already be in
-    /// the right class (a when-idle spare must not preempt the lender; an
-    /// urgent one must; a stand-in must run only on an idle core).
-    ///
-    /// Also used by the monitor on a spare that is awake ([`take_at_once`](Self::take_at_once)):
-    /// the only race is with that spare setting a class itself.
-    pub(super) fn set_class_remotely(&self, class: SchedClass) {
-        let tid = self.tid.load(Relaxed);
-        if tid != 0 && self.class.load(Relaxed) != class as u8 && sys::set_class(tid as i32, class)
-        {
-            self.class.store(class as u8, Relaxed);
-        }
-    }
-
-    /// Pins this kernel thread to `want` (`None`: every allowed CPU), if it
-    /// changed.
-    pub(super) fn pin_to(&self, want: Option<usize>) {
-        let want = want.unwrap_or(NO_CORE);
-        if self.pinned.load(Relaxed) != want {
-            crate::processor::pin(None, want);
-            self.pinned.store(want, Relaxed);
-        }
-    }
-
-    /// Pins this kernel thread to `cpus` (every allowed CPU if empty; own
-    /// thread only): the watcher, keeping off the processors' cores.
-    pub(super) fn pin_to_cpus(&self, cpus: &[usize]) {
-        crate::processor::pin_to_cpus(cpus);
-        self.pinned.store(PIN_UNKNOWN, Relaxed);
-    }
-
-    /// Makes a when-idle spare that waits for its lender's core take over
-    /// at once: back in the normal class, it competes for the core like any
-    /// thread (the monitor's call, when a lend outlasts a tick).
-    pub(crate) fn take_at_once(&self) {
-        self.set_class_remotely(SchedClass::Normal);
-    }
-
-    /// Pins this pooled (sleeping) activation to `cpu` from the handing
-    /// kernel thread, before `assign` wakes it: in the wait class it might
-    /// not get to run where it is pinned now to move itself.
-    pub(super) fn pin_remotely(&self, cpu: usize) {
-        if self.pinned.load(Relaxed) != cpu {
-            let tid = self.tid.load(Relaxed);
-            if tid != 0 {
-                crate::processor::pin(Some(tid as i32), cpu);
-                self.pinned.store(cpu, Relaxed);
-            }
-        }
-    }
-
-    /// Runs `p`'s scheduler loop until the processor is lost, stopped or the
-    /// runtime shuts down.
-    fn drive(&self, shared: &Shared, p: &'static Processor) -> RunEnd {
-        let end = p.run(&Driving { act: self, shared });
-        self.processor.set(ptr::null());
-        self.words.set(ptr::null());
-        end
-    }
-
-    /// The running thread found its processor taken (it was away in the
-    /// kernel): it leaves this kernel thread for the scheduler loop's
-    /// frame, which hands it back with `Unblocked`. `blocked_at`: when the
-    /// monitor found this kernel thread asleep without a lend (its
-    /// [`blocked_at`](Self::blocked_at)), `0` if it was not. Returns the
-    /// processor it resumes on, with its critical count held.
-    #[cold]
-    #[inline(never)]
-    pub(crate) fn give_back_thread(&self, blocked_at: u64) -> &'static Processor {
-        self.lost_processor.store(false, Relaxed);
-        let lost = self
-            .processor()
-            .expect("gives back the thread of a processor it drove");
-        self.processor.set(ptr::null());
-        self.words.set(ptr::null());
-        let header = self.turn.running.replace(ptr::null_mut());
-        // SAFETY: `header` is the running thread's own block; the taker of
-        // the processor forgot its handle on it (`deliver_blocked`), whose
-        // reference this one now carries.
-        let me = unsafe { Thread::from_raw(header) };
-        if blocked_at != 0 {
-            // Found asleep without a lend: its turn ran until then. (A lend
-            // ended the turn itself, `handover::lend`.)
-            lost.end_taken_turn(me.header(), &self.turn, blocked_at);
-        }
-        let (from, my_header) = (me.context_ptr(), me.as_ptr());
-        self.lost.set(Some((me, Instant::now())));
-        // SAFETY: `from` is our own context slot, kept alive by the handle
-        // in `lost` until someone resumes it; `sched` is this activation's
-        // scheduler loop, suspended in `Processor::run` since it switched to
-        // a thread, and resumed only here.
-        crate::processor::switch_out_to(from, self.sched.get(), my_header)
-    }
 }
 
 /// Gives the calling kernel thread back the name it was made with (a
@@ -724,68 +618,6 @@ impl Activation {
 fn restore_thread_name() {
     if let Some(name) = std::thread::current().name() {
         sys::set_thread_name(name);
-    }
-}
-
-/// An activation driving a processor, as the processor's scheduler loop
-/// sees it.
-struct Driving<'a> {
-    act: &'a Activation,
-    shared: &'a Shared,
-}
-
-// SAFETY: an activation runs the loop of the processor it took the driver
-// word of (`begin`), at one level of its count.
-unsafe impl Driver for Driving<'_> {
-    #[inline]
-    fn drives(&self, p: &Processor) -> bool {
-        debug_assert_eq!(
-            self.act.critical.load(Relaxed),
-            1,
-            "the scheduler loop runs at one level"
-        );
-        std::ptr::eq(self.act.processor().map_or(ptr::null(), ptr::from_ref), p)
-    }
-
-    #[inline]
-    fn pin_for(&self, p: &Processor) {
-        self.act.pin_for(self.shared, p);
-    }
-
-    /// Leaves the set: gives every queued thread to the injector, lets go
-    /// of the driver word and lets the others know. `false` if the
-    /// processor was re-added meanwhile (it goes on).
-    fn stop(&self, mut tok: OwnerToken<'_>, p: &Processor) -> bool {
-        let (act, shared) = (self.act, self.shared);
-        // SAFETY: we drive `p` (its scheduler loop calls us).
-        unsafe { p.give_queues_away(tok.rb()) };
-        let words = shared.words(p);
-        // Our word, or `A|PROBING` if the monitor is checking us: it will
-        // see our count (the scheduler loop runs at one level) and fail to
-        // put the word back, so its mark on `away` is ours to undo, and the
-        // flag must not come back with the word.
-        let me = words.release();
-        debug_assert_eq!(
-            me & !PROBING,
-            act.word(),
-            "stopping a processor we do not drive"
-        );
-        if me & PROBING != 0 {
-            act.away.store(false, Relaxed);
-        }
-        if p.membership
-            .compare_exchange(STOPPING, STOPPED, AcqRel, Acquire)
-            .is_err()
-        {
-            words.restore(act.word());
-            return false;
-        }
-        shared.sources.upcalls.post(
-            Posted::ProcessorRemoved(p.index),
-            shared.instant_of(words.changed_at.load(Relaxed)),
-        );
-        shared.notify_work();
-        true
     }
 }
 
