@@ -5,10 +5,12 @@
 //! first user-level thread.
 //!
 //! This room owns the runtime's public entry: its settings ([`Builder`]),
-//! its start, the adoption of the calling flow of control, and [`Handle`]
-//! (`handle.rs`). The shared state it builds is `upcall::Shared`; it must
+//! its start, the adoption of the calling flow of control (`adopt.rs`),
+//! ferry's locks across `fork` (`fork.rs`), and [`Handle`] (`handle.rs`). The shared state it builds is `upcall::Shared`; it must
 //! not switch contexts itself (that is `processor`'s job).
 
+mod adopt;
+mod fork;
 mod handle;
 
 pub use handle::Handle;
@@ -18,14 +20,12 @@ use std::io;
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
-use crate::header::raw::{self, Block, Spec};
-use crate::header::{Ready, Schedule, Thread, ThreadId};
 use crate::processor::available_cpus;
 use crate::sched::SchedPolicy;
 use crate::stack::DEFAULT_STACK_SIZE;
 use crate::thread;
 use crate::upcall::deadlock::Deadlock;
-use crate::upcall::{self, Activation, Assignment, Config, Shared};
+use crate::upcall::{self, Assignment, Config, Shared};
 
 /// Settings for a runtime; see [`Runtime::builder`].
 #[derive(Debug, Clone)]
@@ -358,7 +358,7 @@ impl Builder {
         );
         let (count, max) = self.processor_counts();
         upcall::install_preemption()?;
-        install_fork_handlers();
+        fork::install_fork_handlers();
         thread::install_panic_hook();
         // Every entry into the runtime makes a light fence (pairing with
         // the monitor's heavy one); until the first heavy fence chose the
@@ -414,117 +414,6 @@ impl Builder {
             return Err(e);
         }
         Ok(())
-    }
-
-    /// Starts the runtime in the background and makes the calling kernel
-    /// thread's own flow of control its first user-level thread, on the
-    /// stack it already runs on: when this returns, the caller is a ferry
-    /// thread (it may [`spawn`](crate::spawn), block at user level, and be
-    /// moved to another kernel thread at any switch), and the kernel thread
-    /// that called drives processor 0 from a stack of its own. This is how
-    /// scheduler activations start a program (004 §2.1), and how ferry's C
-    /// API starts on its first call.
-    ///
-    /// The runtime runs until the process exits; it is not shut down. The
-    /// adopted flow may be on any kernel thread when it ends, so it must end
-    /// the process (`exit`, as a C `main` returning does) rather than
-    /// return into code tied to the kernel thread it started on (it must not,
-    /// say, end a `std::thread`).
-    ///
-    /// ```no_run
-    /// // In a program's `main`:
-    /// let rt = ferry::Runtime::builder().processors(2).adopt().unwrap();
-    /// let t = ferry::spawn(|| 6 * 7);
-    /// assert_eq!(t.join().unwrap(), 42);
-    /// assert_eq!(rt.processors(), 2);
-    /// std::process::exit(0);
-    /// ```
-    ///
-    /// # Errors
-    /// If a kernel thread or a stack cannot be made.
-    ///
-    /// # Panics
-    /// If the calling kernel thread already runs ferry threads.
-    pub fn adopt(&self) -> io::Result<Handle> {
-        self.adopt_on(crate::thread::caller_stack())
-    }
-
-    /// [`adopt`](Builder::adopt), for a flow that runs on `stack` (what
-    /// `sync::owner` tells locks the adopted thread holds by).
-    fn adopt_on(&self, stack: Option<std::ops::Range<usize>>) -> io::Result<Handle> {
-        let (shared, count) = self.prepare("ferry::Builder::adopt")?;
-        let page = crate::stats::start(&shared, self.stats);
-        // The first thread: a block without a stack of its own, whose
-        // context the switch below fills in.
-        let first = || {};
-        let block =
-            Block::alloc(|| None).ok_or_else(|| io::Error::from(io::ErrorKind::OutOfMemory))?;
-        let (main, join) = raw::new(
-            block,
-            Spec {
-                id: ThreadId(shared.next_thread_ids(1).start),
-                name: Some("main".into()),
-                priority: thread::Priority::default(),
-                context: crate::arch::Context::empty(),
-                stack: None,
-                scheduler: Arc::clone(&shared) as Arc<dyn Schedule>,
-                keep_block: upcall::keep_block,
-                tag: 0,
-            },
-            first,
-        );
-        drop(join);
-        let driver_stack = crate::stack::StackCache::global().get(shared.stack_size)?;
-        Self::start_helpers(&shared, count)?;
-        if let Some(page) = page {
-            page.keep_until_exit();
-        }
-        let caller = shared.activations.register_caller();
-        let from = main.context_ptr();
-        let header = main.as_ptr();
-        let start = Box::new(AdoptedStart {
-            shared: Arc::clone(&shared),
-            caller,
-            main,
-            stack: driver_stack,
-        });
-        let top = start.stack.top();
-        // SAFETY: the driver stack is owned by `start`, which is leaked for
-        // as long as the process runs; the entry catches every panic.
-        let driver =
-            unsafe { crate::arch::prepare(top, adopted_driver, Box::into_raw(start).cast()) };
-        // SAFETY: `from` is the first thread's context slot, which its block
-        // (queued by the driver only once it runs) keeps in place; `driver`
-        // was just prepared and is resumed once.
-        let _p = unsafe { thread::switch_in_adopted(from, &driver, header) };
-        crate::thread::note_adopted_stack(stack);
-        let handle = Handle { shared };
-        crate::runtime_started(&handle, self.allocd);
-        Ok(handle)
-    }
-
-    /// In the child of a `fork()` made by a ferry thread: abandons the
-    /// parent's runtime (the child holds only the calling kernel thread;
-    /// the other threads and their memory stay behind, unreachable) and
-    /// [`adopt`](Builder::adopt)s the calling flow into a fresh runtime, so
-    /// the child keeps using ferry (003 §6: "the child task contains exactly
-    /// one thread corresponding to the calling thread").
-    ///
-    /// # Errors
-    /// As [`adopt`](Builder::adopt).
-    ///
-    /// # Safety
-    /// Only in a fork child, on the flow that called `fork`, before any
-    /// other ferry call in the child: the parent's runtime state copied
-    /// into the child is abandoned, never touched again.
-    pub unsafe fn adopt_after_fork(&self) -> io::Result<Handle> {
-        // The stack the flow runs on, read through the parent's state (the
-        // forking thread's header) before that state is abandoned.
-        let stack = crate::thread::caller_stack();
-        // SAFETY: the caller's contract: a fork child, nothing else of
-        // ferry's has run in it.
-        unsafe { upcall::forget_local() };
-        self.adopt_on(stack)
     }
 
     /// Starts the runtime in the background, every processor on a kernel
@@ -639,95 +528,6 @@ impl Builder {
                 "the runtime shuts down only after its first thread finished, or on a deadlock",
             )),
         }
-    }
-}
-
-thread_local! {
-    /// The process-wide locks `fork_prepare` took, until `fork_parent` or
-    /// `fork_child` lets them go (all three run on the forking kernel
-    /// thread, which a raised critical count keeps the flow on).
-    static FORK_HELD: std::cell::RefCell<Vec<Box<dyn std::any::Any>>> =
-        const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Registers ferry's `pthread_atfork` handlers, once per process: a fork
-/// child gets the stack cache's, the stack arena's, the stack registry's
-/// and the registered locks (`sync::fork_hold`) free, not held by a kernel
-/// thread that does not exist there.
-fn install_fork_handlers() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        // SAFETY: registering plain functions that only take and release
-        // ferry's own locks.
-        unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
-    });
-}
-
-extern "C" fn fork_prepare() {
-    // Keep the flow on this kernel thread until the fork returns: a
-    // preemption now would move the held guards' owner.
-    if let Some((critical, _)) = upcall::critical_enter() {
-        critical.hand_over();
-    }
-    // In the order the code nests them: the cache, the arena (whose
-    // `clear` unregisters stacks under it), the registry; then the locks
-    // rooms above registered (`sync::fork_hold`: the stream shelf's),
-    // taken with none of these.
-    let mut held = vec![
-        crate::stack::StackCache::global().hold(),
-        crate::stack::hold_arena(),
-        crate::stack::hold_registry(),
-    ];
-    held.extend(crate::sync::fork_hold::hold_all());
-    FORK_HELD.with(|h| *h.borrow_mut() = held);
-}
-
-extern "C" fn fork_parent() {
-    FORK_HELD.with(|h| h.borrow_mut().clear());
-    if upcall::resumed_processor().is_some() {
-        upcall::critical_release_inherited();
-    }
-}
-
-extern "C" fn fork_child() {
-    // The child is single-threaded: the locks are ours to release. The
-    // raised count belongs to the parent's runtime, which a child that
-    // keeps using ferry abandons (`adopt_after_fork`).
-    FORK_HELD.with(|h| h.borrow_mut().clear());
-}
-
-/// What the kernel thread that adopts its flow of control as a runtime's
-/// first thread needs on the stack it continues on.
-struct AdoptedStart {
-    shared: Arc<Shared>,
-    caller: Arc<Activation>,
-    main: Thread,
-    stack: crate::stack::Stack,
-}
-
-/// Where the adopting kernel thread continues after its first thread's
-/// context was saved: queues that thread and drives processor 0, for good.
-unsafe extern "C" fn adopted_driver(arg: *mut ()) -> ! {
-    // SAFETY: `adopt` passes a leaked `Box<AdoptedStart>` and resumes here
-    // once; the box (and the stack we run on, inside it) is never freed.
-    let start: &'static mut AdoptedStart = unsafe { &mut *arg.cast::<AdoptedStart>() };
-    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let shared = Arc::clone(&start.shared);
-        let main = start.main.clone();
-        shared.schedule(main, Ready::Spawned);
-        start.caller.main(
-            &shared,
-            Some(Assignment::Start(shared.processors[0].as_static())),
-        );
-    }));
-    if run.is_err() {
-        eprintln!("ferry: the adopted runtime's first driver panicked");
-        std::process::abort();
-    }
-    // An adopted runtime is never shut down, so its driver never returns;
-    // should it, this kernel thread just waits for the process to end.
-    loop {
-        std::thread::park();
     }
 }
 
