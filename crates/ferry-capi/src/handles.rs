@@ -71,160 +71,20 @@
 //! the outcome's drop frees the record once the join has it.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::AtomicBool;
+
+use crate::raw_lock::{RawLock, back_off};
+
+mod fork;
+mod join;
+
+pub(crate) use fork::{adopt_in_child, forget_all_but, hold_for_fork, release_after_fork};
+pub(crate) use join::{Peek, Taken, peek, take_join, untake_join};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU64, AtomicUsize};
 
 /// Mach's `any_t`: an untyped pointer passed through ferry unchanged.
 #[allow(non_camel_case_types)]
 pub type any_t = *mut std::ffi::c_void;
-
-/// The free list's lock, and C-Threads' spin locks (`spin_lock_t`, in
-/// `locks`): a test-and-set flag held for a few loads and stores, which
-/// contenders wait out by spinning a little, then yielding (their
-/// processor then runs the holder). Through a guard ([`RawLock::lock`])
-/// the holder also holds preemption and thread control's stops off
-/// (`ferry::upcall::preemption_off`, about 4 ns a section): a holder
-/// suspended or terminated there would keep the free list from every
-/// later fork. A spin lock (`lock_raw`) does not: its holder runs the
-/// program's code, which may block.
-///
-/// | `locked` | written by | meaning |
-/// |----------|------------|---------|
-/// | `false -> true` (CAS, Acquire) | a locker | it owns `value` |
-/// | `true -> false` (store, Release) | the owner's guard drop; `force_unlock` before and after a fork, and for `spin_unlock` | free |
-pub(crate) struct RawLock<T> {
-    locked: AtomicBool,
-    value: UnsafeCell<T>,
-}
-
-// SAFETY: `value` is reached only through a guard, and `locked` makes
-// guards exclusive; the value moves between threads, hence `T: Send`.
-unsafe impl<T: Send> Sync for RawLock<T> {}
-
-impl<T> RawLock<T> {
-    pub(crate) const fn new(value: T) -> RawLock<T> {
-        RawLock {
-            locked: AtomicBool::new(false),
-            value: UnsafeCell::new(value),
-        }
-    }
-
-    /// Takes the lock, with preemption and thread control's stops held off
-    /// until the guard drops: a holder stopped for good (terminated) would
-    /// keep the lock from every later caller.
-    #[inline]
-    pub(crate) fn lock(&self) -> RawGuard<'_, T> {
-        let off = ferry_rt::upcall::preemption_off();
-        if self
-            .locked
-            .compare_exchange_weak(false, true, Acquire, Relaxed)
-            .is_ok()
-        {
-            return RawGuard {
-                lock: self,
-                _off: off,
-            };
-        }
-        drop(off);
-        let off = self.lock_contended();
-        RawGuard {
-            lock: self,
-            _off: off,
-        }
-    }
-
-    /// Spins, then yields, until the lock is taken; returns with preemption
-    /// held off (it is let go around each yield: a switch must not carry
-    /// it).
-    #[cold]
-    fn lock_contended(&self) -> ferry_rt::upcall::PreemptionOff {
-        let mut spins = 0u32;
-        loop {
-            let off = ferry_rt::upcall::preemption_off();
-            if !self.locked.load(Relaxed)
-                && self
-                    .locked
-                    .compare_exchange_weak(false, true, Acquire, Relaxed)
-                    .is_ok()
-            {
-                return off;
-            }
-            drop(off);
-            back_off(&mut spins);
-        }
-    }
-
-    /// Takes the lock without a guard and without holding preemption off
-    /// (before a fork; `spin_lock`, whose holder runs the program's code).
-    pub(crate) fn lock_raw(&self) {
-        let mut spins = 0u32;
-        while self
-            .locked
-            .compare_exchange_weak(false, true, Acquire, Relaxed)
-            .is_err()
-        {
-            back_off(&mut spins);
-        }
-    }
-
-    /// Takes the lock without a guard if it is free (`spin_try_lock`).
-    pub(crate) fn try_lock_raw(&self) -> bool {
-        self.locked
-            .compare_exchange(false, true, Acquire, Relaxed)
-            .is_ok()
-    }
-
-    /// Marks the lock free without a guard.
-    ///
-    /// # Safety
-    /// No guard of it is alive that will be used or dropped (after a fork,
-    /// in the parent: the one `lock_raw` took; in the child: any, since
-    /// their holders do not exist there; for `spin_unlock`, none is ever
-    /// made).
-    pub(crate) unsafe fn force_unlock(&self) {
-        self.locked.store(false, Release);
-    }
-}
-
-/// Access to a [`RawLock`]'s value; unlocks when dropped (then lets
-/// preemption act again).
-pub(crate) struct RawGuard<'a, T> {
-    lock: &'a RawLock<T>,
-    _off: ferry_rt::upcall::PreemptionOff,
-}
-
-impl<T> std::ops::Deref for RawGuard<'_, T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        // SAFETY: the guard owns the lock.
-        unsafe { &*self.lock.value.get() }
-    }
-}
-
-impl<T> std::ops::DerefMut for RawGuard<'_, T> {
-    fn deref_mut(&mut self) -> &mut T {
-        // SAFETY: the guard owns the lock.
-        unsafe { &mut *self.lock.value.get() }
-    }
-}
-
-impl<T> Drop for RawGuard<'_, T> {
-    fn drop(&mut self) {
-        self.lock.locked.store(false, Release);
-    }
-}
-
-/// Waits a little for a lock held by someone else: spins, then yields (on
-/// one processor the holder may be the thread that must run).
-fn back_off(spins: &mut u32) {
-    *spins += 1;
-    if *spins < 64 {
-        std::hint::spin_loop();
-    } else {
-        ferry_rt::yield_now();
-    }
-}
 
 /// `cthread_t`'s C type: an opaque handle (see the module docs).
 #[allow(non_camel_case_types)]
@@ -697,90 +557,6 @@ pub(crate) fn thread(h: cthread_t) -> Option<ferry_rt::Thread> {
     }
 }
 
-/// What [`take_join`] found.
-pub(crate) enum Taken {
-    /// The thread had finished: the right and the join handle are taken,
-    /// the record is freed, and the outcome the join handle gives must be
-    /// disarmed.
-    Finished(Join),
-    /// The thread had not finished, and the caller would wait: the right
-    /// and the join handle are taken, and the record stays, with the
-    /// thread in it for the others, until the outcome's drop frees it.
-    Waiting(Join),
-    /// The thread had not finished, and the caller would not wait:
-    /// nothing changed.
-    Running,
-}
-
-/// Takes the right to join `h` and its join handle (`CLAIMED` set, in one
-/// locked section) if the thread has finished, or if `wait`; `None` if
-/// `h` is stale, not forked, or its right was taken already.
-pub(crate) fn take_join(h: cthread_t, wait: bool) -> Option<Taken> {
-    let mut l = lock_ready(h)?;
-    if l.flags & (FORKED | CLAIMED) != FORKED {
-        return None;
-    }
-    if l.parts().0?.is_finished() {
-        let index = l.index();
-        // SAFETY: ready (`lock_ready`).
-        let (join, thread) = unsafe { l.free() };
-        drop(thread);
-        FREE.lock().0.push(index);
-        return join.map(Taken::Finished);
-    }
-    if !wait {
-        return Some(Taken::Running);
-    }
-    // SAFETY: ready (`lock_ready`).
-    let (join, thread) = unsafe { l.parts_mut() };
-    let join = join.take()?;
-    *thread = Some(join.thread());
-    l.flags |= CLAIMED;
-    Some(Taken::Waiting(join))
-}
-
-/// Gives the right to join `h` back, with its handle (a join of the
-/// caller's own thread).
-pub(crate) fn untake_join(h: cthread_t, join: Join) {
-    let mut l = lock(h).expect("a claimed record stays until its outcome frees it");
-    // SAFETY: ready (it was claimed); the right was given up with the
-    // handle taken out, and is given back here.
-    *unsafe { l.parts_mut() }.0 = Some(join);
-    l.flags &= !CLAIMED;
-}
-
-/// What a join of a handle may expect, from [`peek`].
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Peek {
-    /// The handle looks joinable and its thread has not started: it is not
-    /// the caller, and probably waits in the caller's queue.
-    New,
-    /// The handle looks joinable and its thread has started (it may be the
-    /// caller), or ended.
-    Started,
-    /// The handle looks stale, detached, joined or not forked.
-    Refused,
-}
-
-/// What a join of `h` may expect: a hint, without the lock, that may be
-/// stale at once ([`take_join`] decides) — but for `New`, which the
-/// caller's own handle never gives (a thread sees its own [`Record::begin`]).
-pub(crate) fn peek(h: cthread_t) -> Peek {
-    let Some(s) = decode(h).and_then(|(index, generation)| {
-        slot(index).filter(|s| {
-            let now = s.state.load(Relaxed);
-            generation_of(now) == generation && now & (LIVE | FORKED | CLAIMED) == LIVE | FORKED
-        })
-    }) else {
-        return Peek::Refused;
-    };
-    if s.progress.load(Relaxed) == NEW {
-        Peek::New
-    } else {
-        Peek::Started
-    }
-}
-
 /// Every live handle (a snapshot).
 pub(crate) fn live() -> Vec<cthread_t> {
     let high = FREE.lock().1;
@@ -799,78 +575,6 @@ pub(crate) fn live() -> Vec<cthread_t> {
 /// How many records are in use (a scan of the table: for rare callers).
 pub(crate) fn live_count() -> usize {
     live().len()
-}
-
-/// Before a fork: takes the free list's lock, so that the child's copy is
-/// consistent; the parent lets it go in [`release_after_fork`].
-pub(crate) fn hold_for_fork() {
-    FREE.lock_raw();
-}
-
-/// After a fork, in the parent: lets the free list's lock go.
-pub(crate) fn release_after_fork() {
-    // SAFETY: `hold_for_fork` took it, without a guard, for this fork.
-    unsafe { FREE.force_unlock() };
-}
-
-/// In a fork child: frees every record but `keep`'s (their threads are not
-/// in the child), without running their drops (they name the parent's
-/// runtime, which the child abandons), and rebuilds the free list from the
-/// slots (one that was between the free list and `LIVE` in the parent is
-/// free again). A slot locked in the parent at the fork was locked by a
-/// kernel thread the child does not have: its lock is dropped (a slot is
-/// only ever locked for a few loads and stores, and a half-written record
-/// belongs to a thread that is gone anyway).
-pub(crate) fn forget_all_but(keep: cthread_t) {
-    // The free list's lock was taken before the fork by this very flow;
-    // its copy in the child is ours to release.
-    // SAFETY: `hold_for_fork` took it without a guard, for this fork.
-    unsafe { FREE.force_unlock() };
-    let mut free = FREE.lock();
-    let high = free.1;
-    free.0.clear();
-    for index in (0..high).rev() {
-        let Some(s) = slot(index) else { continue };
-        let now = s.state.load(Relaxed) & !LOCKED;
-        let generation = generation_of(now);
-        if now & LIVE != 0 {
-            if encode(index, generation) == keep {
-                s.state.store(now, Relaxed);
-                continue;
-            }
-            // SAFETY: a fork child has one thread, this one: nobody else
-            // touches the slot.
-            unsafe {
-                std::mem::forget((*s.join.get()).take());
-                std::mem::forget((*s.thread.get()).take());
-            }
-            s.ready.store(false, Relaxed);
-            s.state
-                .store(state_of(generation.wrapping_add(1), 0), Relaxed);
-        } else {
-            s.state.store(now, Relaxed);
-        }
-        free.0.push(index);
-    }
-}
-
-/// In a fork child: makes `keep` (the record of the thread that forked,
-/// kept by [`forget_all_but`]) the record of `me`, that thread in the
-/// child's runtime. Its joiner, if any, is in the parent: its join handle
-/// is forgotten, and a forked thread's record is freed by its own end
-/// ([`Record::end`] tells it so).
-pub(crate) fn adopt_in_child(keep: cthread_t, me: ferry_rt::Thread) {
-    let Some(mut l) = lock(keep) else { return };
-    // SAFETY: a fork child has one thread, this one; the slot is locked,
-    // and `ready` may not be set if the fork came between the spawn of
-    // this thread and its publication (then `join` is empty or being
-    // written by a thread that is gone: forgotten either way).
-    unsafe {
-        std::mem::forget((*l.slot.join.get()).take());
-        std::mem::forget((*l.slot.thread.get()).replace(me));
-    }
-    l.slot.ready.store(true, Relaxed);
-    l.flags &= !(FORKED | CLAIMED);
 }
 
 #[cfg(test)]

@@ -160,6 +160,7 @@ pub mod cthreads;
 pub mod handles;
 pub mod kernel;
 pub mod locks;
+mod raw_lock;
 pub mod rpc;
 pub mod start;
 pub mod streams;

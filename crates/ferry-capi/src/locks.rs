@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use ferry_rt::sync::{Condvar, Mutex};
 
-use crate::{handles, start};
+use crate::start;
 
 // ---------------------------------------------------------------------------
 // Mutexes and conditions
@@ -351,15 +351,15 @@ pub type boolean_t = i32;
 ///
 /// # Safety
 /// `p` points at a live `spin_lock_t`, written only through these calls.
-unsafe fn as_spin<'a>(p: *mut spin_lock_t) -> &'a handles::RawLock<()> {
+unsafe fn as_spin<'a>(p: *mut spin_lock_t) -> &'a crate::raw_lock::RawLock<()> {
     const {
-        assert!(size_of::<handles::RawLock<()>>() <= size_of::<spin_lock_t>());
-        assert!(align_of::<handles::RawLock<()>>() <= align_of::<spin_lock_t>());
+        assert!(size_of::<crate::raw_lock::RawLock<()>>() <= size_of::<spin_lock_t>());
+        assert!(align_of::<crate::raw_lock::RawLock<()>>() <= align_of::<spin_lock_t>());
     }
     // SAFETY: the storage is big and aligned enough (checked above), and a
     // zero `int` is a free lock (its first byte is the `false` flag); the
     // caller vouches for the pointer.
-    unsafe { &*p.cast::<handles::RawLock<()>>() }
+    unsafe { &*p.cast::<crate::raw_lock::RawLock<()>>() }
 }
 
 /// Makes `*p` a free spin lock (same as `SPIN_LOCK_INITIALIZER`).
