@@ -14,7 +14,7 @@
 //! finds a stamp.
 //!
 //! Each model keeps the steps ferry takes around the words
-//! (`upcall::handover`, `upcall::activation`, `upcall::monitor`,
+//! (`upcall::handover`, `upcall::activation`, `upcall::monitor::unannounced`,
 //! `upcall::stand_in`, `Shared::hand_lent`, `Processor::stop`), with
 //! flags and return values for what the runtime does after a transition
 //! (starting a spare, handing a thread back). It changes nothing in the
