@@ -38,7 +38,7 @@
 //! # Small blocks
 //!
 //! A block whose `Cell<F, T>` fits [`SMALL_BLOCK`] (most do: the header is
-//! 184 bytes, a closure that captures a few words and a small result fit
+//! 216 bytes, a closure that captures a few words and a small result fit
 //! beside it) is always allocated with that layout, so that a freed one
 //! can serve any other such thread: a spawn by a thread on a processor
 //! (`spawn`, `Builder::spawn`) takes one from that processor's cache
@@ -59,10 +59,17 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr;
 use std::ptr::NonNull;
 use std::sync::Arc;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
-use std::sync::atomic::{
-    AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, fence,
-};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize};
+
+mod join;
+mod refs;
+mod small_block;
+
+pub(crate) use join::RawJoin;
+use refs::release;
+use small_block::SMALL_BLOCK;
+pub(crate) use small_block::SmallBlock;
 
 use super::locals::LocalTable;
 use super::wait_record::WaitRecord;
@@ -363,52 +370,6 @@ impl<F: FnOnce() -> T + Send + 'static, T: Send + 'static> Cell<F, T> {
     }
 }
 
-/// The layout of the thread blocks processors keep for reuse (see the
-/// module docs): 256 bytes at `malloc`'s own alignment.
-const SMALL_BLOCK: Layout = match Layout::from_size_align(256, 16) {
-    Ok(layout) => layout,
-    Err(_) => panic!("a valid layout"),
-};
-
-/// Memory for one small thread block that holds no live cell: freed to the
-/// global allocator when dropped, unless a processor's cache keeps it.
-pub(crate) struct SmallBlock(NonNull<u8>);
-
-// SAFETY: the block is plain memory that nobody else points at.
-unsafe impl Send for SmallBlock {}
-
-impl SmallBlock {
-    /// A fresh block from the global allocator; `None` if it has no memory.
-    fn try_alloc() -> Option<SmallBlock> {
-        // SAFETY: the layout's size is not zero.
-        let p = unsafe { std::alloc::alloc(SMALL_BLOCK) };
-        NonNull::new(p).map(SmallBlock)
-    }
-
-    /// Takes back the memory of a dropped small cell.
-    ///
-    /// # Safety
-    /// `p` was allocated with [`SMALL_BLOCK`] and nothing else owns it.
-    unsafe fn from_raw(p: NonNull<u8>) -> SmallBlock {
-        SmallBlock(p)
-    }
-
-    /// The memory, to build a cell in; the caller owns it from now on.
-    fn into_raw(self) -> NonNull<u8> {
-        let p = self.0;
-        std::mem::forget(self);
-        p
-    }
-}
-
-impl Drop for SmallBlock {
-    fn drop(&mut self) {
-        // SAFETY: allocated with this layout (`alloc`, or the contract of
-        // `from_raw`), owned by us alone.
-        unsafe { std::alloc::dealloc(self.0.as_ptr(), SMALL_BLOCK) };
-    }
-}
-
 /// What the join of a thread that never ran before its runtime ended
 /// returns, as the panic's message.
 pub(crate) const ABANDONED: &str = "ferry: the runtime ended before this thread ran";
@@ -603,176 +564,6 @@ where
             _output: PhantomData,
         },
     )
-}
-
-impl Thread {
-    pub(crate) fn header(&self) -> &Header {
-        // SAFETY: a `Thread` holds a reference, so the block is live.
-        unsafe { self.ptr.as_ref() }
-    }
-
-    /// The block, without a reference of its own.
-    pub(crate) fn as_ptr(&self) -> NonNull<Header> {
-        self.ptr
-    }
-
-    /// Gives up this reference without dropping it, as a raw pointer for an
-    /// atomic slot.
-    pub(crate) fn into_raw(self) -> *mut Header {
-        ManuallyDrop::new(self).ptr.as_ptr()
-    }
-
-    /// Takes back a reference given up with [`Thread::into_raw`].
-    ///
-    /// # Safety
-    /// `ptr` came from `into_raw` and is taken back once.
-    pub(crate) unsafe fn from_raw(ptr: *mut Header) -> Thread {
-        // SAFETY: `into_raw` pointers are never null (the caller's contract).
-        let ptr = unsafe { NonNull::new_unchecked(ptr) };
-        Thread { ptr }
-    }
-}
-
-#[cfg(test)]
-impl Thread {
-    /// How many references to the block exist (for tests that check a
-    /// reference is neither lost nor leaked).
-    pub(crate) fn ref_count(&self) -> usize {
-        self.header().refs.load(Relaxed)
-    }
-}
-
-impl Clone for Thread {
-    fn clone(&self) -> Thread {
-        // Relaxed as in `Arc`: a new reference is made from an existing one,
-        // which keeps the block alive meanwhile.
-        self.header().refs.fetch_add(1, Relaxed);
-        Thread { ptr: self.ptr }
-    }
-}
-
-impl Drop for Thread {
-    fn drop(&mut self) {
-        release(self.ptr);
-    }
-}
-
-/// Drops one reference; frees the block with the last.
-fn release(ptr: NonNull<Header>) {
-    // SAFETY: the caller held a reference, so the block is live until the
-    // decrement below.
-    let header = unsafe { ptr.as_ref() };
-    // The last reference needs no read-modify-write: a count of 1 seen
-    // while we hold one means ours is the only one, and nobody can make
-    // another (references are made only from live ones). The Acquire load
-    // pairs with the Release decrements of the others, as the fence below.
-    if header.refs.load(Acquire) != 1 {
-        if header.refs.fetch_sub(1, Release) != 1 {
-            return;
-        }
-        // Pairs with the Release decrements of the other references: their
-        // uses of the block happen before it is freed.
-        fence(Acquire);
-    }
-    let dealloc = header.vtable.dealloc;
-    // SAFETY: that was the last reference.
-    unsafe { dealloc(ptr) };
-}
-
-/// The join side's reference to a thread's block, typed by the result.
-pub(crate) struct RawJoin<T> {
-    ptr: NonNull<Header>,
-    _output: PhantomData<fn() -> T>,
-}
-
-// SAFETY: the join side only moves a `T: Send` out of the block, and the
-// block's shared parts are atomic (see the module docs).
-unsafe impl<T: Send> Send for RawJoin<T> {}
-// SAFETY: `&RawJoin` only reads the `join` word.
-unsafe impl<T: Send> Sync for RawJoin<T> {}
-
-impl<T> RawJoin<T> {
-    fn header(&self) -> &Header {
-        // SAFETY: a `RawJoin` holds a reference, so the block is live.
-        unsafe { self.ptr.as_ref() }
-    }
-
-    /// A `Thread` handle on the same block.
-    pub(crate) fn thread(&self) -> Thread {
-        self.header().refs.fetch_add(1, Relaxed);
-        Thread { ptr: self.ptr }
-    }
-
-    pub(crate) fn is_complete(&self) -> bool {
-        self.header().join.load(Acquire) & COMPLETE != 0
-    }
-
-    /// Whether no processor has switched to the thread yet (it is new and
-    /// queued, or held or terminated before it ran). A hint: the answer may
-    /// be stale by the time the caller acts on it.
-    pub(crate) fn never_ran(&self) -> bool {
-        self.header().processor.load(Relaxed).is_null()
-    }
-
-    /// The block's address, to compare with a `Thread`'s.
-    pub(crate) fn thread_ptr(&self) -> NonNull<Header> {
-        self.ptr
-    }
-
-    /// The result, if the thread has completed and it was not taken yet.
-    pub(crate) fn try_take(&self) -> Option<Result<T, Panic>> {
-        if !self.is_complete() {
-            return None;
-        }
-        let mut out: Option<Result<T, Panic>> = None;
-        // SAFETY: `COMPLETE` seen with Acquire, `DETACHED` is set only by
-        // our own drop, and `&self` methods of the one join side do not run
-        // concurrently with this one in a way that matters: `take_output`
-        // leaves `Taken` behind, so a second call finds nothing.
-        unsafe { (self.header().vtable.take_output)(self.ptr, (&raw mut out).cast()) };
-        out
-    }
-
-    /// Takes the result of a completed thread and gives up the handle: the
-    /// join's end. `None` if the thread has not completed.
-    pub(crate) fn into_output(self) -> Option<Result<T, Panic>> {
-        let out = self.try_take()?;
-        // `COMPLETE` is set, so the thread reads the `join` word no more and
-        // `DETACHED` would tell nobody anything: release without it.
-        release(ManuallyDrop::new(self).ptr);
-        Some(out)
-    }
-
-    /// Registers the caller to be woken when the thread completes; false if
-    /// it already has (then nothing was registered).
-    pub(crate) fn register(&self, who: Unparker) -> bool {
-        let join = &self.header().join;
-        let s = join.load(Acquire);
-        if s & COMPLETE != 0 {
-            return false;
-        }
-        if s & JOIN_WAITING != 0 {
-            return true;
-        }
-        // SAFETY: before `JOIN_WAITING` is set only the join side touches
-        // `joiner`, and there is one join side.
-        unsafe { *self.header().joiner.get() = Some(who) };
-        join.fetch_or(JOIN_WAITING, AcqRel) & COMPLETE == 0
-    }
-}
-
-impl<T> Drop for RawJoin<T> {
-    fn drop(&mut self) {
-        let prev = self.header().join.fetch_or(DETACHED, AcqRel);
-        if prev & COMPLETE != 0 {
-            // The result is ours: drop it here rather than with the block,
-            // which `Thread` handles may keep alive.
-            let mut out: Option<Result<T, Panic>> = None;
-            // SAFETY: `COMPLETE` seen with AcqRel; we are the join side.
-            unsafe { (self.header().vtable.take_output)(self.ptr, (&raw mut out).cast()) };
-        }
-        release(self.ptr);
-    }
 }
 
 #[cfg(test)]
