@@ -1,7 +1,7 @@
 //! The async runtime gRPC runs on: one tokio runtime per process, on
 //! kernel threads of its own (never a ferry processor), made on first use.
 //!
-//! Owns [`tokio`]; it must not run interface code: a call's own code runs
+//! Owns [`tokio`](fn@tokio); it must not run interface code: a call's own code runs
 //! on ferry threads, which park (not their processors) while tokio moves
 //! their bytes.
 //!

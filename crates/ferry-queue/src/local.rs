@@ -192,7 +192,7 @@ pub struct Consumer<T, K: Kind, W: Wait = SpinPark> {
 /// through `W` in the synchronous operations.
 ///
 /// # Panics
-/// If `capacity` is not a power of two in `1..=`[`MAX_CAPACITY`](crate::MAX_CAPACITY).
+/// If `capacity` is not a power of two in `1..=`[`MAX_CAPACITY`].
 pub(crate) fn channel<T, K: Kind, W: Wait>(
     capacity: usize,
 ) -> (Producer<T, K, W>, Consumer<T, K, W>) {

@@ -10,7 +10,7 @@
 //!
 //! # What a run is
 //!
-//! One run of one (system, C) pair ([`run`]): a fresh listening socket on
+//! One run of one (system, C) pair ([`run()`]): a fresh listening socket on
 //! 127.0.0.1 with backlog [`BACKLOG`], a fresh server process serving it,
 //! and a fresh load process ([`load`]) that opens the `C` connections in
 //! batches of 512 (each connection's first round trip checked before the
@@ -38,7 +38,7 @@
 //!
 //! This module owns the cases, the schedule, the rows, the goals and the
 //! plot; the servers are [`serve`]'s (and Go's), the load [`load`]'s and
-//! [`conn`]'s, a run's processes [`run`]'s.
+//! [`conn`]'s, a run's processes [`run()`]'s.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;

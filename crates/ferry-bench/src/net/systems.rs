@@ -2,7 +2,7 @@
 //! rows.
 //!
 //! This module owns the names only; the servers are [`super::serve`]'s and
-//! Go's program, their runs [`super::run`]'s.
+//! Go's program, their runs [`super::run()`]'s.
 
 use crate::error::Error;
 

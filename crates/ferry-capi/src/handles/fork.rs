@@ -68,7 +68,7 @@ pub(crate) fn forget_all_but(keep: cthread_t) {
 /// kept by [`forget_all_but`]) the record of `me`, that thread in the
 /// child's runtime. Its joiner, if any, is in the parent: its join handle
 /// is forgotten, and a forked thread's record is freed by its own end
-/// ([`Record::end`] tells it so).
+/// ([`Record::end`](super::Record::end) tells it so).
 pub(crate) fn adopt_in_child(keep: cthread_t, me: ferry_rt::Thread) {
     let Some(mut l) = lock(keep) else { return };
     // SAFETY: a fork child has one thread, this one; the slot is locked,

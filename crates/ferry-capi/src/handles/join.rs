@@ -79,7 +79,7 @@ pub(crate) enum Peek {
 
 /// What a join of `h` may expect: a hint, without the lock, that may be
 /// stale at once ([`take_join`] decides) — but for `New`, which the
-/// caller's own handle never gives (a thread sees its own [`Record::begin`]).
+/// caller's own handle never gives (a thread sees its own [`Record::begin`](super::Record::begin)).
 pub(crate) fn peek(h: cthread_t) -> Peek {
     let Some(s) = decode(h).and_then(|(index, generation)| {
         slot(index).filter(|s| {

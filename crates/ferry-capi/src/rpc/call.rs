@@ -45,7 +45,7 @@ pub unsafe extern "C" fn ferry_rpc_connect(
 }
 
 /// [`ferry_rpc_connect`] in runtime directory `dir` (`NULL`: the user's),
-/// checked as [`ferry_rpc_serve_in`] checks it.
+/// checked as [`ferry_rpc_serve_in`](super::serve::ferry_rpc_serve_in) checks it.
 ///
 /// # Safety
 /// As [`ferry_rpc_connect`]; `dir` is `NULL` or a NUL-terminated string.

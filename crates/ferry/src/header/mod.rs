@@ -43,7 +43,7 @@
 //! | `RUNNING` | runs and is scheduled as usual | [`Thread::resume`] (from anything) |
 //! | `WILL_SUSPEND` | still runs; a [`Thread::wait_suspended`] will stop it | [`Thread::suspend`] (from `RUNNING`) |
 //! | `SUSPENDED` | must not run: the next processor that would run it holds it instead | [`Thread::wait_suspended`] (from `WILL_SUSPEND`) |
-//! | `SUSPENDED \| HELD` | held: in no queue, switched out; only `resume` brings it back | the processor that held it (`SUSPENDED -> SUSPENDED \| HELD`, CAS); [`Builder::suspended`] (a store, before the thread is shared) |
+//! | `SUSPENDED \| HELD` | held: in no queue, switched out; only `resume` brings it back | the processor that held it (`SUSPENDED -> SUSPENDED \| HELD`, CAS); [`Builder::suspended`](crate::thread::Builder::suspended) (a store, before the thread is shared) |
 //! | `\| TERMINATED` | never runs again; sticky (`resume` leaves it) | [`Thread::terminate`] (`fetch_or`) |
 //! | `\| TERMINATED \| DROPPED` | a processor about to run it dropped the runtime's reference instead | that processor (`fetch_or`) |
 //!
@@ -54,9 +54,10 @@
 //! panics (it stops as soon as it leaves those). One in an announced
 //! blocking call ([`crate::blocking`] and the wrappers built on it) stops
 //! when the call returns, before it runs anything after it; meanwhile it
-//! counts as stopped, in the call ([`Suspension::StoppedInCall`]).
+//! counts as stopped, in the call
+//! ([`Suspension::StoppedInCall`](crate::thread::Suspension::StoppedInCall)).
 //!
-//! A thread whose closure has returned (or that called [`exit_with`]) is
+//! A thread whose closure has returned (or that called [`exit_with`](crate::thread::exit_with)) is
 //! past stopping: it sets `Header::exiting` and then loads `control`
 //! (`begin_exit`). From then on a stop or a termination leaves it alone,
 //! so a termination can never drop it between publishing its result and
@@ -143,7 +144,7 @@ pub(crate) fn held_back(h: &Header, control: u32) -> bool {
 /// Marks the calling thread as exiting: its result is about to be
 /// published and its joiner woken, and from here on neither a stop nor a
 /// termination acts on it. False if it was terminated first: then it must
-/// stop at once ([`stop_terminated`]) and leave its end to the terminator.
+/// stop at once ([`Schedule::stop_terminated`]) and leave its end to the terminator.
 ///
 /// No fence and no read-modify-write: the flag is read by the thread's own
 /// kernel thread (the preemption handler) or after a switch or park of the

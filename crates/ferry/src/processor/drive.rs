@@ -36,7 +36,7 @@ pub(crate) unsafe trait Driver {
 }
 
 /// Proof that the calling kernel thread drives a processor: the only way to
-/// a processor's [`Owner`] part. Zero-sized, passed by value; a callee that
+/// a processor's [`Owner`](super::Owner) part. Zero-sized, passed by value; a callee that
 /// needs it again reborrows it ([`OwnerToken::rb`]), and reaching the owner
 /// part consumes a reborrow for as long as the reference lives, so two
 /// references never coexist through one token. Made, unsafely, where the

@@ -9,8 +9,8 @@
 //! runs or where a runnable thread waits (that is [`crate::sched`]'s policy),
 //! must not block its kernel thread anywhere but in [`Processor::idle`], and
 //! never caches a processor's address across a switch: code that resumes
-//! after a switch may be on another kernel thread, so it asks [`current`]
-//! again.
+//! after a switch may be on another kernel thread, so it asks its activation
+//! again (`upcall::critical_enter`).
 //!
 //! # Who touches what
 //!
@@ -36,11 +36,11 @@
 //!
 //! | pending | left by | performed after the switch |
 //! |---------|---------|----------------------------|
-//! | `Requeue(t)` | `yield_now` | the policy queues `t` again ([`Ready::Yielded`]) |
-//! | `Park(t)` | a thread that blocks | `t.state`: `PARKING -> PARKED`; if an unpark came first (`NOTIFIED`), `t` is queued again at once ([`Ready::Woken`]) |
+//! | `Requeue(t)` | `yield_now` | the policy queues `t` again ([`Ready::Yielded`](crate::sched::Ready::Yielded)) |
+//! | `Park(t)` | a thread that blocks | `t.state`: `PARKING -> PARKED`; if an unpark came first (`NOTIFIED`), `t` is queued again at once ([`Ready::Woken`](crate::sched::Ready::Woken)) |
 //! | `Exit(t)` | a finished thread | `t`'s stack goes back to a cache |
 //! | `Preempted(t, at)` | the preemption signal's handler (or a chained preemption) | the policy gets `Event::Preempted(t)` |
-//! | `Hold(t)` | a thread that suspends itself (`Thread::wait_suspended`) | `t.control`: `SUSPENDED -> SUSPENDED \| HELD`; if it was resumed first, `t` is queued again ([`Ready::Woken`]) |
+//! | `Hold(t)` | a thread that suspends itself (`Thread::wait_suspended`) | `t.control`: `SUSPENDED -> SUSPENDED \| HELD`; if it was resumed first, `t` is queued again ([`Ready::Woken`](crate::sched::Ready::Woken)) |
 //!
 //! A thread about to be switched to whose `control` word says `SUSPENDED`
 //! is held instead, the same way, and the processor picks another
@@ -606,7 +606,7 @@ impl Processor {
 }
 
 /// The processor that last switched to the thread of `header` (see
-/// [`claim`]), if any has.
+/// `switch::claim`), if any has.
 pub(crate) fn last_of(header: &Header) -> Option<&'static Processor> {
     // SAFETY: a non-null `processor` was stored by `claim` and points into
     // the runtime's processors, which live as long as the runtime the

@@ -65,7 +65,7 @@ impl Processor {
     }
 
     /// Whether this processor is the idle poller delivering a harvest
-    /// ([`Owner::polling`]); if so, it stops being one and leaves the
+    /// ([`Owner::polling`](super::Owner::polling)); if so, it stops being one and leaves the
     /// sleepers, so that a notifier does not take it for one: the thread
     /// just made runnable is its own next work.
     #[inline]

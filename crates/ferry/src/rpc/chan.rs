@@ -16,7 +16,7 @@
 //!    poller at a time per channel) and hands each to the dispatch, stamped
 //!    with the time it was seen when the server measures its path.
 //! 2. A service thread or an activation copies the call out of its slot
-//!    (checked: index, state, length, context), runs the [`Handler`],
+//!    (checked: index, state, length, context), runs the [`Handler`](super::Handler),
 //!    writes the answer into the slot (status in the op word) with a
 //!    compare-exchange on the slot's control word, pushes the index on the
 //!    reply queue and rings the client's doorbell if the client's

@@ -89,7 +89,8 @@ pub(crate) struct ChannelView<'r> {
 }
 
 impl<'r> ChannelView<'r> {
-    /// Pairs `region` with `layout` (from [`attach`] or [`ChannelLayout::new`]).
+    /// Pairs `region` with `layout` (from [`attach`](super::layout::attach)
+    /// or [`ChannelLayout::new`]).
     ///
     /// # Errors
     /// [`LayoutError::SizeMismatch`] if the region's length is not the

@@ -284,7 +284,7 @@ impl Builder {
 
     /// Accounts how long each thread runs on processors
     /// ([`Thread::cpu_time`](crate::Thread::cpu_time),
-    /// [`thread::cpu_time`](crate::thread::cpu_time)), including the time
+    /// [`thread::cpu_time`]), including the time
     /// servers spend on its calls (charged back with each reply): one read
     /// of the time stamp counter per switch. On by default; off saves about
     /// 1.5 ns a switch, and then no thread's run time is known (a server

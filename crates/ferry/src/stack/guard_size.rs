@@ -5,7 +5,7 @@
 //!
 //! This room owns that one decision; it must not map or guard anything
 //! (`mapping.rs` and the arena do). The choice is made once per process,
-//! at the first stack (the first call of [`default_guard_size`]) or at
+//! at the first stack (the first call of [`default_guard_size`](super::default_guard_size)) or at
 //! the first [`set_guard_size`], whichever comes first, and never changes:
 //! carved stacks keep their guards for good, and only stacks with the
 //! process's guard are cached.

@@ -1,5 +1,5 @@
 //! The writing side of the page: the file's creation at the runtime's
-//! start, the monitor's writes ([`upcall::Publish`]) and the file's removal
+//! start, the monitor's writes ([`upcall::Publish`](crate::upcall::Publish)) and the file's removal
 //! at the end.
 //!
 //! This file owns the page file of this process and what goes into each

@@ -12,7 +12,7 @@
 //! [`BrokenPipe`](std::io::ErrorKind::BrokenPipe), and
 //! [`Writer::try_write`] / [`Reader::try_read`] give
 //! [`WouldBlock`](std::io::ErrorKind::WouldBlock) where the blocking
-//! forms would wait. [`pump`] moves a stream (any `BufRead`) into a writer
+//! forms would wait. [`pump()`] moves a stream (any `BufRead`) into a writer
 //! until end-of-file; [`filter`] does the same through a function, to make
 //! a stage of a pipeline of threads.
 //!

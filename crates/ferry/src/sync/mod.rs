@@ -1,5 +1,5 @@
 //! Synchronisation that blocks at user level: [`Mutex`], [`Condvar`],
-//! [`Semaphore`], [`RwLock`], [`Barrier`] and the bounded MPMC [`channel`];
+//! [`Semaphore`], [`RwLock`], [`Barrier`] and the bounded MPMC [`channel()`];
 //! and the [`SpinLock`] for sections of a few instructions, which a thread
 //! is never preempted inside.
 //!

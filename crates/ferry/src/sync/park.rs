@@ -52,7 +52,7 @@ const SPINS: u32 = 32;
 /// user-level thread on a ferry thread (its processor runs others), the
 /// kernel thread otherwise.
 ///
-/// This is what [`channel`](super::channel) uses; use it directly to give any
+/// This is what [`channel`](super::channel()) uses; use it directly to give any
 /// `ferry_queue` queue user-level blocking.
 ///
 /// ```

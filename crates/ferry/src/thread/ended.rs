@@ -1,4 +1,4 @@
-//! What a terminated thread leaves behind, and how [`Thread::terminate`]
+//! What a terminated thread leaves behind, and how [`Thread::terminate`](crate::Thread::terminate)
 //! clears it up: the waits it is registered in (`wait_record`), its
 //! thread-locals and its stack.
 //!

@@ -1,4 +1,4 @@
-//! User-level threads: [`spawn`], [`Builder`], [`JoinHandle`], [`current`],
+//! User-level threads: [`spawn()`], [`Builder`], [`JoinHandle`], [`current`],
 //! [`yield_now`], and the park/unpark pair every blocking primitive is built
 //! on.
 //!
@@ -86,7 +86,7 @@ pub(crate) use sleep::with_timer;
 pub use sleep::{sleep, sleep_until};
 pub(crate) use stream_bytes::{count_stream_bytes_from_now, moved_stream_bytes};
 
-/// The resolution of ferry's timers (2^16 ns): a [`sleep`] ends within a
+/// The resolution of ferry's timers (2^16 ns): a [`sleep()`] ends within a
 /// tick after its deadline when a processor looks in time, never before.
 pub use crate::event::timer::TICK as TIMER_TICK;
 pub(crate) use spawn::switch_in_adopted;

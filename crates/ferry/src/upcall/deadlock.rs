@@ -43,6 +43,8 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::sync::{Mutex, PoisonError};
 
 use super::Words;
+#[cfg(doc)]
+use crate::processor;
 use crate::processor::{ACTIVE, STOPPED};
 use crate::upcall::Shared;
 

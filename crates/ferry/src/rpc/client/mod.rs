@@ -1,4 +1,4 @@
-//! The client's end of a channel: [`Client`] makes calls, and the channel
+//! The client's end of a channel: [`Client`](super::Client) makes calls, and the channel
 //! is an event source of the runtime that connected it (it implements
 //! `event::polled::Polled`), so replies are found by whichever processor
 //! polls: at its switches, in its idle spin, or woken by its doorbell.
@@ -27,7 +27,7 @@
 //! Each slot has a waiter: the caller's unparker and a waiter word whose
 //! states and owners are tabulated in `waiter.rs`. An index the reply queue
 //! hands back for a waiter that expects nothing (forged, repeated, out of
-//! range) is ignored and counted ([`Client::refused_replies`]).
+//! range) is ignored and counted ([`Client::refused_replies`](super::Client::refused_replies)).
 
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
