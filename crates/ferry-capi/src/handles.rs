@@ -70,6 +70,10 @@
 //! which refuses a second join or detach, and takes the join handle out;
 //! the outcome's drop frees the record once the join has it.
 
+// The docs above are for maintainers: they name the crate-private steps
+// of the protocol they describe.
+#![allow(rustdoc::private_intra_doc_links)]
+
 use std::cell::UnsafeCell;
 
 use crate::raw_lock::{RawLock, back_off};
