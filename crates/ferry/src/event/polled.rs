@@ -70,6 +70,11 @@
 //! the gap goes back to [`MIN_PROBE_GAP`] spells; if not, the gap doubles,
 //! up to [`MAX_PROBE_GAP`]. Where spinning never pays, probes waste at most
 //! one [`MAX_SPIN`] in [`MAX_PROBE_GAP`] spells, each of which sleeps anyway.
+//!
+//! A probe that did not pay also tells the idle processor
+//! ([`Polling::idled`] says so), which may move its home to another CPU:
+//! its peer may share its core, pinned there too, and never run while it
+//! spins (`Processor::move_home_by_chance`).
 
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize};
@@ -185,13 +190,16 @@ impl Polling {
 
     /// An idle spell of `idle` (spinning for `spun`, then perhaps
     /// sleeping) ended; `by_entry` if a polled entry had something then.
-    /// See the module docs for the rule.
-    pub(crate) fn idled(&self, idle: Duration, spun: Duration, by_entry: bool) {
+    /// See the module docs for the rule. Whether the spell was a probe that
+    /// spinning did not pay (the caller may then move, see the module
+    /// docs).
+    pub(crate) fn idled(&self, idle: Duration, spun: Duration, by_entry: bool) -> bool {
         if !by_entry {
-            return;
+            return false;
         }
         let budget = self.spin_budget();
         let probe = spun > budget;
+        let mut missed = false;
         let next = if idle <= budget * 2 {
             (budget * 2).min(MAX_SPIN)
         } else if probe && idle <= spun {
@@ -205,9 +213,11 @@ impl Polling {
                 self.probe_gap.store(gap, Relaxed);
                 self.probe_in.store(gap, Relaxed);
             }
+            missed = probe;
             (budget / 2).max(MIN_SPIN)
         };
         self.spin_ns.store(next.as_nanos() as u64, Relaxed);
+        missed
     }
 
     /// Copies the registry into `local`, unless someone holds it: then
@@ -507,6 +517,24 @@ mod tests {
             }
         });
         assert_eq!(polling.spin_budget(), MAX_SPIN);
+    }
+
+    #[test]
+    fn only_a_probe_that_spinning_did_not_pay_says_so() {
+        let polling = Polling::new();
+        polling.spin_ns.store(MIN_SPIN.as_nanos() as u64, Relaxed);
+        let late = MAX_SPIN * 2;
+        assert!(!polling.idled(late, MIN_SPIN, true), "not a probe");
+        assert!(
+            !polling.idled(late, MAX_SPIN, false),
+            "not an entry's spell"
+        );
+        assert!(polling.idled(late, MAX_SPIN, true), "a probe that missed");
+        polling.spin_ns.store(MIN_SPIN.as_nanos() as u64, Relaxed);
+        assert!(
+            !polling.idled(MAX_SPIN / 2, MAX_SPIN, true),
+            "a probe that caught the work"
+        );
     }
 
     #[test]

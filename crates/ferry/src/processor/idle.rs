@@ -268,7 +268,8 @@ impl Processor {
 
     /// An idle spell that began at `start` and spun for at most `spun`
     /// ends: tells the polled entries' spin budget whether one of them
-    /// ended it.
+    /// ended it, and after a probe that spinning did not pay may move this
+    /// processor's home ([`Processor::move_home_by_chance`]).
     fn idled_for_entries(
         &self,
         mut tok: OwnerToken<'_>,
@@ -278,7 +279,9 @@ impl Processor {
     ) {
         let polled = &shared.sources.polled;
         let by_entry = polled.is_ready(&mut self.owner(tok.rb()).sources.polled);
-        polled.idled(start.elapsed(), spun, by_entry);
+        if polled.idled(start.elapsed(), spun, by_entry) {
+            self.move_home_by_chance(shared);
+        }
     }
 
     /// Before sleeping: if another processor's next-to-run slot holds a

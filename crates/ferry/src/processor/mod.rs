@@ -298,10 +298,12 @@ pub(crate) struct Processor {
     core: AtomicUsize,
     /// Where the default is, for a processor with no core named: the CPU
     /// the watcher ran on when it took the processor over
-    /// ([`settle_where_taken`](Processor::settle_where_taken)), or
+    /// ([`settle_where_taken`](Processor::settle_where_taken)), another
+    /// its own idle driver chose when spinning for polled entries did not
+    /// pay ([`move_home_by_chance`](Processor::move_home_by_chance)), or
     /// [`NO_CORE`] for the `index`-th CPU. Written by the watcher once its
-    /// takeover succeeded, before it binds; reset by `set_processors` when
-    /// the set grows. (A takeover that races with that growth can leave
+    /// takeover succeeded, before it binds, and by the idle driver; reset
+    /// by `set_processors` when the set grows. (A takeover that races with that growth can leave
     /// two processors one home until the next growth: time, not
     /// correctness.)
     home: AtomicUsize,
@@ -406,7 +408,8 @@ impl Processor {
 
     /// The core this processor's driver is pinned to: the one named with
     /// `processor_on`, else (with several processors) its home, which is
-    /// the `index`-th CPU of the process's mask unless a takeover moved it,
+    /// the `index`-th CPU of the process's mask unless a takeover or an
+    /// unpaid spin moved it,
     /// else the process's only CPU if its mask has one (a lone processor
     /// then has a core, and so a stand-in, as pinned ones do), else none.
     pub(crate) fn core(&self, shared: &Set) -> Option<usize> {
@@ -435,12 +438,54 @@ impl Processor {
         if self.core(shared) == Some(cpu) {
             return;
         }
-        let taken = shared.processors.iter().any(|q| {
+        if !self.another_lives_on(shared, cpu) {
+            self.home.store(cpu, Relaxed);
+        }
+    }
+
+    /// Whether another processor of the set (not stopped) lives on `cpu`.
+    fn another_lives_on(&self, shared: &Set, cpu: usize) -> bool {
+        shared.processors.iter().any(|q| {
             !std::ptr::eq(q.as_static(), self)
                 && q.membership.load(Relaxed) != STOPPED
                 && q.core(shared) == Some(cpu)
-        });
-        if !taken {
+        })
+    }
+
+    /// A probe of the polled entries' spin found that spinning does not pay
+    /// here (`event::polled`): the peer this processor waits for may share
+    /// its core and be unable to run while it spins — two one-processor
+    /// processes that the kernel first ran on one CPU, each at home there.
+    /// With even odds (both sides probe in step, and were both to move
+    /// they would only swap), moves its home to the next CPU of the
+    /// process's mask that no other processor of the set lives on; it goes
+    /// there at its next pass through the scheduler loop. Not for a
+    /// processor with a core named, nor one without a home.
+    pub(crate) fn move_home_by_chance(&self, shared: &Set) {
+        // The top bit of a mixed time stamp: the two sides read theirs at
+        // different moments.
+        if crate::sys::cycles().wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 63 == 1 {
+            self.move_home(shared);
+        }
+    }
+
+    /// [`move_home_by_chance`](Self::move_home_by_chance) once the odds
+    /// said so.
+    fn move_home(&self, shared: &Set) {
+        if self.core.load(Relaxed) != NO_CORE {
+            return;
+        }
+        let Some(now) = self.core(shared) else {
+            return;
+        };
+        let cpus = cpus::allowed_cpus();
+        let Some(at) = cpus.iter().position(|&c| c == now) else {
+            return;
+        };
+        let next = (1..cpus.len())
+            .map(|step| cpus[(at + step) % cpus.len()])
+            .find(|&cpu| !self.another_lives_on(shared, cpu));
+        if let Some(cpu) = next {
             self.home.store(cpu, Relaxed);
         }
     }

@@ -312,3 +312,39 @@ fn an_idle_processor_returns_at_once_after_shut_down() {
         assert_eq!(woken(s), [0]);
     });
 }
+
+#[test]
+fn an_unpaid_spin_moves_a_home_only_to_a_free_cpu_and_never_a_named_core() {
+    let cpus = super::cpus::allowed_cpus();
+    if cpus.len() < 2 {
+        return;
+    }
+    let s = set(2);
+    let (p0, p1) = (&s.processors[0], &s.processors[1]);
+    p0.membership.store(ACTIVE, Relaxed);
+    p1.membership.store(ACTIVE, Relaxed);
+    let home = p0.core(&s).expect("two processors have homes");
+    let others: Vec<usize> = cpus
+        .iter()
+        .copied()
+        .filter(|&c| c != home && Some(c) != p1.core(&s))
+        .collect();
+    p0.move_home(&s);
+    match others.first() {
+        // Every other CPU is another processor's home: it stays.
+        None => assert_eq!(p0.core(&s), Some(home)),
+        Some(_) => {
+            let moved = p0.core(&s).unwrap();
+            assert!(others.contains(&moved), "moved to {moved}, not a free CPU");
+        }
+    }
+    // With the other processor stopped, its CPU is free to move to.
+    p1.membership.store(STOPPED, Relaxed);
+    p0.reset_home();
+    p0.move_home(&s);
+    assert_ne!(p0.core(&s), Some(home), "an unpaid spin moves the home");
+    // A core named with `processor_on` never moves.
+    p0.set_core(home);
+    p0.move_home(&s);
+    assert_eq!(p0.core(&s), Some(home));
+}
