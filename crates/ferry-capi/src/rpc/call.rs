@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use ferry_rt::rpc::{CallOptions, Client};
 
+#[cfg(doc)]
+use super::serve::ferry_rpc_serve_in;
 use super::{FERRY_RPC_NO_TIMEOUT, code, on_ferry_thread, runtime_dir, status, text};
 
 /// A client's channel to one server, from [`ferry_rpc_connect`]; ended
@@ -45,7 +47,7 @@ pub unsafe extern "C" fn ferry_rpc_connect(
 }
 
 /// [`ferry_rpc_connect`] in runtime directory `dir` (`NULL`: the user's),
-/// checked as [`ferry_rpc_serve_in`](super::serve::ferry_rpc_serve_in) checks it.
+/// checked as [`ferry_rpc_serve_in`] checks it.
 ///
 /// # Safety
 /// As [`ferry_rpc_connect`]; `dir` is `NULL` or a NUL-terminated string.

@@ -10,6 +10,8 @@ use std::ffi::{c_char, c_int, c_void};
 use ferry_rt::rpc::{self, Fault, ServeMode, Server};
 
 use super::{FERRY_RPC_MAX_CALL, code, on_ferry_thread, runtime_dir, status, text};
+#[cfg(doc)]
+use super::{call::ferry_rpc_connect_in, chain::ferry_rpc_chain};
 
 /// `mode` of [`ferry_rpc_serve_mode`]: the default, as [`ferry_rpc_serve`]
 /// chooses it (migrating, unless the environment variable
@@ -18,12 +20,12 @@ pub const FERRY_RPC_SERVE_DEFAULT: c_int = 0;
 /// `mode` of [`ferry_rpc_serve_mode`]: migrating calls. Each call runs on
 /// an activation of the server's pool as its caller's logical thread: at
 /// the caller's priority, its run time charged back to the caller, alerts
-/// and aborts reaching it, its chain seen by [`ferry_rpc_chain`](super::chain::ferry_rpc_chain).
+/// and aborts reaching it, its chain seen by [`ferry_rpc_chain`].
 pub const FERRY_RPC_SERVE_MIGRATING: c_int = 1;
 /// `mode` of [`ferry_rpc_serve_mode`]: Mach's static model. A fixed pool of
 /// service threads takes calls in arrival order, at their own priority;
 /// the server keeps the run time, alerts do not cross, and a handler's
-/// [`ferry_rpc_chain`](super::chain::ferry_rpc_chain) is its service thread's own.
+/// [`ferry_rpc_chain`] is its service thread's own.
 pub const FERRY_RPC_SERVE_STATIC: c_int = 2;
 
 /// A server of one interface, from [`ferry_rpc_serve`]; ended with
@@ -131,8 +133,7 @@ pub unsafe extern "C" fn ferry_rpc_serve(
 /// (`NULL`: the user's). `dir` is created with mode 0700 if missing (its
 /// parent must exist) and refused with `EPERM` if it is a symbolic link,
 /// not a directory, owned by another user, or open to the group or others.
-/// Clients find the server by the same `dir`
-/// ([`ferry_rpc_connect_in`](super::call::ferry_rpc_connect_in)).
+/// Clients find the server by the same `dir` ([`ferry_rpc_connect_in`]).
 ///
 /// # Safety
 /// As [`ferry_rpc_serve`]; `dir` is `NULL` or a NUL-terminated string.
