@@ -310,8 +310,17 @@ fn take_unannounced(p: &Processor, critical: &AtomicU32, away: &AtomicBool) -> b
 /// runtime `times` times (`critical_enter`: raise the count, light fence,
 /// load the word; a word not its own is reclaimed or lost), runs runtime
 /// code there, and leaves (`critical_exit`). Inside, it never finds its
-/// processor lent. `Lost` ends it (its thread is handed back).
-fn enter_runtime(p: &Processor, critical: &AtomicU32, times: usize) -> Reclaim {
+/// processor lent. `Lost` ends it (its thread is handed back). With
+/// `blocked_at`, it reads the stamp as `reclaim_or_give_back` does: a
+/// driver that takes its word back clears it, one that lost its processor
+/// takes it (where its thread's turn ends). The last reclaim, and the
+/// stamp taken if the processor was lost.
+fn enter_runtime(
+    p: &Processor,
+    critical: &AtomicU32,
+    blocked_at: Option<&AtomicU64>,
+    times: usize,
+) -> (Reclaim, u64) {
     let mut last = Reclaim::Held;
     for _ in 0..times {
         critical.store(1, Relaxed);
@@ -319,9 +328,18 @@ fn enter_runtime(p: &Processor, critical: &AtomicU32, times: usize) -> Reclaim {
         let d = p.driver();
         if d != A {
             last = p.words.reclaim(A, d);
-            if let Reclaim::Lost(_) = last {
-                critical.store(0, Release);
-                return last;
+            match (last, blocked_at) {
+                (Reclaim::Lost(_), _) => {
+                    let at = blocked_at.map_or(0, |b| b.swap(0, Acquire));
+                    critical.store(0, Release);
+                    return (last, at);
+                }
+                // A swap, as in the code (see `handover::reclaim_or_give_back`
+                // on why not a store).
+                (Reclaim::Reclaimed, Some(b)) => {
+                    let _ = b.swap(0, Relaxed);
+                }
+                _ => {}
             }
         }
         p.drive();
@@ -332,7 +350,7 @@ fn enter_runtime(p: &Processor, critical: &AtomicU32, times: usize) -> Reclaim {
         );
         critical.store(0, Release);
     }
-    last
+    (last, 0)
 }
 
 /// Model 3: the monitor probes `A` (and, if it confirms the lend, keeps
@@ -354,10 +372,10 @@ fn the_monitor_never_lends_a_processor_whose_driver_is_inside() {
                 (confirmed, took)
             })
         };
-        let mut r = enter_runtime(&p, &critical, 2);
+        let (mut r, _) = enter_runtime(&p, &critical, None, 2);
         let (confirmed, took) = monitor.join().unwrap();
         if !matches!(r, Reclaim::Lost(_)) {
-            r = enter_runtime(&p, &critical, 1);
+            (r, _) = enter_runtime(&p, &critical, None, 1);
         }
         assert!(confirmed || !took, "taken without a confirmed lend");
         if took {
@@ -440,43 +458,6 @@ fn take_unannounced_stamped(
     confirmed
 }
 
-/// [`enter_runtime`] with `reclaim_or_give_back`'s reading of the stamp:
-/// a driver that takes its word back clears it, one that lost its
-/// processor takes it (where its thread's turn ends). The last reclaim,
-/// and the stamp taken if the processor was lost.
-fn enter_runtime_stamped(
-    p: &Processor,
-    critical: &AtomicU32,
-    blocked_at: &AtomicU64,
-    times: usize,
-) -> (Reclaim, u64) {
-    let mut last = Reclaim::Held;
-    for _ in 0..times {
-        critical.store(1, Relaxed);
-        total_order();
-        let d = p.driver();
-        if d != A {
-            last = p.words.reclaim(A, d);
-            match last {
-                Reclaim::Lost(_) => {
-                    let at = blocked_at.swap(0, Acquire);
-                    critical.store(0, Release);
-                    return (last, at);
-                }
-                // A swap, as in the code (see `handover::reclaim_or_give_back`
-                // on why not a store).
-                Reclaim::Reclaimed => {
-                    let _ = blocked_at.swap(0, Relaxed);
-                }
-                Reclaim::Held => {}
-            }
-        }
-        p.drive();
-        critical.store(0, Release);
-    }
-    (last, 0)
-}
-
 /// Model 5: the monitor and the stand-in each find `A` asleep and try to
 /// lend its processor and take it (as `B` and `C`), while `A` enters the
 /// runtime twice (asleep before, between and after), and once more
@@ -504,11 +485,11 @@ fn a_processor_taken_from_a_sleeping_driver_leaves_it_a_stamp() {
         };
         let monitor = prober(PROBED_BY_MONITOR, B, 1);
         let stand_in = prober(PROBED_BY_STAND_IN, C, 2);
-        let (mut r, mut at) = enter_runtime_stamped(&p, &critical, &blocked_at, 2);
+        let (mut r, mut at) = enter_runtime(&p, &critical, Some(&blocked_at), 2);
         let (by_b, by_c) = (monitor.join().unwrap(), stand_in.join().unwrap());
         assert!(!(by_b && by_c), "two takers");
         if !matches!(r, Reclaim::Lost(_)) {
-            (r, at) = enter_runtime_stamped(&p, &critical, &blocked_at, 1);
+            (r, at) = enter_runtime(&p, &critical, Some(&blocked_at), 1);
         }
         if by_b || by_c {
             assert!(matches!(r, Reclaim::Lost(_)), "taken, yet {r:?}");
