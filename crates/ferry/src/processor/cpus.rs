@@ -29,8 +29,17 @@ pub(crate) fn default_core(index: usize) -> Option<usize> {
     Some(cpus[(first_index() + index) % cpus.len()])
 }
 
+/// Notes the CPU the calling kernel thread runs on as the one the runtime
+/// first ran on, unless one was noted already: called by the kernel thread
+/// that starts a runtime, before any helper it starts (which the kernel
+/// may put on another, idle CPU) asks for a processor's core.
+pub(crate) fn note_first_cpu() {
+    first_index();
+}
+
 /// Where in [`allowed_cpus`] the CPU was that the process ran on when it
-/// first asked (0 if it cannot tell).
+/// first asked (0 if it cannot tell): the CPU of the kernel thread that
+/// started its first runtime ([`note_first_cpu`]).
 fn first_index() -> usize {
     static FIRST: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *FIRST.get_or_init(|| {

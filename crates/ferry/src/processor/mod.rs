@@ -103,7 +103,9 @@ mod atomic {
     pub(crate) use std::sync::{Mutex, PoisonError};
 }
 
-pub(crate) use cpus::{allowed_cpus, available_cpus, cpus_without_processors, pin, pin_to_cpus};
+pub(crate) use cpus::{
+    allowed_cpus, available_cpus, cpus_without_processors, note_first_cpu, pin, pin_to_cpus,
+};
 pub(crate) use drive::{Delivery, Driver, OwnerToken};
 pub(crate) use set::{Host, Set, Settings};
 pub(crate) use switch::switch_out_to;

@@ -357,6 +357,10 @@ impl Builder {
             "{what}: this kernel thread already runs a ferry processor"
         );
         let (count, max) = self.processor_counts();
+        // Processors' default cores count from the CPU this kernel thread
+        // runs on (where the kernel started the process), not from one a
+        // helper was put on.
+        crate::processor::note_first_cpu();
         upcall::install_preemption()?;
         fork::install_fork_handlers();
         thread::install_panic_hook();
