@@ -326,3 +326,19 @@ fn a_late_wakeup_of_a_terminated_joiner_or_sleeper_touches_no_freed_stack() {
         }
     });
 }
+
+#[test]
+fn a_send_to_a_terminated_oneshot_receiver_wakes_only_its_block() {
+    within_deadline(|| {
+        let (tx, rx) = ferry::sync::oneshot::channel::<u32>();
+        let waiter = ferry::spawn(move || rx.recv().unwrap_or(0));
+        settle();
+        terminate(waiter, 9, 9);
+        // The receiver never ran its destructor (termination runs none):
+        // the send finds it parked, wakes what is left of the thread and
+        // succeeds; nothing hangs.
+        assert!(!tx.is_closed());
+        assert_eq!(tx.send(5), Ok(()));
+        settle();
+    });
+}

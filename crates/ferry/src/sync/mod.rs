@@ -1,5 +1,6 @@
 //! Synchronisation that blocks at user level: [`Mutex`], [`Condvar`],
-//! [`Semaphore`], [`RwLock`], [`Barrier`] and the bounded MPMC [`channel()`];
+//! [`Semaphore`], [`RwLock`], [`Barrier`], the bounded MPMC [`channel()`] and
+//! the one-value [`oneshot::channel`];
 //! and the [`SpinLock`] for sections of a few instructions, which a thread
 //! is never preempted inside.
 //!
@@ -55,6 +56,7 @@ mod channel;
 mod condvar;
 pub(crate) mod fork_hold;
 mod mutex;
+pub mod oneshot;
 pub(crate) mod owner;
 mod park;
 mod quiet;
