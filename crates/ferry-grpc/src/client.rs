@@ -5,7 +5,7 @@
 //! ([`remote::outgoing`]) goes into the request's metadata and its
 //! deadline into `grpc-timeout`; the arguments become the method's request
 //! message; the request is handed to the tokio runtime and the ferry thread
-//! parks on a ferry channel (its processor runs other threads). An alert of
+//! parks on a one-shot channel (its processor runs other threads). An alert of
 //! the thread ([`remote::on_alert`]) aborts the request's task, which
 //! cancels the stream (the server's side is alerted) and ends the wait
 //! with [`Error::Aborted`]. The reply's `ferry-cpu-ns` trailer is charged
@@ -180,7 +180,7 @@ impl<I: Interface> Remote for GrpcRemote<I> {
             .parse()
             .map_err(|_| Error::Transport("the method's path does not parse".into()))?;
         let mut grpc = tonic::client::Grpc::new(self.channel.clone());
-        let (tx, rx) = ferry::sync::channel(1);
+        let (tx, rx) = ferry::sync::oneshot::channel();
         let started = Instant::now();
         let task = crate::runtime::tokio().spawn(async move {
             let call = async {
