@@ -37,7 +37,9 @@ use crate::primitive::{AtomicBool, UnsafeCell};
 #[cfg(not(ferry_loom))]
 use crate::primitive::{spin_loop, yield_now};
 
-/// CPU-hint spins before a waiter starts giving its time slice away.
+/// CPU-hint spins before a waiter starts giving its time slice away (the
+/// loom build waits on a condition variable instead).
+#[cfg(not(ferry_loom))]
 const SPINS_BEFORE_YIELD: u32 = 64;
 
 /// A test-and-test-and-set spin lock around a `T`, for critical sections of
