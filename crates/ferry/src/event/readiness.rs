@@ -23,7 +23,7 @@
 //!
 //! | who | when | how |
 //! |-----|------|-----|
-//! | a busy processor | at a scheduling point ([`Every::Ticks`]), if threads wait on sockets and nobody harvested for [`HARVEST_EVERY`] | `epoll_wait` with timeout 0 |
+//! | a busy processor | at a scheduling point ([`Every::Ticks`](super::Every::Ticks)), if threads wait on sockets and nobody harvested for [`HARVEST_EVERY`] | `epoll_wait` with timeout 0 |
 //! | a spinning idle processor | every 64 looks for work, if threads wait on sockets and nobody harvested for [`SPIN_HARVEST_EVERY`] | `epoll_wait` with timeout 0: a request that arrives during the spin is served without a sleep |
 //! | an idle processor (the *poller*, one at a time) | instead of its futex sleep, while threads wait on sockets | `epoll_wait` bounded by the sources' earliest moment; woken early through the wake eventfd |
 //!
@@ -44,21 +44,22 @@ mod atomic {
     pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
 }
 
+mod source;
 pub(crate) mod state;
+
+pub(crate) use source::Readiness;
 
 use std::any::Any;
 use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::sync::OnceLock;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize};
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use ferry_queue::lock::SpinLock;
 use rustix::event::epoll;
-
-use super::{Deliver, Every, Source};
 
 /// How long a busy processor lets pass between two harvests while threads
 /// wait on sockets.
@@ -477,108 +478,11 @@ fn bits_of(f: epoll::EventFlags) -> u64 {
     bits
 }
 
-/// The readiness source of one runtime: its reactor, made at the first
-/// registration.
-pub(crate) struct Readiness {
-    reactor: OnceLock<Arc<Reactor>>,
-}
-
-impl Readiness {
-    pub(crate) fn new() -> Readiness {
-        Readiness {
-            reactor: OnceLock::new(),
-        }
-    }
-
-    /// The reactor, if a socket was ever registered.
-    #[inline]
-    pub(crate) fn get(&self) -> Option<&Arc<Reactor>> {
-        self.reactor.get()
-    }
-
-    /// The reactor, made with `hook` if there is none yet.
-    ///
-    /// # Errors
-    /// Making the epoll or eventfd descriptor failed (out of descriptors).
-    pub(crate) fn get_or_make(
-        &self,
-        hook: impl FnOnce() -> Box<dyn Waiters>,
-    ) -> io::Result<&Arc<Reactor>> {
-        let r = self.reactor()?;
-        r.hook.get_or_init(hook);
-        Ok(r)
-    }
-
-    /// The reactor, made (with no hook yet) if there is none.
-    ///
-    /// # Errors
-    /// As [`Readiness::get_or_make`].
-    pub(crate) fn reactor(&self) -> io::Result<&Arc<Reactor>> {
-        if let Some(r) = self.reactor.get() {
-            return Ok(r);
-        }
-        // Made outside any lock (system calls and allocations); if two
-        // threads race to make the first one, the loser's is dropped, which
-        // closes its descriptors, and nothing was registered with it.
-        let r = Arc::new(Reactor::new()?);
-        let won = self.reactor.get_or_init(|| Arc::clone(&r));
-        if !Arc::ptr_eq(won, &r) {
-            r.shut_down();
-        }
-        Ok(won)
-    }
-
-    /// Whether threads wait on sockets (the deadlock watch counts them as
-    /// waiting on something outside the runtime).
-    pub(crate) fn waiting(&self) -> bool {
-        self.reactor.get().is_some_and(|r| r.waiting() != 0)
-    }
-
-    /// Interrupts the socket wait of the thread with id `thread`, if it is
-    /// in one: true if it was.
-    pub(crate) fn abort(&self, thread: u64) -> bool {
-        self.reactor
-            .get()
-            .is_some_and(|r| r.hook.get().is_some_and(|h| h.abort(thread)))
-    }
-
-    /// The runtime ended; see the module docs.
-    pub(crate) fn shut_down(&self) {
-        if let Some(r) = self.reactor.get() {
-            r.shut_down();
-        }
-    }
-}
-
-/// Threads waiting on sockets are woken by harvests: a busy processor
-/// harvests at a scheduling point at most every [`HARVEST_EVERY`], an
-/// idle one blocks in `epoll_wait` (`Processor::idle`).
-impl Source for Readiness {
-    const EVERY: Every = Every::Ticks;
-
-    #[inline]
-    fn is_ready(&self) -> bool {
-        self.reactor.get().is_some_and(|r| r.due())
-    }
-
-    fn deliver(&self, _to: &mut dyn Deliver) {
-        // The woken threads reach their processors through their own
-        // scheduler, not through `to`.
-        if let Some(r) = self.reactor.get() {
-            r.harvest(Some(Duration::ZERO));
-        }
-    }
-
-    fn until_next(&self) -> Option<Duration> {
-        None
-    }
-}
-
 #[cfg(all(test, not(ferry_loom)))]
 mod tests {
     use std::io::Write;
     use std::os::fd::AsFd;
-    use std::sync::Mutex as StdMutex;
+    use std::sync::{Arc, Mutex as StdMutex};
 
     use super::*;
 
