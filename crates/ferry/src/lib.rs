@@ -30,6 +30,7 @@
 #[cfg(not(ferry_loom))]
 pub mod alloc;
 pub mod arch;
+mod cell;
 mod event;
 pub mod fs;
 mod header;

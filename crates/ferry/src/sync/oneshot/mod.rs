@@ -39,22 +39,7 @@ mod slot;
 mod shim {
     pub(crate) use std::sync::atomic::{AtomicU8, Ordering};
 
-    /// `std`'s `UnsafeCell` with loom's access methods.
-    pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
-
-    impl<T> UnsafeCell<T> {
-        pub(crate) const fn new(v: T) -> UnsafeCell<T> {
-            UnsafeCell(std::cell::UnsafeCell::new(v))
-        }
-
-        pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
-            f(self.0.get())
-        }
-
-        pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
-            f(self.0.get())
-        }
-    }
+    pub(crate) use crate::cell::UnsafeCell;
 }
 
 use std::fmt;
