@@ -44,10 +44,12 @@
 //! (`spawn`, `Builder::spawn`) takes one from that processor's cache
 //! (`Entered::take_block`), and the last reference's drop gives it back,
 //! through the function the spawn left in the header (`upcall::keep_block`),
-//! to the cache of the processor it runs on.
+//! to the cache of the processor it runs on. A full cache gives a magazine
+//! of them to the process's block depot and an empty one takes one from it
+//! (`processor::block_depot`).
 //! Other spawns (from outside the runtime, its first thread) take a fresh
-//! one, and a drop off a processor, or with the cache full, frees it to the
-//! global allocator. C-Threads kept exited threads' records for the next
+//! one, and a drop off a processor, or with the depot at its bound, frees
+//! it to the global allocator. C-Threads kept exited threads' records for the next
 //! fork the same way. A larger cell is a `Box` of its own.
 
 use std::alloc::Layout;

@@ -82,6 +82,7 @@
 //! mirror word when a processor allocator's page gave it one (`alloc`'s
 //! client; one load and a branch when none did).
 
+pub(crate) mod block_depot;
 mod cpus;
 mod drive;
 mod home;
@@ -124,8 +125,10 @@ use crate::sched::{self, Chosen, NextSlot, Policy, RingLens, RunQueue, SchedPoli
 use crate::stack::LocalStacks;
 
 /// Freed small thread blocks each processor keeps for its next spawns,
-/// without a lock (16 KiB); beyond that they go back to the allocator.
-pub(crate) const LOCAL_BLOCKS: usize = 64;
+/// without a lock (two magazines, 32 KiB); beyond that a magazine goes to
+/// the process's depot ([`block_depot`]), and an empty cache takes one
+/// from it.
+pub(crate) const LOCAL_BLOCKS: usize = 2 * block_depot::MAGAZINE;
 
 /// Thread ids a processor takes from the runtime's counter at a time.
 const ID_BLOCK: u64 = 1024;

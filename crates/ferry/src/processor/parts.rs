@@ -1,13 +1,14 @@
 //! The parts a thread spawned on a processor takes from it and gives back
 //! when it exits: an id from the processor's block of ids, a stack from its
-//! magazines, a small thread block from its cache — all without a lock.
+//! magazines, a small thread block from its cache — all without a lock
+//! but once a magazine (64), when a cache trades with its global one.
 //!
 //! This file owns those per-processor caches; it must not touch the
 //! global caches' policy (what `stack::cache` keeps and gives back).
 
 use std::io;
 
-use super::{ID_BLOCK, LOCAL_BLOCKS, OwnerToken, Processor};
+use super::{ID_BLOCK, LOCAL_BLOCKS, OwnerToken, Processor, block_depot};
 use crate::header::{SmallBlock, ThreadId};
 use crate::stack::{Stack, StackCache};
 
@@ -45,29 +46,65 @@ impl Processor {
     }
 
     /// A freed small thread block from this processor's cache, for a spawn
-    /// here.
+    /// here; an empty cache first takes a magazine from the process's
+    /// depot.
     ///
     /// # Safety
     /// The caller drives this processor.
     #[inline]
     pub(crate) unsafe fn take_block(&self) -> Option<SmallBlock> {
-        // SAFETY: the caller drives us; the borrow ends with the pop, which
-        // frees nothing.
-        unsafe { (*self.blocks.get()).pop() }
+        // SAFETY: the caller drives us; the borrow ends with the pop or the
+        // refill, which free nothing (the vector has room for two
+        // magazines from the start).
+        let blocks = unsafe { &mut *self.blocks.get() };
+        if let Some(block) = blocks.pop() {
+            return Some(block);
+        }
+        Self::refill_blocks(blocks)
     }
 
-    /// Keeps a freed small thread block in this processor's cache if there
-    /// is room; frees it otherwise.
+    #[cold]
+    fn refill_blocks(blocks: &mut Vec<SmallBlock>) -> Option<SmallBlock> {
+        let mut magazine = block_depot::take()?;
+        blocks.append(&mut magazine);
+        blocks.pop()
+    }
+
+    /// Keeps a freed small thread block in this processor's cache; a full
+    /// cache first gives its newer half to the process's depot (which
+    /// frees it if it is at its bound).
     ///
     /// # Safety
     /// The caller drives this processor.
     #[inline]
     pub(crate) unsafe fn keep_block(&self, block: SmallBlock) {
-        // SAFETY: the caller drives us; the borrow ends with the push, which
-        // frees nothing (the vector has its full capacity from the start).
+        // SAFETY: the caller drives us; the borrow ends with the push or
+        // the split, which free nothing (the vector has its full capacity
+        // from the start; what the depot frees is plain memory).
         let blocks = unsafe { &mut *self.blocks.get() };
-        if blocks.len() < LOCAL_BLOCKS {
-            blocks.push(block);
+        if blocks.len() == LOCAL_BLOCKS {
+            Self::spill_blocks(blocks);
+        }
+        blocks.push(block);
+    }
+
+    #[cold]
+    fn spill_blocks(blocks: &mut Vec<SmallBlock>) {
+        block_depot::give(blocks.split_off(LOCAL_BLOCKS - block_depot::MAGAZINE));
+    }
+
+    /// Gives every block this processor's cache holds to the depot, for
+    /// the next runtime's processors.
+    ///
+    /// # Safety
+    /// Nobody drives this processor (it is drained).
+    pub(super) unsafe fn drain_blocks(&self) {
+        // SAFETY: nobody drives us (the contract); the borrow ends with
+        // the loop, which frees only plain memory.
+        let blocks = unsafe { &mut *self.blocks.get() };
+        while !blocks.is_empty() {
+            let at = blocks.len().saturating_sub(block_depot::MAGAZINE);
+            block_depot::give(blocks.split_off(at));
         }
     }
 

@@ -66,8 +66,8 @@ impl Processor {
         }
     }
 
-    /// Hands every thread still queued here to `abandon`, and drops the
-    /// stacks this processor still holds; `lent`: its driver was away in a
+    /// Hands every thread still queued here to `abandon`, and gives the
+    /// stacks and blocks this processor still holds to the global caches; `lent`: its driver was away in a
     /// kernel call, whose thread keeps the processor's reference to it.
     ///
     /// # Safety
@@ -88,6 +88,6 @@ impl Processor {
         owner.pending = Pending::None;
         owner.stacks.drain();
         // SAFETY: as for `owner` (the contract): nobody drives it.
-        unsafe { (*self.blocks.get()).clear() };
+        unsafe { self.drain_blocks() };
     }
 }

@@ -1,6 +1,6 @@
 //! ferry across `fork`: the `pthread_atfork` handlers that take the
 //! process-wide locks (the stack cache's, the stack arena's, the stack
-//! registry's, and those rooms above registered in `sync::fork_hold`)
+//! registry's, the block depot's, and those rooms above registered in `sync::fork_hold`)
 //! before a fork and let them go in both processes after it, so that a
 //! child finds them free rather than held by a kernel thread it does not
 //! have.
@@ -19,9 +19,9 @@ thread_local! {
 }
 
 /// Registers ferry's `pthread_atfork` handlers, once per process: a fork
-/// child gets the stack cache's, the stack arena's, the stack registry's
-/// and the registered locks (`sync::fork_hold`) free, not held by a kernel
-/// thread that does not exist there.
+/// child gets the stack cache's, the stack arena's, the stack registry's,
+/// the block depot's and the registered locks (`sync::fork_hold`) free,
+/// not held by a kernel thread that does not exist there.
 pub(super) fn install_fork_handlers() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
@@ -38,13 +38,15 @@ extern "C" fn fork_prepare() {
         critical.hand_over();
     }
     // In the order the code nests them: the cache, the arena (whose
-    // `clear` unregisters stacks under it), the registry; then the locks
+    // `clear` unregisters stacks under it), the registry; the block depot
+    // (a leaf: nothing is taken under it); then the locks
     // rooms above registered (`sync::fork_hold`: the stream shelf's),
     // taken with none of these.
     let mut held = vec![
         crate::stack::StackCache::global().hold(),
         crate::stack::hold_arena(),
         crate::stack::hold_registry(),
+        crate::processor::block_depot::hold(),
     ];
     held.extend(crate::sync::fork_hold::hold_all());
     FORK_HELD.with(|h| *h.borrow_mut() = held);

@@ -38,19 +38,76 @@ fn a_joined_threads_block_serves_the_next_spawn() {
         .unwrap();
 }
 
-/// The cache keeps at most `LOCAL_BLOCKS` blocks; the rest go back to
-/// the allocator.
+/// The cache keeps at most `LOCAL_BLOCKS` blocks: a full one gives a
+/// magazine to the process's depot (or frees it there, at the depot's
+/// bound) and keeps the rest.
 #[test]
 fn a_processors_block_cache_is_bounded() {
     crate::Runtime::builder()
         .processors(1)
         .run(|| {
-            let many = 2 * processor::LOCAL_BLOCKS;
+            let many = 3 * processor::LOCAL_BLOCKS;
             let handles: Vec<_> = (0..many).map(|i| thread::spawn(move || i)).collect();
             for (i, h) in handles.into_iter().enumerate() {
                 assert_eq!(h.join().unwrap(), i);
+                assert!(cached() <= processor::LOCAL_BLOCKS);
             }
-            assert_eq!(cached(), processor::LOCAL_BLOCKS);
+            // The last spill left `LOCAL_BLOCKS - MAGAZINE` and the joins
+            // after it added at most a magazine less one.
+            let kept = cached();
+            assert!(
+                kept > processor::LOCAL_BLOCKS - processor::block_depot::MAGAZINE,
+                "{kept} kept"
+            );
+        })
+        .unwrap();
+}
+
+/// A processor whose cache is empty takes a magazine from the depot for
+/// its next spawn.
+#[test]
+fn an_empty_cache_refills_from_the_depot() {
+    use processor::block_depot::{self, MAGAZINE};
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::atomic::Ordering::{Acquire, Release};
+
+    crate::Runtime::builder()
+        .processors(1)
+        .run(|| {
+            let gate = Arc::new(AtomicBool::new(false));
+            let mut held = Vec::new();
+            // The depot is the process's: another test may take the
+            // magazine between the give and the spawn, so try a few times.
+            let refilled = (0..100).any(|_| {
+                // Empty this processor's cache: each block it keeps is
+                // taken by a thread that parks until the end.
+                while cached() > 0 {
+                    let gate = gate.clone();
+                    held.push(thread::spawn(move || {
+                        while !gate.load(Acquire) {
+                            thread::park();
+                        }
+                    }));
+                }
+                let magazine: Vec<_> = (0..MAGAZINE)
+                    .map(|_| crate::header::SmallBlock::try_alloc().expect("memory"))
+                    .collect();
+                block_depot::give(magazine);
+                held.push(thread::spawn(|| ()));
+                cached() == MAGAZINE - 1
+            });
+            assert!(
+                refilled,
+                "a spawn on an empty cache took the depot's magazine"
+            );
+            gate.store(true, Release);
+            for t in &held {
+                t.thread().unpark();
+            }
+            for t in held {
+                t.join().unwrap();
+            }
         })
         .unwrap();
 }

@@ -22,8 +22,11 @@ pub(crate) struct SmallBlock(NonNull<u8>);
 unsafe impl Send for SmallBlock {}
 
 impl SmallBlock {
+    /// The size of every small block, in bytes.
+    pub(crate) const SIZE: usize = SMALL_BLOCK.size();
+
     /// A fresh block from the global allocator; `None` if it has no memory.
-    pub(super) fn try_alloc() -> Option<SmallBlock> {
+    pub(crate) fn try_alloc() -> Option<SmallBlock> {
         // SAFETY: the layout's size is not zero.
         let p = unsafe { std::alloc::alloc(SMALL_BLOCK) };
         NonNull::new(p).map(SmallBlock)
