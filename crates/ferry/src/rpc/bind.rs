@@ -5,7 +5,8 @@
 //! and [`Listener::accept`]), [`connect_raw`], the handshake both run, the
 //! peer check ([`Policy`] over the kernel's [`Credentials`]) and what a
 //! finished binding holds ([`Binding`]). The wire format is in `wire`, the
-//! memory in `mapping`.
+//! memory in `mapping`, the client's side of the exchange in `connect` and
+//! the reads and writes under a deadline in `deadline`.
 //!
 //! What it must not do: trust anything the peer sends (requests and replies
 //! are read into fixed buffers with a bounded size and a deadline, then
@@ -29,27 +30,28 @@
 //! Each blocking step runs inside [`crate::blocking`], so a ferry thread
 //! that binds does not hold its processor while it waits.
 
+mod connect;
+mod deadline;
 mod mapping;
 mod wire;
 
-use std::io::{self, IoSlice, IoSliceMut, Read};
+use std::io::{self, IoSlice};
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use rustix::net::{
-    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags, SendAncillaryBuffer,
-    SendAncillaryMessage, SendFlags,
-};
+use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
 
+pub use connect::{connect_raw, connect_raw_in, connect_raw_with};
 pub use mapping::{MAX_CHANNEL_LEN, Mapping};
 
-use super::dir::{RuntimeDir, check_name};
+use super::dir::RuntimeDir;
 use super::error::{Error, Result};
 use crate::upcall::blocking;
+use deadline::{io_error, read_exact_by, remaining};
 use wire::{REPLY_LEN, REQUEST_LEN, Status};
 
 /// How long a handshake may take, on either side, unless set otherwise.
@@ -452,165 +454,5 @@ fn replace_stale(path: &Path) -> Result<()> {
             }
         }
         Err(e) => Err(Error::Io(e)),
-    }
-}
-
-/// Binds to the server of interface `name` at `version_hash` in the user's
-/// runtime directory ([`RuntimeDir::user`]).
-pub fn connect_raw(name: &str, version_hash: u64) -> Result<Binding> {
-    connect_raw_in(&RuntimeDir::user()?, name, version_hash)
-}
-
-/// Binds to the server of interface `name` at `version_hash` in `dir`,
-/// waiting at most [`DEFAULT_HANDSHAKE_TIMEOUT`] for its answer (see
-/// [`connect_raw_with`]).
-pub fn connect_raw_in(dir: &RuntimeDir, name: &str, version_hash: u64) -> Result<Binding> {
-    connect_raw_with(dir, name, version_hash, DEFAULT_HANDSHAKE_TIMEOUT)
-}
-
-/// Binds to the server of interface `name` at `version_hash` in `dir`,
-/// waiting at most `timeout` for the whole handshake ([`Error::TimedOut`]
-/// after it). No socket there, or one nobody listens on, is
-/// [`Error::UnknownName`].
-pub fn connect_raw_with(
-    dir: &RuntimeDir,
-    name: &str,
-    version_hash: u64,
-    timeout: Duration,
-) -> Result<Binding> {
-    check_name(name)?;
-    let path = dir.socket_path(name)?;
-    blocking(|| {
-        let socket = UnixStream::connect(&path).map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused => Error::UnknownName,
-            _ => Error::Io(e),
-        })?;
-        let deadline = Instant::now() + timeout.max(Duration::from_millis(1));
-        let peer = Credentials::of(&socket)?;
-        send_all_by(&socket, &wire::encode_request(name, version_hash), deadline)?;
-        let (reply, fd) = recv_reply_by(&socket, deadline)?;
-        let reply = wire::decode_reply(&reply)?;
-        match reply.status {
-            Status::Ok => {}
-            Status::UnknownName => return Err(Error::UnknownName),
-            Status::VersionMismatch => {
-                return Err(Error::VersionMismatch {
-                    ours: version_hash,
-                    theirs: reply.version_hash,
-                });
-            }
-            Status::Refused => return Err(Error::Refused),
-            Status::BadRequest => {
-                return Err(Error::BadHandshake("the server rejected the request"));
-            }
-            Status::ServerFailed => {
-                return Err(Error::Io(io::Error::other(
-                    "the server could not create the channel memory",
-                )));
-            }
-        }
-        let fd = fd.ok_or(Error::BadReply)?;
-        let mapping = Mapping::from_peer(fd, reply.channel_len)?;
-        Ok(Binding {
-            mapping,
-            peer,
-            socket,
-            name: name.into(),
-            version_hash,
-        })
-    })
-}
-
-/// Receives the reply's [`REPLY_LEN`] bytes and at most one descriptor
-/// before `deadline`. More than one descriptor, or one the kernel had to
-/// drop, is [`Error::BadReply`] (every one received is closed).
-fn recv_reply_by(
-    socket: &UnixStream,
-    deadline: Instant,
-) -> Result<([u8; REPLY_LEN], Option<OwnedFd>)> {
-    let mut reply = [0u8; REPLY_LEN];
-    let mut got = 0;
-    let mut fd = None;
-    let mut bad = false;
-    while got < REPLY_LEN {
-        socket.set_read_timeout(Some(remaining(deadline)?))?;
-        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
-        let mut control = RecvAncillaryBuffer::new(&mut space);
-        let r = rustix::net::recvmsg(
-            socket,
-            &mut [IoSliceMut::new(&mut reply[got..])],
-            &mut control,
-            RecvFlags::CMSG_CLOEXEC,
-        );
-        let r = match r {
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return Err(io_error(e.into())),
-            Ok(r) => r,
-        };
-        bad |= r.flags.contains(ReturnFlags::CTRUNC);
-        for message in control.drain() {
-            if let RecvAncillaryMessage::ScmRights(fds) = message {
-                for f in fds {
-                    bad |= fd.is_some();
-                    fd.get_or_insert(f);
-                }
-            }
-        }
-        if r.bytes == 0 {
-            return Err(Error::PeerDied);
-        }
-        got += r.bytes;
-    }
-    if bad {
-        return Err(Error::BadReply);
-    }
-    Ok((reply, fd))
-}
-
-/// Sends all of `bytes` before `deadline`, without SIGPIPE.
-fn send_all_by(socket: &UnixStream, mut bytes: &[u8], deadline: Instant) -> Result<()> {
-    while !bytes.is_empty() {
-        socket.set_write_timeout(Some(remaining(deadline)?))?;
-        match rustix::net::send(socket, bytes, SendFlags::NOSIGNAL) {
-            Ok(n) => bytes = &bytes[n..],
-            Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(io_error(e.into())),
-        }
-    }
-    Ok(())
-}
-
-/// Fills `buf` from `socket` before `deadline`.
-fn read_exact_by(mut socket: &UnixStream, buf: &mut [u8], deadline: Instant) -> Result<()> {
-    let mut got = 0;
-    while got < buf.len() {
-        socket.set_read_timeout(Some(remaining(deadline)?))?;
-        match socket.read(&mut buf[got..]) {
-            Ok(0) => return Err(Error::PeerDied),
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(io_error(e)),
-        }
-    }
-    Ok(())
-}
-
-/// The time left before `deadline` (never zero), or [`Error::TimedOut`].
-fn remaining(deadline: Instant) -> Result<Duration> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        Err(Error::TimedOut)
-    } else {
-        Ok(left)
-    }
-}
-
-/// A socket error as the rpc error it means: a receive or send timeout is
-/// [`Error::TimedOut`], a peer's hang-up [`Error::PeerDied`].
-fn io_error(e: io::Error) -> Error {
-    match e.kind() {
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Error::TimedOut,
-        io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset => Error::PeerDied,
-        _ => Error::Io(e),
     }
 }

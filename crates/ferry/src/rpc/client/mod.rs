@@ -17,7 +17,8 @@
 //! 3. The caller parks until its waiter leaves `WAITING`.
 //! 4. A poller pops the slot's index from the reply queue and moves the
 //!    waiter to `REPLIED`, waking the caller; the caller copies the answer
-//!    out, frees the slot and returns the permit.
+//!    out, frees the slot and returns the permit. What a poller does with
+//!    a reply, and with a broken channel, is in `replies`.
 //!
 //! A caller terminated at any of steps 1-3 gives back what it took, and a
 //! call the server may have seen is aborted (`call_wait`).
@@ -42,15 +43,15 @@ use super::layout::Side;
 use super::logical::{self, MAX_CONTEXT, Outgoing};
 use super::memory::Memory;
 use super::slots::{ABORT, ALERT, ClientSlots, SlotError, Ticket};
-use super::waiter::{self, Outcome, Reply};
-use super::watch::Watched;
-use crate::event::polled::{self, Polled};
+use super::waiter::{self, Outcome};
+use crate::event::polled;
 use crate::header::Unparker;
 use crate::header::wait_record::{register as register_wait, unregister as unregister_wait};
 use crate::runtime::Handle;
 use crate::sync::{Semaphore, SpinLock};
 
 mod call_wait;
+mod replies;
 
 use call_wait::{CallWait, Stage, critically};
 
@@ -519,111 +520,6 @@ impl ClientChan {
         // Else the reply is in the slot and its index on its way: the
         // poller frees the slot when it pops it (ABANDONED -> IDLE).
         Err(why)
-    }
-
-    /// Takes the replies off the queue (one poller at a time).
-    fn take_replies(&self) {
-        let Some(replies) = self.replies.try_lock() else {
-            return;
-        };
-        loop {
-            match replies.try_pop() {
-                Ok(Some(index)) => self.replied(index),
-                Ok(None) => break,
-                Err(_) => {
-                    drop(replies);
-                    self.break_channel();
-                    return;
-                }
-            }
-        }
-    }
-
-    fn replied(&self, index: u32) {
-        let Some(w) = self.waiters.get(index as usize) else {
-            self.refused.fetch_add(1, Relaxed);
-            return;
-        };
-        let mut who = w.who.lock();
-        match w.word.reply() {
-            Reply::Wake => {
-                let taken = who.take();
-                drop(who);
-                if let Some(t) = taken {
-                    t.unpark();
-                }
-            }
-            Reply::Abandoned => {
-                drop(who);
-                let ticket = Ticket {
-                    index,
-                    generation: w.generation.load(Relaxed),
-                };
-                let mut slots = self.slots.lock();
-                if slots.arena().read_answer(&ticket).is_ok() {
-                    // The late reply: whoever claims the call frees it.
-                    if w.word.claim_abandoned(&self.pending) {
-                        let _ = slots.release(&ticket);
-                    }
-                } else {
-                    self.refused.fetch_add(1, Relaxed);
-                }
-            }
-            Reply::Refused => {
-                drop(who);
-                self.refused.fetch_add(1, Relaxed);
-            }
-        }
-    }
-
-    /// The peer broke the protocol in a way that leaves the channel
-    /// unusable, or died: every call fails with `PeerDied`.
-    pub(super) fn break_channel(&self) {
-        self.dead.store(true, Release);
-        self.fail_waiters();
-    }
-
-    fn fail_waiters(&self) {
-        for w in self.waiters.iter() {
-            // An abandoned call is counted off too; its slot stays out of
-            // use (the channel is dead).
-            let mut who = w.who.lock();
-            let taken = if w.word.fail(&self.pending) {
-                who.take()
-            } else {
-                None
-            };
-            drop(who);
-            if let Some(t) = taken {
-                t.unpark();
-            }
-        }
-    }
-}
-
-impl Polled for ClientChan {
-    #[inline]
-    fn is_ready(&self) -> bool {
-        self.pending.load(Relaxed) != 0
-            && (!self.replies_seen.is_empty() || self.dead.load(Relaxed))
-    }
-
-    fn deliver(&self) {
-        if self.dead.load(Acquire) {
-            self.fail_waiters();
-        } else {
-            self.take_replies();
-        }
-    }
-
-    fn doorbell(&self) -> Option<&AtomicU32> {
-        Some(self.mem.view().doorbell(Side::Client))
-    }
-}
-
-impl Watched for ClientChan {
-    fn peer_gone(&self) {
-        self.break_channel();
     }
 }
 
