@@ -320,7 +320,7 @@ impl Injector {
             unsafe { (*tail).queue_next.store(p, Relaxed) };
         }
         lists.tail[level] = p;
-        self.len[level].fetch_add(1, Release);
+        self.add_len(level, 1);
         Ok(())
     }
 
@@ -349,7 +349,7 @@ impl Injector {
                 unsafe { (*lists.tail[l]).queue_next.store(head, Relaxed) };
             }
             lists.tail[l] = tail;
-            self.len[l].fetch_add(std::mem::take(&mut chain.len[l]), Release);
+            self.add_len(l, std::mem::take(&mut chain.len[l]));
         }
         Ok(())
     }
@@ -366,7 +366,7 @@ impl Injector {
         }
         let mut lists = self.lists.lock().unwrap_or_else(PoisonError::into_inner);
         let (l, t) = (0..=level).find_map(|l| lists.pop(l).map(|t| (l, t)))?;
-        self.len[l].fetch_sub(1, Release);
+        self.sub_len(l, 1);
         Some(t)
     }
 
@@ -398,8 +398,25 @@ impl Injector {
             }
             taken += 1;
         }
-        self.len[l].fetch_sub(taken, Release);
+        self.sub_len(l, taken);
         Some(first)
+    }
+
+    /// Counts `n` more threads on level `l`. Called only under the lock,
+    /// which orders every change of the counts, so a load and a store do
+    /// (a locked add would cost a second locked instruction a push).
+    #[inline]
+    fn add_len(&self, l: usize, n: usize) {
+        let len = &self.len[l];
+        len.store(len.load(Relaxed) + n, Release);
+    }
+
+    /// Counts `n` fewer threads on level `l`; under the lock, as
+    /// [`Injector::add_len`].
+    #[inline]
+    fn sub_len(&self, l: usize, n: usize) {
+        let len = &self.len[l];
+        len.store(len.load(Relaxed) - n, Release);
     }
 
     /// Whether threads of exactly level `level` look queued (a hint).
@@ -433,13 +450,14 @@ impl Injector {
         loop {
             let t = {
                 let mut lists = self.lists.lock().unwrap_or_else(PoisonError::into_inner);
-                (0..LEVELS).find_map(|l| lists.pop(l).map(|t| (l, t)))
+                let t = (0..LEVELS).find_map(|l| lists.pop(l).map(|t| (l, t)));
+                if let Some((l, _)) = t {
+                    self.sub_len(l, 1);
+                }
+                t
             };
             match t {
-                Some((l, t)) => {
-                    self.len[l].fetch_sub(1, Release);
-                    f(t);
-                }
+                Some((_, t)) => f(t),
                 None => return,
             }
         }
