@@ -1,6 +1,7 @@
-//! An idle runtime costs nothing: with every ferry thread blocked, no
-//! kernel thread of the runtime wakes (no timed sleeps of spares, stand-ins
-//! or the monitor), and the spares a burst of blocking calls made retire,
+//! An idle runtime costs nothing: with every ferry thread blocked, on a
+//! gate or reading an idle socket, no kernel thread of the runtime wakes
+//! (no timed sleeps of spares, stand-ins or the monitor, no poll of the
+//! reactor), and the spares a burst of blocking calls made retire,
 //! down to the pool's small reserve. Every check is on counts read from
 //! `/proc/self/task`, never on elapsed time.
 //!
@@ -57,6 +58,9 @@ struct Report {
 }
 
 const BLOCKED: usize = 10_000;
+/// Idle TCP connections, each with a ferry thread reading its server end
+/// (both ends are in this process, under its descriptor limit).
+const SOCKETS: usize = 1_000;
 const PROCESSORS: usize = 2;
 /// Kernel threads of an idle runtime beside its caller's (counted in the
 /// baseline; it may have lost its processor to a takeover and wait in the
@@ -103,6 +107,32 @@ fn idle_runtime_wakes_nobody_and_spares_retire() {
                     s = all_in.wait(s);
                 }
             }
+            // Idle sockets: a reader parked on each server end.
+            let listener = ferry::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap();
+            let clients = std::thread::spawn(move || {
+                (0..SOCKETS)
+                    .map(|_| std::net::TcpStream::connect(addr).unwrap())
+                    .collect::<Vec<_>>()
+            });
+            let reading = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let readers: Vec<_> = (0..SOCKETS)
+                .map(|_| {
+                    let (mut s, _) = listener.accept().unwrap();
+                    let reading = Arc::clone(&reading);
+                    ferry::spawn(move || {
+                        use std::io::Read;
+                        reading.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let mut b = [0u8; 16];
+                        // Zero: the client end closed.
+                        assert_eq!(s.read(&mut b).unwrap(), 0);
+                    })
+                })
+                .collect();
+            let clients = clients.join().unwrap();
+            while reading.load(std::sync::atomic::Ordering::Relaxed) < SOCKETS {
+                ferry::sleep(Duration::from_millis(1));
+            }
             // Let the processors' idle spins end before sampling.
             ferry::sleep(Duration::from_millis(200));
 
@@ -145,6 +175,10 @@ fn idle_runtime_wakes_nobody_and_spares_retire() {
             gate.1.notify_all();
             for h in handles {
                 h.join().unwrap();
+            }
+            drop(clients);
+            for r in readers {
+                r.join().unwrap();
             }
 
             // A burst of blocking calls: each takes a spare, made on demand.

@@ -3,6 +3,14 @@
 //
 // Usage: scale -n N (GOMAXPROCS is set by the caller).
 //
+// With -idle -sockets K it sets up instead the idle case that the caller
+// measures from outside: N goroutines blocked on the gate and K loopback
+// TCP connections, each with a goroutine blocked in Read on its server
+// end. It listens on 127.0.0.1, prints `listening PORT`, and the caller
+// opens the K connections (and holds their client ends, which would not
+// fit under this process's descriptor limit too). Once every goroutine
+// waits it prints `ready` and waits for ever; the caller reads its
+// threads' run time and kills it.
 // Each goroutine marks itself started (sync.WaitGroup) and receives from
 // a channel that is never sent on; closing the channel is the gate opening
 // (the idiomatic broadcast in Go). Lines printed:
@@ -21,6 +29,7 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -55,12 +64,54 @@ func residentBytes() (int64, error) {
 	return total, s.Err()
 }
 
+// idle blocks n goroutines on a gate and k goroutines in Read on the
+// server ends of k loopback connections the caller opens, prints `ready`
+// and waits for ever.
+func idle(n, k int) {
+	gate := make(chan struct{})
+	var started sync.WaitGroup
+	started.Add(n + k)
+	for i := 0; i < n; i++ {
+		go func() {
+			started.Done()
+			<-gate
+		}()
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Printf("listening %d\n", ln.Addr().(*net.TCPAddr).Port)
+	for i := 0; i < k; i++ {
+		c, err := ln.Accept()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "accept:", err)
+			os.Exit(1)
+		}
+		go func() {
+			started.Done()
+			var b [64]byte
+			c.Read(b[:])
+		}()
+	}
+	started.Wait()
+	fmt.Println("ready")
+	<-gate
+}
+
 func main() {
 	n := flag.Int("n", 10000, "goroutines")
+	idleCase := flag.Bool("idle", false, "set up the idle case instead and wait for ever")
+	sockets := flag.Int("sockets", 0, "idle connections, with -idle")
 	flag.Parse()
 	if *n <= 0 {
 		fmt.Fprintln(os.Stderr, "-n must be positive")
 		os.Exit(2)
+	}
+	if *idleCase {
+		idle(*n, *sockets)
+		return
 	}
 	before, err := residentBytes()
 	if err != nil {

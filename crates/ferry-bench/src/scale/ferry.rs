@@ -33,11 +33,20 @@ pub struct OnceArgs {
     /// Processors.
     #[arg(long)]
     pub processors: usize,
+    /// Set up the idle case instead (`super::idle`) and wait for ever.
+    #[arg(long)]
+    pub idle: bool,
+    /// With `--idle`: idle connections, each with a blocked reader.
+    #[arg(long, default_value_t = 0)]
+    pub sockets: usize,
 }
 
 /// The child's side: one run, printed as `spawn_ns`, `join_ns` and `bytes`
 /// lines (per thread), or the failure on stderr.
 pub fn once_main(args: &OnceArgs) -> ExitCode {
+    if args.idle {
+        return super::idle::ferry_child(args.n, args.sockets, args.processors);
+    }
     match run_here(args.n, args.processors) {
         Ok(s) => {
             println!("spawn_ns {}", s.spawn_ns);

@@ -12,12 +12,14 @@
 //! | `go P=1`, `go P=2` | goroutines, `GOMAXPROCS` 1 or 2 | a channel that is closed; `sync.WaitGroup`s count them in and out ([`peers`]) |
 //! | `tokio` | tasks on a multi-thread runtime of 2 workers | `tokio::sync::Notify::notify_waiters`, joined by handle ([`peers`]) |
 //!
-//! `N` = 1,000,000 is left out (see [`LEFT_OUT`]). This module owns the
-//! schedule, the rows and the goal lines; the systems' runs are in
-//! [`ferry`] and [`peers`].
+//! `N` = 1,000,000 is left out (see [`LEFT_OUT`]). Then the idle case
+//! ([`idle`]): the CPU a process uses while its threads and sockets all
+//! wait. This module owns the schedule, the rows and the goal lines; the
+//! systems' runs are in [`ferry`], [`peers`] and [`idle`].
 
 mod ferry;
 pub use ferry::{OnceArgs, once_main};
+mod idle;
 mod peers;
 
 use std::collections::HashMap;
@@ -121,6 +123,13 @@ pub fn count_label(n: usize) -> String {
 /// has none (its first error).
 pub type Found = HashMap<(usize, System), Result<Vec<Sample>, String>>;
 
+/// What the idle runs found: CPU microseconds per idle second of each
+/// system's runs, or why it has none.
+pub type IdleFound = HashMap<System, Result<Vec<f64>, String>>;
+
+/// The systems of the idle case.
+pub const IDLE_SYSTEMS: [System; 2] = [System::Ferry(2), System::Go(2)];
+
 /// Runs the experiment.
 pub fn run(common: &Common, _args: &Args) -> Result<Report, Error> {
     let runs = common.runs(MEDIAN_OF_FIVE)?;
@@ -145,12 +154,36 @@ pub fn run(common: &Common, _args: &Args) -> Result<Report, Error> {
         }
         Ok(())
     })?;
-    Ok(report(&found))
+    let (idle_runs, window) = if common.quick {
+        (idle::QUICK_RUNS, idle::QUICK_WINDOW)
+    } else {
+        (idle::RUNS, idle::WINDOW)
+    };
+    let mut idle_found: IdleFound = HashMap::new();
+    for round in 0..idle_runs as usize {
+        for k in 0..IDLE_SYSTEMS.len() {
+            let system = IDLE_SYSTEMS[(k + round) % IDLE_SYSTEMS.len()];
+            let slot = idle_found.entry(system).or_insert_with(|| Ok(Vec::new()));
+            let Ok(values) = slot else { continue };
+            let value = match (system, &go) {
+                (System::Ferry(p), _) => idle::run_ferry(p, window),
+                (System::Go(p), Ok(program)) => idle::run_go(program, p, window),
+                (System::Go(_), Err(why)) => Err(why.clone()),
+                (System::Tokio, _) => Err("not measured".into()),
+            };
+            match value {
+                Ok(v) => values.push(v),
+                Err(why) => *slot = Err(why),
+            }
+        }
+    }
+    Ok(report(&found, &idle_found))
 }
 
 /// The report of what the runs found: a time section (two cases per N,
-/// ratios to Go) and a memory section (ferry and Go), with goal lines.
-pub fn report(found: &Found) -> Report {
+/// ratios to Go), a memory section (ferry and Go) and the idle section,
+/// with goal lines.
+pub fn report(found: &Found, idle_found: &IdleFound) -> Report {
     let mut time = Vec::new();
     let mut memory = Vec::new();
     for &n in &COUNTS {
@@ -213,7 +246,55 @@ pub fn report(found: &Found) -> Report {
                 notes: memory_notes,
                 ..Section::default()
             },
+            idle_section(idle_found),
         ],
+    }
+}
+
+/// The idle section: CPU per idle second of ferry and Go, and the goal.
+fn idle_section(idle_found: &IdleFound) -> Section {
+    let case = format!(
+        "idle {}k threads + {}k sockets",
+        idle::IDLE_THREADS / 1000,
+        idle::IDLE_SOCKETS / 1000
+    );
+    let unit = Unit::Rate("cpu us/s");
+    let rows: Vec<Row> = IDLE_SYSTEMS
+        .iter()
+        .map(|&system| {
+            let label = system.label();
+            match idle_found.get(&system) {
+                Some(Ok(v)) if !v.is_empty() => {
+                    Row::new(EXPERIMENT, case.clone(), label, unit, v.clone(), 1)
+                }
+                Some(Err(why)) => Row::absent(EXPERIMENT, case.clone(), label, unit, why.clone()),
+                _ => Row::absent(EXPERIMENT, case.clone(), label, unit, "not run"),
+            }
+        })
+        .collect();
+    let mut notes = String::new();
+    let ferry = System::Ferry(2).label();
+    let verdict = match row_median(&rows, &case, &ferry) {
+        Some(m) if m <= idle::GOAL_US_PER_S => format!("{m:.0} (met)"),
+        Some(m) => format!("{m:.0} (not met)"),
+        None => "absent".to_owned(),
+    };
+    let _ = writeln!(
+        notes,
+        "goal: CPU per idle second, {case}: {ferry} <= {:.0} us/s (0.1% of one CPU): {verdict}",
+        idle::GOAL_US_PER_S
+    );
+    Section {
+        title: format!(
+            "CPU used per second of an idle window (user + system, every kernel thread), {} threads blocked on a gate and {} idle TCP connections",
+            idle::IDLE_THREADS,
+            idle::IDLE_SOCKETS
+        ),
+        rows,
+        // Go's idle process runs nothing at all: no ratio to it.
+        ratios: Vec::new(),
+        notes,
+        ..Section::default()
     }
 }
 

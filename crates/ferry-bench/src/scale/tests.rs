@@ -71,8 +71,11 @@ fn report_has_rows_ratios_absent_reasons_and_goals() {
     );
     found.insert((n, System::Ferry(2)), Err("spawn failed".into()));
     found.insert((n, System::Tokio), Ok(vec![sample(80.0, 30.0, None); 3]));
-    let r = report(&found);
-    assert_eq!(r.sections.len(), 2);
+    let mut idle: IdleFound = HashMap::new();
+    idle.insert(System::Ferry(2), Ok(vec![30.0, 10.0, 20.0]));
+    idle.insert(System::Go(2), Err("go build failed".into()));
+    let r = report(&found, &idle);
+    assert_eq!(r.sections.len(), 3);
     let time = &r.sections[0];
     assert_eq!(time.rows.len(), COUNTS.len() * 2 * SYSTEMS.len());
     let find = |rows: &[Row], case: &str, system: &str| {
@@ -134,9 +137,33 @@ fn report_has_rows_ratios_absent_reasons_and_goals() {
         memory.notes
     );
     assert!(memory.notes.contains("N=1M left out"));
+    let quiet = &r.sections[2];
+    let case = "idle 10k threads + 10k sockets";
+    assert_eq!(find(&quiet.rows, case, "ferry P=2").median(), Some(20.0));
+    assert_eq!(
+        find(&quiet.rows, case, "go P=2").absent_reason(),
+        Some("go build failed")
+    );
+    assert!(
+        quiet
+            .notes
+            .contains("ferry P=2 <= 1000 us/s (0.1% of one CPU): 20 (met)"),
+        "{}",
+        quiet.notes
+    );
     let text = r.text();
     assert!(
         text.contains("vs go P=1") && text.contains("0.50x"),
         "{text}"
     );
+}
+
+#[test]
+fn a_schedstat_line_gives_its_run_time() {
+    assert_eq!(
+        idle::parse_schedstat("184379305 406402 31\n"),
+        Ok(184_379_305)
+    );
+    assert!(idle::parse_schedstat("").is_err());
+    assert!(idle::parse_schedstat("x 1 2").is_err());
 }
