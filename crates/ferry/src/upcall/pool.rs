@@ -368,6 +368,12 @@ impl Activations {
     /// Joins every activation's kernel thread that is not away in a
     /// ferry thread's kernel call (those end when their call returns).
     /// Allocates nothing: `spawn` made room among the retired for each.
+    ///
+    /// Called once the runtime is shut down, every activation woken. One
+    /// that has not ended yet is woken again, at growing intervals, until
+    /// it has: no sleep of an activation has a timeout, and a run's end
+    /// under a short time slice was once seen to leave a spare asleep
+    /// whose wake had not been found.
     pub(crate) fn join_all(&self) {
         let all = std::mem::take(&mut *self.all.lock().unwrap_or_else(PoisonError::into_inner));
         let mut retired = self.retired.lock().unwrap_or_else(PoisonError::into_inner);
@@ -375,6 +381,12 @@ impl Activations {
             if let Some(k) = k
                 && !a.away.load(Acquire)
             {
+                let mut pause = Duration::from_micros(50);
+                while !k.is_finished() {
+                    a.wake_up();
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(10));
+                }
                 let _ = k.join();
             }
             retired.push(a);

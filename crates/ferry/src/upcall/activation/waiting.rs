@@ -1,6 +1,6 @@
 //! An activation as a spare in the runtime's pool: its wait for an
-//! assignment (bounded by a backstop, or by the retirement of a spare
-//! beyond the reserve), the assignment word a handoff leaves it, and the
+//! assignment (with no timeout, or until the retirement of a spare beyond
+//! the reserve), the assignment word a handoff leaves it, and the
 //! futex word that puts it to sleep and wakes it (the pool wait's, and a
 //! stand-in's).
 //!
@@ -22,14 +22,16 @@ impl Activation {
     /// retired (a spare beyond the pool's reserve idle for
     /// [`RETIRE_AFTER`]).
     ///
-    /// Otherwise the wait is bounded only by [`SPARE_BACKSTOP`] (a second):
-    /// an idle runtime wakes each reserve spare once a second, nothing more.
-    /// Shutdown is never missed: `Set::mark_shut_down` is a `SeqCst` store
+    /// A spare of the reserve waits with no timeout: an idle runtime wakes
+    /// none of them. Shutdown is never missed: `Set::mark_shut_down` is a `SeqCst` store
     /// before `wake_pool` takes the pool's lock, and this side arms `wake`
     /// (`SeqCst`), fences, then reads the flag. A spare in the pool when
     /// `wake_pool` looked is woken (or sees the flag, if the wake came
     /// before it armed); one that entered the pool after took the lock
-    /// after, and so sees the flag.
+    /// after, and so sees the flag. (A run's end under a short time slice
+    /// was once seen to leave a spare asleep all the same; the end of the
+    /// run wakes again every activation it has not joined yet,
+    /// `Activations::join_all`, so no such sleep can hold it.)
     pub(super) fn wait(&self, shared: &Shared) -> Option<Assignment> {
         let mut idle_since: Option<Instant> = None;
         loop {
@@ -44,10 +46,7 @@ impl Activation {
             }
             if !shared.activations.beyond_reserve(shared) {
                 idle_since = None;
-                // Bounded by a backstop: a run's end has been seen to leave
-                // a spare of the reserve asleep, its wake not found (see
-                // `SPARE_BACKSTOP`).
-                self.sleep(Some(SPARE_BACKSTOP));
+                self.sleep(None);
                 crate::probe_mark!(crate::probe::SPARE_AWAKE);
                 continue;
             }
@@ -100,12 +99,3 @@ impl Activation {
         crate::sys::futex_wake_one(&self.wake);
     }
 }
-
-/// The longest a spare of the pool's reserve sleeps before it looks at its
-/// assignment and the shutdown flag again by itself. Every wake that
-/// should end its sleep is sent (an assignment, `wake_pool` and the
-/// wake of every activation at shutdown), yet a run's end under a short
-/// time slice was once seen to leave such a spare asleep; the backstop
-/// bounds that to a second, at the cost of one wakeup a second per
-/// reserve spare of an idle runtime.
-const SPARE_BACKSTOP: std::time::Duration = std::time::Duration::from_secs(1);
