@@ -179,7 +179,7 @@ pub fn ferry_child(n: usize, sockets: usize, processors: usize) -> ExitCode {
         .map_err(|e| format!("cannot start a ferry runtime: {e}"))
         .and_then(|r| r);
     match outcome {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(never) => match never {},
         Err(why) => {
             eprintln!("{why}");
             ExitCode::FAILURE
@@ -187,28 +187,26 @@ pub fn ferry_child(n: usize, sockets: usize, processors: usize) -> ExitCode {
     }
 }
 
-/// The gate: threads in, and whether it is open.
-type Gate = (ferry::sync::Mutex<(usize, bool)>, ferry::sync::Condvar);
+/// The gate: how many threads wait on it (it never opens).
+type Gate = (ferry::sync::Mutex<usize>, ferry::sync::Condvar);
 
-fn idle_here(n: usize, sockets: usize) -> Result<(), String> {
-    let gate: Arc<Gate> = Arc::new((
-        ferry::sync::Mutex::new((0, false)),
-        ferry::sync::Condvar::new(),
-    ));
-    let mut threads = Vec::with_capacity(n + sockets);
+/// Waits on `gate` for ever, counted in.
+fn wait_at(gate: &Gate) -> ! {
+    let mut s = gate.0.lock();
+    *s += 1;
+    loop {
+        s = gate.1.wait(s);
+    }
+}
+
+/// Sets the idle case up and waits for ever; returns only if it cannot.
+fn idle_here(n: usize, sockets: usize) -> Result<std::convert::Infallible, String> {
+    let gate: Arc<Gate> = Arc::new((ferry::sync::Mutex::new(0), ferry::sync::Condvar::new()));
     for _ in 0..n {
         let g = Arc::clone(&gate);
-        threads.push(
-            ferry::thread::Builder::new()
-                .spawn(move || {
-                    let mut s = g.0.lock();
-                    s.0 += 1;
-                    while !s.1 {
-                        s = g.1.wait(s);
-                    }
-                })
-                .map_err(|e| format!("spawning a gate thread: {e}"))?,
-        );
+        ferry::thread::Builder::new()
+            .spawn(move || wait_at(&g))
+            .map_err(|e| format!("spawning a gate thread: {e}"))?;
     }
     let listener = ferry::net::TcpListener::bind("127.0.0.1:0")
         .map_err(|e| format!("cannot listen on 127.0.0.1: {e}"))?;
@@ -226,33 +224,22 @@ fn idle_here(n: usize, sockets: usize) -> Result<(), String> {
             .accept()
             .map_err(|e| format!("accepting connection {} of {sockets}: {e}", i + 1))?;
         let reading = Arc::clone(&reading);
-        threads.push(
-            ferry::thread::Builder::new()
-                .spawn(move || {
-                    reading.fetch_add(1, Ordering::Relaxed);
-                    let mut b = [0u8; 64];
-                    // Until the benchmark closes its end.
-                    while matches!(s.read(&mut b), Ok(k) if k > 0) {}
-                })
-                .map_err(|e| format!("spawning a reader: {e}"))?,
-        );
+        ferry::thread::Builder::new()
+            .spawn(move || {
+                reading.fetch_add(1, Ordering::Relaxed);
+                let mut b = [0u8; 64];
+                // Until the benchmark closes its end.
+                while matches!(s.read(&mut b), Ok(k) if k > 0) {}
+            })
+            .map_err(|e| format!("spawning a reader: {e}"))?;
     }
-    // Every thread in its wait; then this one waits too, on the gate that
-    // never opens.
-    while gate.0.lock().0 < n || reading.load(Ordering::Relaxed) < sockets {
+    // Every thread in its wait; then this one waits too.
+    while *gate.0.lock() < n || reading.load(Ordering::Relaxed) < sockets {
         ferry::sleep(Duration::from_millis(1));
     }
     println!("ready");
     std::io::stdout()
         .flush()
         .map_err(|e| format!("printing ready: {e}"))?;
-    let mut s = gate.0.lock();
-    while !s.1 {
-        s = gate.1.wait(s);
-    }
-    drop(s);
-    for t in threads {
-        t.join().map_err(|_| "a thread of the idle run panicked")?;
-    }
-    Ok(())
+    wait_at(&gate)
 }

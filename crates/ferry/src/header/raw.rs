@@ -49,8 +49,8 @@
 //! (`processor::block_depot`).
 //! Other spawns (from outside the runtime, its first thread) take a fresh
 //! one, and a drop off a processor, or with the depot at its bound, frees
-//! it to the global allocator. C-Threads kept exited threads' records for the next
-//! fork the same way. A larger cell is a `Box` of its own.
+//! it to the global allocator. C-Threads kept exited threads' records for
+//! the next fork the same way. A larger cell is a `Box` of its own.
 
 use std::alloc::Layout;
 use std::any::TypeId;

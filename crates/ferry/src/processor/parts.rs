@@ -54,8 +54,9 @@ impl Processor {
     #[inline]
     pub(crate) unsafe fn take_block(&self) -> Option<SmallBlock> {
         // SAFETY: the caller drives us; the borrow ends with the pop or the
-        // refill, which free nothing (the vector has room for two
-        // magazines from the start).
+        // refill, which free no thread (the refill frees only the emptied
+        // magazine's buffer; the vector has room for two magazines from
+        // the start).
         let blocks = unsafe { &mut *self.blocks.get() };
         if let Some(block) = blocks.pop() {
             return Some(block);
@@ -79,8 +80,8 @@ impl Processor {
     #[inline]
     pub(crate) unsafe fn keep_block(&self, block: SmallBlock) {
         // SAFETY: the caller drives us; the borrow ends with the push or
-        // the split, which free nothing (the vector has its full capacity
-        // from the start; what the depot frees is plain memory).
+        // the split, which free no thread (the vector has its full
+        // capacity from the start; what the depot frees is plain memory).
         let blocks = unsafe { &mut *self.blocks.get() };
         if blocks.len() == LOCAL_BLOCKS {
             Self::spill_blocks(blocks);
