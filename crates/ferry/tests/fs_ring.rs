@@ -8,7 +8,7 @@
 //! Where the kernel refuses io_uring the ring cases say so and check the
 //! fallback instead.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, Write};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -190,6 +190,105 @@ fn errors_and_short_reads_match_std_on_both_paths() {
                 File::create_new(&path).unwrap_err().kind(),
                 io::ErrorKind::AlreadyExists
             );
+        });
+    }
+}
+
+/// Every operation of `ferry::fs` on both paths, each against std's
+/// answer for the same file: the whole surface runs through the ring (its
+/// completions counted) and through the blocking handoff.
+#[test]
+fn every_operation_matches_std_on_both_paths() {
+    for ring in [true, false] {
+        let tmp = TempPath::new(&format!("every-{ring}"));
+        let link = TempPath::new(&format!("every-link-{ring}"));
+        let missing = TempPath::new(&format!("every-missing-{ring}"));
+        let (path, link, missing) = (tmp.0.clone(), link.0.clone(), missing.0.clone());
+        on("every_operation", ring, move |used| {
+            let h = Handle::current();
+            let before = h.fs_ring_stats();
+
+            // Writes: at the position, at an offset, flushed both ways.
+            let mut f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&path)
+                .unwrap();
+            f.write_all(b"hello, ring").unwrap();
+            assert_eq!(f.write_at(b"HELLO", 0).unwrap(), 5);
+            f.sync_all().unwrap();
+            f.sync_data().unwrap();
+            assert_eq!(std::fs::read(&path).unwrap(), b"HELLO, ring");
+
+            // Reads: at an offset, from the position after a seek, whole.
+            let mut buf = [0u8; 4];
+            assert_eq!(f.read_at(&mut buf, 7).unwrap(), 4);
+            assert_eq!(&buf, b"ring");
+            f.seek(io::SeekFrom::Start(2)).unwrap();
+            let mut rest = Vec::new();
+            f.read_to_end(&mut rest).unwrap();
+            assert_eq!(rest, b"LLO, ring");
+
+            // Length and status, against std's for the same file.
+            f.set_len(5).unwrap();
+            let statted = h.fs_ring_stats().completed;
+            let ours = f.stat().unwrap();
+            let std_meta = std::fs::metadata(&path).unwrap();
+            {
+                use std::os::unix::fs::MetadataExt;
+                assert_eq!(ours.size(), 5);
+                assert_eq!(ours.size(), std_meta.len());
+                assert_eq!(ours.mode(), std_meta.mode());
+                assert_eq!(ours.permissions(), std_meta.permissions());
+                assert_eq!((ours.uid(), ours.gid()), (std_meta.uid(), std_meta.gid()));
+                assert_eq!((ours.ino(), ours.dev()), (std_meta.ino(), std_meta.dev()));
+                assert_eq!(ours.nlink(), std_meta.nlink());
+                assert_eq!(ours.blocks(), std_meta.blocks());
+                assert_eq!(ours.modified().unwrap(), std_meta.modified().unwrap());
+                assert!(ours.is_file() && !ours.is_dir() && !ours.is_symlink());
+            }
+            assert_eq!(f.metadata().unwrap().len(), 5);
+            let by_path = fs::stat(&path).unwrap();
+            assert_eq!((by_path.ino(), by_path.size()), (ours.ino(), 5));
+
+            // A directory, a link followed and not, nothing, a bad name.
+            assert!(fs::stat(std::env::temp_dir()).unwrap().is_dir());
+            std::os::unix::fs::symlink(&path, &link).unwrap();
+            assert!(fs::symlink_stat(&link).unwrap().is_symlink());
+            assert_eq!(fs::stat(&link).unwrap().ino(), ours.ino());
+            assert_eq!(
+                fs::stat(&missing).unwrap_err().kind(),
+                io::ErrorKind::NotFound
+            );
+            assert_eq!(
+                fs::symlink_stat(&missing).unwrap_err().kind(),
+                io::ErrorKind::NotFound
+            );
+            assert_eq!(
+                fs::stat("a\0b").unwrap_err().kind(),
+                io::ErrorKind::InvalidInput
+            );
+            std::fs::remove_file(&link).unwrap();
+            // Seven `statx` calls went to the kernel (the NUL name never
+            // does; `metadata` is std's `fstat` through the handoff).
+            let statx_in_ring = h.fs_ring_stats().completed - statted;
+            assert_eq!(statx_in_ring, if used { 7 } else { 0 });
+
+            // The whole-file functions.
+            fs::write(&path, b"whole").unwrap();
+            assert_eq!(fs::read(&path).unwrap(), b"whole");
+            assert_eq!(fs::read_to_string(&path).unwrap(), "whole");
+            drop(f);
+
+            let after = h.fs_ring_stats();
+            if used {
+                assert!(after.completed > before.completed + statx_in_ring);
+            } else {
+                assert_eq!(after, Default::default());
+            }
+            assert_eq!((after.in_flight, after.records), (0, 0));
         });
     }
 }

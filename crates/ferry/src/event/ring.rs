@@ -185,7 +185,20 @@ pub(crate) enum Request<'a> {
     },
     /// `fsync`, or `fdatasync` if `data_only`.
     Fsync { fd: RawFd, data_only: bool },
+    /// `statx` of `path` relative to `dirfd` with `flags` (`AT_*`) and
+    /// `mask` (`STATX_*`); the record's buffer receives the `struct
+    /// statx` ([`STATX_SIZE`] bytes).
+    Statx {
+        dirfd: RawFd,
+        path: &'a CString,
+        flags: i32,
+        mask: u32,
+    },
 }
+
+/// The bytes of the kernel's `struct statx`, which a [`Request::Statx`]'s
+/// buffer holds when it completes.
+pub(crate) const STATX_SIZE: usize = std::mem::size_of::<libc::statx>();
 
 /// An operation record (see the module docs).
 struct Op {
@@ -390,6 +403,7 @@ impl Uring {
             Request::Write { data, .. } => (data[..data.len().min(MAX_IO)].to_vec(), None),
             Request::Open { path, .. } => (Vec::new(), Some((*path).clone())),
             Request::Fsync { .. } => (Vec::new(), None),
+            Request::Statx { path, .. } => (vec![0; STATX_SIZE], Some((*path).clone())),
         };
         let op = Box::new(Op {
             word: state::new(),
@@ -435,6 +449,15 @@ impl Uring {
                     types::FsyncFlags::empty()
                 };
                 opcode::Fsync::new(types::Fd(fd)).flags(flags).build()
+            }
+            Request::Statx {
+                dirfd, flags, mask, ..
+            } => {
+                let path = op.path.as_ref().expect("a statx's record holds its path");
+                opcode::Statx::new(types::Fd(dirfd), path.as_ptr(), ptr.cast::<types::statx>())
+                    .flags(flags)
+                    .mask(mask)
+                    .build()
             }
         };
         let op = NonNull::from(Box::leak(op));

@@ -1,7 +1,8 @@
 //! Files that block in the kernel without stopping the runtime: [`File`],
-//! [`OpenOptions`] and the whole-file [`read`], [`read_to_string`] and
-//! [`write()`], mirroring `std::fs`, so the calling thread's processor keeps
-//! running other ferry threads meanwhile.
+//! [`OpenOptions`], the whole-file [`read`], [`read_to_string`] and
+//! [`write()`], mirroring `std::fs`, and a file's status ([`stat`],
+//! [`symlink_stat`], [`File::stat`]), so the calling thread's processor
+//! keeps running other ferry threads meanwhile.
 //!
 //! This module owns thin wrappers around the std types (and the crate-private
 //! plumbing that [`crate::net`] and [`crate::process`] share); it must not
@@ -12,7 +13,8 @@
 //! # Two paths
 //!
 //! On a runtime, reads, writes (at the file position and at an offset,
-//! [`FileExt`]), opens and `fsync`/`fdatasync` are submitted to the
+//! [`FileExt`]), opens, `fsync`/`fdatasync` and `statx` ([`Stat`]) are
+//! submitted to the
 //! runtime's io_uring, made at the first file operation, and the calling
 //! thread parks until the completion arrives: no kernel thread is lent
 //! (see `ring`). Every other call, and every call when the runtime has no
@@ -22,8 +24,9 @@
 //! it (`io_uring_setup` fails: `kernel.io_uring_disabled`, a seccomp
 //! filter, an old kernel); [`Handle::fs_backend`](crate::Handle::fs_backend)
 //! says which [`Backend`] a runtime uses. `metadata` and `set_len` always
-//! take the blocking handoff (std's `Metadata` can only be made by std);
-//! so do vectored reads and writes and `seek`. One read or write through
+//! take the blocking handoff (std's `Metadata` can only be made by std:
+//! [`File::stat`] says the same through the ring); so do vectored reads
+//! and writes and `seek`. One read or write through
 //! the ring moves at most 2 MiB (a longer one is short, as `read(2)` may
 //! be); its data is copied through a buffer the ring owns. A read first
 //! tries `preadv2` with `RWF_NOWAIT` on the calling thread: data in the
@@ -125,6 +128,7 @@
 
 mod open;
 mod ring;
+mod stat;
 
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
@@ -133,6 +137,7 @@ use std::path::Path;
 
 pub use crate::event::ring::{Backend, Fallback, RingStats};
 pub use open::OpenOptions;
+pub use stat::{Stat, stat, symlink_stat};
 
 /// Runs one system-call-sized operation through [`crate::blocking`], again
 /// as long as it fails with [`io::ErrorKind::Interrupted`].

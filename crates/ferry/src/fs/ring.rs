@@ -237,6 +237,35 @@ pub(super) fn open(path: &Path, flags: i32, mode: u32) -> Option<io::Result<std:
     })
 }
 
+/// `statx` of `path` relative to `dirfd` through the ring (`flags`:
+/// `AT_*`, `mask`: `STATX_*`); `None` if the ring is not the path.
+pub(super) fn statx(
+    dirfd: RawFd,
+    path: &CString,
+    flags: i32,
+    mask: u32,
+) -> Option<io::Result<rustix::fs::Statx>> {
+    with_ring(|u| {
+        let req = Request::Statx {
+            dirfd,
+            path,
+            flags,
+            mask,
+        };
+        let (res, buf) = run(u, &req);
+        res?;
+        if buf.len() < std::mem::size_of::<rustix::fs::Statx>() {
+            return Err(io::Error::other("ferry: a short statx buffer"));
+        }
+        // SAFETY: the buffer holds at least a `Statx`'s bytes (checked),
+        // which the kernel wrote as its `struct statx` (the layout
+        // `rustix::fs::Statx` is, `repr(C)`); every field is an integer
+        // or integer flags, so any bytes are a valid value; the read is
+        // unaligned because a `Vec<u8>` promises no alignment.
+        Ok(unsafe { ptr::read_unaligned(buf.as_ptr().cast::<rustix::fs::Statx>()) })
+    })
+}
+
 /// The options std's `OpenOptions` holds, which it does not show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Flags {
