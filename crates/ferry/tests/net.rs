@@ -336,6 +336,49 @@ fn shutdown_wakes_a_parked_reader_with_end_of_file() {
 }
 
 #[test]
+fn shutdown_wakes_a_parked_writer_with_an_error() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let _serial = one_at_a_time();
+    ferry::Runtime::builder()
+        .processors(1)
+        .run(|| {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            // The peer never reads: the writer fills both buffers and parks.
+            let (_server, _) = listener.accept().unwrap();
+            let client = Arc::new(client);
+            let written = Arc::new(AtomicUsize::new(0));
+            let writer = {
+                let (c, written) = (Arc::clone(&client), Arc::clone(&written));
+                ferry::spawn(move || {
+                    let chunk = [7u8; 64 * 1024];
+                    loop {
+                        match (&*c).write(&chunk) {
+                            Ok(n) => written.fetch_add(n, Ordering::SeqCst),
+                            Err(e) => return e.kind(),
+                        };
+                    }
+                })
+            };
+            // One processor, no time slice: while this thread sleeps the
+            // writer runs until it parks; once the count stops moving
+            // over a sleep, it waits on its socket.
+            let mut seen = usize::MAX;
+            loop {
+                ferry::sleep(Duration::from_millis(20));
+                let now = written.load(Ordering::SeqCst);
+                if now == seen && now > 0 {
+                    break;
+                }
+                seen = now;
+            }
+            client.shutdown(Shutdown::Both).unwrap();
+            assert_eq!(writer.join().unwrap(), ErrorKind::BrokenPipe);
+        })
+        .unwrap();
+}
+
+#[test]
 fn abort_ends_a_socket_wait_with_interrupted() {
     let _serial = one_at_a_time();
     ferry::Runtime::builder()

@@ -12,7 +12,9 @@
 //! | `go P=1`, `go P=2` | goroutines, `GOMAXPROCS` 1 or 2 | a channel that is closed; `sync.WaitGroup`s count them in and out ([`peers`]) |
 //! | `tokio` | tasks on a multi-thread runtime of 2 workers | `tokio::sync::Notify::notify_waiters`, joined by handle ([`peers`]) |
 //!
-//! `N` = 1,000,000 is left out (see [`LEFT_OUT`]). Then the idle case
+//! `N` = 1,000,000 is measured with `--million` only (see [`LEFT_OUT`]).
+//! A plot draws each system's time per thread (spawn+block plus
+//! wake+join) against `N`. Then the idle case
 //! ([`idle`]): the CPU a process uses while its threads and sockets all
 //! wait. This module owns the schedule, the rows and the goal lines; the
 //! systems' runs are in [`ferry`], [`peers`] and [`idle`].
@@ -24,24 +26,31 @@ mod peers;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::path::Path;
 use std::time::Duration;
+
+use plotters::style::RGBColor;
 
 use crate::common::{Common, MEDIAN_OF_FIVE};
 use crate::measure::interleaved;
+use crate::plot;
 use crate::report::{Error, Ratio, Report, Section, ratio_verdict, row_median};
 use crate::row::{Row, Unit};
 
 /// The experiment's name.
 const EXPERIMENT: &str = "scale";
 
-/// The thread counts measured.
+/// The thread counts measured by default.
 pub const COUNTS: [usize; 2] = [10_000, 100_000];
 
-/// Why `N` = 1,000,000 is not measured.
-pub const LEFT_OUT: &str = "N=1M left out: at the N=100k rates one ferry run of 1M threads \
-     takes about 12 s on one processor and 30 s on two (spawn+block plus wake+join) and 5 GB \
-     resident, Go's about 3 s and 2.8 GB; 8 rounds of 5 systems would not keep the default run \
-     under a minute";
+/// The count `--million` adds.
+pub const MILLION: usize = 1_000_000;
+
+/// Why `N` = 1,000,000 is not measured without `--million`.
+pub const LEFT_OUT: &str = "N=1M left out (run with --million to measure it): one ferry run of \
+     1M threads takes about 12 s on one processor and 30 s on two (spawn+block plus wake+join) \
+     and 5 GB resident, Go's about 3 s and 2.8 GB; 8 rounds of 5 systems would not keep the \
+     default run under a minute";
 
 /// `scale` arguments.
 #[derive(Debug, Clone, clap::Args)]
@@ -49,6 +58,21 @@ pub struct Args {
     /// What every experiment takes.
     #[command(flatten)]
     pub common: Common,
+    /// Also measure N = 1,000,000 threads (about 50 s more per round, and
+    /// up to 5 GB resident at once)
+    #[arg(long)]
+    pub million: bool,
+}
+
+impl Args {
+    /// The thread counts this run measures.
+    pub fn counts(&self) -> Vec<usize> {
+        let mut counts = COUNTS.to_vec();
+        if self.million {
+            counts.push(MILLION);
+        }
+        counts
+    }
 }
 
 /// One run of one system at one `N`: per-thread times and, where measured,
@@ -131,12 +155,13 @@ pub type IdleFound = HashMap<System, Result<Vec<f64>, String>>;
 pub const IDLE_SYSTEMS: [System; 2] = [System::Ferry(2), System::Go(2)];
 
 /// Runs the experiment.
-pub fn run(common: &Common, _args: &Args) -> Result<Report, Error> {
+pub fn run(common: &Common, args: &Args) -> Result<Report, Error> {
     let runs = common.runs(MEDIAN_OF_FIVE)?;
+    let counts = args.counts();
     let go = peers::build_go();
     let mut found: Found = HashMap::new();
-    interleaved(runs, COUNTS.len(), SYSTEMS.len(), |turn| {
-        let (n, system) = (COUNTS[turn.case], SYSTEMS[turn.system]);
+    interleaved(runs, counts.len(), SYSTEMS.len(), |turn| {
+        let (n, system) = (counts[turn.case], SYSTEMS[turn.system]);
         let slot = found.entry((n, system)).or_insert_with(|| Ok(Vec::new()));
         let Ok(samples) = slot else {
             return Ok(());
@@ -177,16 +202,21 @@ pub fn run(common: &Common, _args: &Args) -> Result<Report, Error> {
             }
         }
     }
-    Ok(report(&found, &idle_found))
+    let plot_dir = if common.write_docs {
+        crate::docs::results_dir()
+    } else {
+        std::env::temp_dir()
+    };
+    Ok(report(&counts, &found, &idle_found, &plot_dir))
 }
 
-/// The report of what the runs found: a time section (two cases per N,
-/// ratios to Go), a memory section (ferry and Go) and the idle section,
-/// with goal lines.
-pub fn report(found: &Found, idle_found: &IdleFound) -> Report {
+/// The report of what the runs at `counts` found: a time section (two
+/// cases per N, ratios to Go, the plot drawn into `plot_dir`), a memory
+/// section (ferry and Go) and the idle section, with goal lines.
+pub fn report(counts: &[usize], found: &Found, idle_found: &IdleFound, plot_dir: &Path) -> Report {
     let mut time = Vec::new();
     let mut memory = Vec::new();
-    for &n in &COUNTS {
+    for &n in counts {
         let label = count_label(n);
         for (case, pick) in [
             (
@@ -217,9 +247,12 @@ pub fn report(found: &Found, idle_found: &IdleFound) -> Report {
             ));
         }
     }
-    let time_notes = goals(&time, "time per thread");
+    let mut time_notes = goals(&time, "time per thread");
+    time_notes.push_str(&draw(&plot_dir.join("scale-threads.png"), counts, &time));
     let mut memory_notes = goals(&memory, "resident + page tables per blocked thread");
-    let _ = writeln!(memory_notes, "{LEFT_OUT}");
+    if !counts.contains(&MILLION) {
+        let _ = writeln!(memory_notes, "{LEFT_OUT}");
+    }
     Report {
         doc: EXPERIMENT,
         title: String::new(),
@@ -338,6 +371,54 @@ fn goals(rows: &[Row], what: &str) -> String {
         }
     }
     out
+}
+
+/// Draws each system's median time per thread (spawn+block plus
+/// wake+join, from the `time` rows) against log10 N into `path`; a note
+/// saying where.
+fn draw(path: &Path, counts: &[usize], time: &[Row]) -> String {
+    const COLORS: [(RGBColor, &str); 5] = [
+        (RGBColor(31, 119, 180), "blue"),
+        (RGBColor(174, 199, 232), "light blue"),
+        (RGBColor(214, 39, 40), "red"),
+        (RGBColor(255, 152, 150), "pink"),
+        (RGBColor(44, 160, 44), "green"),
+    ];
+    let names: [&'static str; 5] = ["ferry P=1", "ferry P=2", "go P=1", "go P=2", "tokio"];
+    let mut series = Vec::new();
+    for ((system, (color, color_name)), name) in SYSTEMS.into_iter().zip(COLORS).zip(names) {
+        debug_assert_eq!(system.label(), name);
+        let points: Vec<(f64, f64)> = counts
+            .iter()
+            .filter_map(|&n| {
+                let label = count_label(n);
+                let spawn = row_median(time, &format!("spawn+block N={label}"), name)?;
+                let join = row_median(time, &format!("wake+join N={label}"), name)?;
+                Some(((n as f64).log10(), spawn + join))
+            })
+            .collect();
+        if !points.is_empty() {
+            series.push(plot::Series {
+                name,
+                color,
+                color_name,
+                points,
+            });
+        }
+    }
+    let labels = plot::Labels {
+        title: "N threads each block on one gate, then all are woken and joined: ns per thread",
+        x: "threads N, log10 (4 = 10,000, 6 = 1,000,000)",
+        y: "ns per thread, spawn+block + wake+join (log scale)",
+        y_format: &|y: &f64| format!("{y:.0}"),
+    };
+    plot::caption(
+        path,
+        &labels,
+        &series,
+        "x = log10 N, y log scale",
+        "x = log10 N from 0, y on a log scale, a grey line at each power of ten",
+    )
 }
 
 /// Resident bytes plus page tables of this process.

@@ -74,7 +74,7 @@ fn report_has_rows_ratios_absent_reasons_and_goals() {
     let mut idle: IdleFound = HashMap::new();
     idle.insert(System::Ferry(2), Ok(vec![30.0, 10.0, 20.0]));
     idle.insert(System::Go(2), Err("go build failed".into()));
-    let r = report(&found, &idle);
+    let r = report(&COUNTS, &found, &idle, &std::env::temp_dir());
     assert_eq!(r.sections.len(), 3);
     let time = &r.sections[0];
     assert_eq!(time.rows.len(), COUNTS.len() * 2 * SYSTEMS.len());

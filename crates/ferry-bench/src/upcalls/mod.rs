@@ -325,6 +325,19 @@ fn targets(col: &Collector) -> String {
         None => "n/a (no stall measured)".to_owned(),
     };
     let _ = writeln!(out, "  unannounced stall <= 100 us: {verdict}");
+    let reclaim = col.median(case::ORDERED, "stats.killed_to_added.mean");
+    let verdict = match reclaim {
+        Some(r) => format!(
+            "{} ({:.1} ms)",
+            if r <= 100e6 { "met" } else { "missed" },
+            r / 1e6
+        ),
+        None => "n/a (no kill measured)".to_owned(),
+    };
+    let _ = writeln!(
+        out,
+        "  a killed process's core back at work elsewhere <= 100 ms: {verdict}"
+    );
     out
 }
 

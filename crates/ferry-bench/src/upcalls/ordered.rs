@@ -15,7 +15,12 @@
 //! policy: the daemon's futex wake, the follower, the processor change and
 //! the event's delivery. What precedes the order (the competitor's start,
 //! the daemon's tick) is not counted, nor is the first pair (which waits
-//! for the runtime's registration too).
+//! for the runtime's registration too). One more latency is timed from
+//! outside the runtime's counters: from the `SIGKILL` of the competitor to
+//! the child running both processors again (`killed_to_added`: the
+//! daemon's pidfd wake, its reclaim of the dead process's core, its order
+//! and the `ProcessorAdded`), the case of a registered process killed
+//! with `kill -9`.
 //!
 //! This module owns the scenario and its child; it must not start the
 //! daemon by other means than [`crate::allocd`].
@@ -45,10 +50,15 @@ pub struct OnceArgs {
 }
 
 /// The child: `changes` daemon-ordered remove/add pairs; prints the
-/// latencies as `added <count> <mean ns> <max ns>` and `removed ...`.
+/// latencies as `added <count> <mean ns> <max ns>`, `removed ...` and
+/// `killed ...` (kill to both processors running).
 pub fn once_main(args: &OnceArgs) -> ExitCode {
     match changes(args.changes, args.ferry.clone()) {
-        Ok((before, after)) => {
+        Ok((before, after, killed)) => {
+            println!(
+                "killed {} {} {}",
+                killed.count, killed.mean_ns, killed.max_ns
+            );
             for (name, d) in [
                 (
                     "added",
@@ -70,8 +80,9 @@ pub fn once_main(args: &OnceArgs) -> ExitCode {
     }
 }
 
-/// In the child: the changes, and the snapshots around them.
-fn changes(n: u32, ferry: PathBuf) -> Result<(UpcallStats, UpcallStats), String> {
+/// In the child: the changes, the snapshots around them, and the times
+/// from each kill to both processors running again.
+fn changes(n: u32, ferry: PathBuf) -> Result<(UpcallStats, UpcallStats, Delta), String> {
     on_runtime(
         |b| {
             b.processors(2).max_processors(2).allocd(true);
@@ -81,6 +92,12 @@ fn changes(n: u32, ferry: PathBuf) -> Result<(UpcallStats, UpcallStats), String>
             // The first pair is not counted: it also waits for the
             // runtime's registration (a removal needs it).
             let mut before = None;
+            let mut killed = Delta {
+                count: 0,
+                mean_ns: f64::NAN,
+                max_ns: 0.0,
+            };
+            let mut killed_total = 0u64;
             for i in 0..=n {
                 let s0 = h.upcall_stats();
                 if i == 1 {
@@ -101,6 +118,7 @@ fn changes(n: u32, ferry: PathBuf) -> Result<(UpcallStats, UpcallStats), String>
                     h.processors() == 1
                         && h.upcall_stats().processor_removed.count > s0.processor_removed.count
                 })?;
+                let kill = std::time::Instant::now();
                 ferry::blocking(|| {
                     let _ = competitor.0.kill();
                     competitor.0.wait()
@@ -110,9 +128,18 @@ fn changes(n: u32, ferry: PathBuf) -> Result<(UpcallStats, UpcallStats), String>
                     h.processors() == 2
                         && h.upcall_stats().processor_added.count > s0.processor_added.count
                 })?;
+                if i >= 1 {
+                    let ns = u64::try_from(kill.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                    killed.count += 1;
+                    killed_total = killed_total.saturating_add(ns);
+                    killed.max_ns = killed.max_ns.max(ns as f64);
+                }
+            }
+            if killed.count > 0 {
+                killed.mean_ns = killed_total as f64 / killed.count as f64;
             }
             let after = h.upcall_stats();
-            Ok((before.unwrap_or(after), after))
+            Ok((before.unwrap_or(after), after, killed))
         },
     )?
 }
@@ -138,8 +165,9 @@ fn parse(out: &str, name: &str) -> Option<Delta> {
     })
 }
 
-/// The daemon and the child of one run.
-fn run(plan: &Plan) -> Result<(Delta, Delta), String> {
+/// The daemon and the child of one run: the added, removed and killed
+/// latencies.
+fn run(plan: &Plan) -> Result<(Delta, Delta, Delta), String> {
     if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
         return Err("one core: the daemon has no second core to order".to_owned());
     }
@@ -165,8 +193,12 @@ fn run(plan: &Plan) -> Result<(Delta, Delta), String> {
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
-    match (parse(&text, "added"), parse(&text, "removed")) {
-        (Some(a), Some(r)) => Ok((a, r)),
+    match (
+        parse(&text, "added"),
+        parse(&text, "removed"),
+        parse(&text, "killed"),
+    ) {
+        (Some(a), Some(r), Some(k)) => Ok((a, r, k)),
         _ => Err(format!("the child printed no latencies: {text}")),
     }
 }
@@ -174,9 +206,10 @@ fn run(plan: &Plan) -> Result<(Delta, Delta), String> {
 /// One run, into `col` under `case`.
 pub(super) fn table1_ordered(plan: &Plan, col: &mut Collector, case: &'static str) {
     match run(plan) {
-        Ok((added, removed)) => {
+        Ok((added, removed, killed)) => {
             col.push_latency(case, "processor_added", &added, false);
             col.push_latency(case, "processor_removed", &removed, false);
+            col.push_latency(case, "killed_to_added", &killed, true);
         }
         Err(e) => col.fail(case, e),
     }
