@@ -220,6 +220,9 @@ mod q {
 /// nothing at all could be measured.
 pub fn run(common: &Common, _args: &Args) -> Result<Report, Error> {
     let plan = Plan::new(common)?;
+    // The daemon's binary is built before any scenario is watched for a
+    // hang: a cold release build takes minutes.
+    let ferry_cli = ordered::build();
     let started = Instant::now();
     let mut col = Collector::default();
     let mut fig = figure2::Figure2::default();
@@ -242,7 +245,7 @@ pub fn run(common: &Common, _args: &Args) -> Result<Report, Error> {
         watch(case::PROCESSORS);
         events::table1_processors(&plan, &mut col);
         watch(case::ORDERED);
-        ordered::table1_ordered(&plan, &mut col, case::ORDERED);
+        ordered::table1_ordered(&plan, ferry_cli.as_deref(), &mut col, case::ORDERED);
         watch(case::OVERHEAD);
         blocking::table1_overhead(&plan, &mut col);
         watch(case::SWITCH);

@@ -25,7 +25,7 @@
 //! This module owns the scenario and its child; it must not start the
 //! daemon by other means than [`crate::allocd`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 
 use ferry::upcall::UpcallStats;
@@ -165,15 +165,22 @@ fn parse(out: &str, name: &str) -> Option<Delta> {
     })
 }
 
-/// The daemon and the child of one run: the added, removed and killed
-/// latencies.
-fn run(plan: &Plan) -> Result<(Delta, Delta, Delta), String> {
+/// Builds the `ferry` binary (the daemon and `alloc-probe`) once, before
+/// the rounds: its path, or why there is none.
+pub(super) fn build() -> Result<PathBuf, String> {
+    allocd::build_release(&["ferry-cli"], &["ferry"])
+        .map(|target| target.join("ferry"))
+        .map_err(|e| e.0)
+}
+
+/// The daemon and the child of one run, with the `ferry` binary built by
+/// [`build`]: the added, removed and killed latencies.
+fn run(plan: &Plan, ferry: Result<&Path, &String>) -> Result<(Delta, Delta, Delta), String> {
     if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
         return Err("one core: the daemon has no second core to order".to_owned());
     }
-    let target = allocd::build_release(&["ferry-cli"], &["ferry"]).map_err(|e| e.0)?;
+    let ferry = ferry.map_err(Clone::clone)?.to_path_buf();
     let dir = Scratch::new("upcalls")?;
-    let ferry = target.join("ferry");
     let _daemon = allocd::daemon(&ferry, "equipartition", dir.path())?;
     let me = std::env::current_exe().map_err(|e| format!("cannot find ferry-bench: {e}"))?;
     let out = Command::new(me)
@@ -203,9 +210,15 @@ fn run(plan: &Plan) -> Result<(Delta, Delta, Delta), String> {
     }
 }
 
-/// One run, into `col` under `case`.
-pub(super) fn table1_ordered(plan: &Plan, col: &mut Collector, case: &'static str) {
-    match run(plan) {
+/// One run with the `ferry` binary [`build`] made, into `col` under
+/// `case`.
+pub(super) fn table1_ordered(
+    plan: &Plan,
+    ferry: Result<&Path, &String>,
+    col: &mut Collector,
+    case: &'static str,
+) {
+    match run(plan, ferry) {
         Ok((added, removed, killed)) => {
             col.push_latency(case, "processor_added", &added, false);
             col.push_latency(case, "processor_removed", &removed, false);
