@@ -311,16 +311,22 @@ fn a_read_timeout_ends_the_wait_with_would_block() {
         .unwrap();
 }
 
+/// A TCP connection on loopback: its client end (shared, for a thread
+/// that waits on it and one that shuts it down) and its server end.
+fn loopback_pair() -> (Arc<TcpStream>, TcpStream) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (server, _) = listener.accept().unwrap();
+    (Arc::new(client), server)
+}
+
 #[test]
 fn shutdown_wakes_a_parked_reader_with_end_of_file() {
     let _serial = one_at_a_time();
     ferry::Runtime::builder()
         .processors(1)
         .run(|| {
-            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-            let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-            let (_server, _) = listener.accept().unwrap();
-            let client = Arc::new(client);
+            let (client, _server) = loopback_pair();
             let reader = {
                 let c = Arc::clone(&client);
                 ferry::spawn(move || (&*c).read(&mut [0u8; 8]).unwrap())
@@ -342,11 +348,8 @@ fn shutdown_wakes_a_parked_writer_with_an_error() {
     ferry::Runtime::builder()
         .processors(1)
         .run(|| {
-            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-            let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
             // The peer never reads: the writer fills both buffers and parks.
-            let (_server, _) = listener.accept().unwrap();
-            let client = Arc::new(client);
+            let (client, _server) = loopback_pair();
             let written = Arc::new(AtomicUsize::new(0));
             let writer = {
                 let (c, written) = (Arc::clone(&client), Arc::clone(&written));
