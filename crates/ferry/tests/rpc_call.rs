@@ -226,3 +226,33 @@ fn a_server_policy_that_refuses_the_client_gives_refused() {
         .unwrap();
     std::fs::remove_dir_all(path).unwrap();
 }
+
+/// Mach's static model with a fixed pool: all `n` service threads are
+/// there from serve time, twenty concurrent calls that each hold a thread
+/// for a while never make more, and every call is answered.
+#[test]
+fn a_fixed_static_pool_serves_every_call_on_its_threads_alone() {
+    let (path, dir) = temp_dir("fixed");
+    runtime(2)
+        .run(move || {
+            let server = Server::builder()
+                .static_threads(3)
+                .serve_in(&dir, "fixed", 1, handler)
+                .unwrap();
+            assert_eq!(server.mode(), ferry::rpc::ServeMode::Static);
+            assert_eq!(server.threads(), 3, "all started at serve time");
+            let client = Client::connect_in(&dir, "fixed", 1).unwrap();
+            let callers: Vec<_> = (0..20u8)
+                .map(|i| {
+                    let c = client.clone();
+                    ferry::spawn(move || c.call(3, &[2, i]).unwrap())
+                })
+                .collect();
+            for (i, h) in callers.into_iter().enumerate() {
+                assert_eq!(h.join().unwrap(), [2, i as u8]);
+            }
+            assert_eq!(server.threads(), 3, "never more than the fixed pool");
+        })
+        .unwrap();
+    std::fs::remove_dir_all(path).unwrap();
+}

@@ -31,8 +31,6 @@ use crate::thread::{self, Thread};
 
 /// The default most threads serving at once per server.
 pub(crate) const DEFAULT_MAX_THREADS: usize = 64;
-/// Threads started with the pool.
-const START_THREADS: usize = 2;
 
 /// One call to serve (the server's: a channel and a slot).
 pub(crate) trait Job: Send + 'static {
@@ -69,11 +67,13 @@ pub(crate) struct Pool<J> {
 }
 
 impl<J: Job> Pool<J> {
-    /// Starts a pool of at most `max` threads in `runtime`, serving with
-    /// `handler`.
+    /// Starts a pool of `start` threads (at most `max`) in `runtime`,
+    /// serving with `handler`; it grows on demand up to `max` (a fixed
+    /// pool when `start` is `max`).
     pub(crate) fn start(
         runtime: &Handle,
         handler: Arc<dyn Handler>,
+        start: usize,
         max: usize,
     ) -> Result<Arc<Pool<J>>> {
         let pool = Arc::new(Pool {
@@ -85,7 +85,7 @@ impl<J: Job> Pool<J> {
         let p = pool.clone();
         let keeper = runtime.spawn(move || p.keep())?;
         let _ = pool.keeper.set(keeper.thread());
-        for _ in 0..START_THREADS.min(max) {
+        for _ in 0..start.min(max) {
             pool.state.lock().threads += 1;
             let p = pool.clone();
             runtime.spawn(move || p.work())?;

@@ -277,6 +277,18 @@ impl ServerBuilder {
         self
     }
 
+    /// Mach's static model with a fixed pool: [`ServeMode::Static`] with
+    /// exactly `n` service threads (at least 1), all started at serve time
+    /// and never more; calls beyond `n` wait in the receive queue for one
+    /// of them. (Without this, a static pool starts two threads and grows
+    /// on demand to [`ServerBuilder::max_threads`].)
+    pub fn static_threads(mut self, n: usize) -> Self {
+        self.mode = ServeMode::Static;
+        self.pool.max = n.max(1);
+        self.pool.min = self.pool.max;
+        self
+    }
+
     /// The pool of activations: `min` kept ready (made at start, never
     /// retired), at most `max` at once (at least 1). The pool grows on
     /// demand between them, and unoccupied activations above `min` retire
@@ -341,7 +353,12 @@ impl ServerBuilder {
         listener.set_layout(layout)?;
         let handler: Arc<dyn Handler> = Arc::new(handler);
         let serving = match self.mode {
-            ServeMode::Static => Serving::Static(Pool::start(&runtime, handler, self.pool.max)?),
+            ServeMode::Static => Serving::Static(Pool::start(
+                &runtime,
+                handler,
+                self.pool.min,
+                self.pool.max,
+            )?),
             ServeMode::Migrating => {
                 Serving::Migrating(Activations::start(&runtime, handler, self.pool)?)
             }
