@@ -3,9 +3,13 @@
 //! one sees of it) is a passive context — a ferry thread with its guarded
 //! stack, parked at its entry — that an incoming call occupies: the poller
 //! that finds the call gives it to an unoccupied activation, sets the
-//! activation to the caller's priority and wakes it, and the processor
-//! switches to it next (the next-to-run slot at the caller's level: no
-//! line of calls, no service thread that picks one). The activation
+//! activation to the caller's priority and wakes it on the poller's own
+//! processor, and that processor switches to it next among threads of
+//! its level: a `Normal` call's activation takes the next-to-run slot, a
+//! `High` or `Low` one the back of its level's ring, so the caller's
+//! priority orders it against the processor's other threads (no line of
+//! calls, no service thread that picks one; the pick itself is still the
+//! policy's, not a switch made inside the poll). The activation
 //! copies the call out of its slot once, runs the handler as the caller's
 //! logical thread (its chain, priority, deadline and alerts), returns the
 //! run time it spent with the reply and goes back to the pool.
