@@ -1,6 +1,6 @@
 //! Files that block in the kernel without stopping the runtime: [`File`],
 //! [`OpenOptions`], the whole-file [`read`], [`read_to_string`] and
-//! [`write()`], mirroring `std::fs`, and a file's status ([`stat`],
+//! [`write()`], mirroring `std::fs`, and a file's status ([`stat()`],
 //! [`symlink_stat`], [`File::stat`]), so the calling thread's processor
 //! keeps running other ferry threads meanwhile.
 //!

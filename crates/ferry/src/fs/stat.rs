@@ -1,4 +1,4 @@
-//! A file's status through the ring: [`Stat`], [`stat`], [`symlink_stat`]
+//! A file's status through the ring: [`Stat`], [`stat()`], [`symlink_stat`]
 //! and [`File::stat`](super::File::stat), each one `statx(2)` submitted to
 //! the runtime's io_uring (`IORING_OP_STATX`), or made through the
 //! blocking handoff where the ring is not the path.
@@ -63,7 +63,7 @@ impl Stat {
     }
 
     /// Whether it is a symbolic link (only a [`symlink_stat`] of one says
-    /// so: [`stat`] follows links).
+    /// so: [`stat()`] follows links).
     pub fn is_symlink(&self) -> bool {
         self.kind() == libc::S_IFLNK
     }
