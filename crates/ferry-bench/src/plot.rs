@@ -14,7 +14,7 @@ use plotters::prelude::*;
 #[derive(Debug, Clone)]
 pub struct Series {
     /// Legend text.
-    pub name: &'static str,
+    pub name: String,
     /// Line and point colour.
     pub color: RGBColor,
     /// The colour's name, for a caption when no font is found.
@@ -169,7 +169,7 @@ pub fn log_y_lines(path: &Path, labels: &Labels<'_>, series: &[Series]) -> Resul
             ))
             .map_err(|e| err(&e))?;
         if with_text {
-            line.label(s.name).legend(move |(x, y)| {
+            line.label(s.name.as_str()).legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
             });
         }

@@ -184,7 +184,7 @@ fn draw(path: &Path, rows: &[Row]) -> String {
             .collect();
         if !points.is_empty() {
             series.push(plot::Series {
-                name: system.label(),
+                name: system.label().into(),
                 color,
                 color_name,
                 points,

@@ -452,7 +452,7 @@ fn draw(path: &Path, rates: &[Row]) -> String {
             .collect();
         if !points.is_empty() {
             series.push(plot::Series {
-                name: system.label(),
+                name: system.label().into(),
                 color,
                 color_name,
                 points,

@@ -384,16 +384,15 @@ fn draw(path: &Path, counts: &[usize], time: &[Row]) -> String {
         (RGBColor(255, 152, 150), "pink"),
         (RGBColor(44, 160, 44), "green"),
     ];
-    let names: [&'static str; 5] = ["ferry P=1", "ferry P=2", "go P=1", "go P=2", "tokio"];
     let mut series = Vec::new();
-    for ((system, (color, color_name)), name) in SYSTEMS.into_iter().zip(COLORS).zip(names) {
-        debug_assert_eq!(system.label(), name);
+    for (system, (color, color_name)) in SYSTEMS.into_iter().zip(COLORS) {
+        let name = system.label();
         let points: Vec<(f64, f64)> = counts
             .iter()
             .filter_map(|&n| {
                 let label = count_label(n);
-                let spawn = row_median(time, &format!("spawn+block N={label}"), name)?;
-                let join = row_median(time, &format!("wake+join N={label}"), name)?;
+                let spawn = row_median(time, &format!("spawn+block N={label}"), &name)?;
+                let join = row_median(time, &format!("wake+join N={label}"), &name)?;
                 Some(((n as f64).log10(), spawn + join))
             })
             .collect();

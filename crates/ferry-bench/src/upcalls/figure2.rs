@@ -489,7 +489,7 @@ pub(super) fn section(plan: &Plan, fig: &Figure2, plot_path: &Path) -> Section {
     let series: Vec<plot::Series> = Regime::ALL
         .iter()
         .map(|&regime| plot::Series {
-            name: regime.name(),
+            name: regime.name().into(),
             color: regime.color(),
             color_name: regime.color_name(),
             points: rows

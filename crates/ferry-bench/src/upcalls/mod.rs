@@ -319,29 +319,30 @@ fn targets(col: &Collector) -> String {
         "  blocked.mean <= 2x one same-core futex wake+wait: {verdict}"
     );
     let stall = col.median(case::UNANNOUNCED, q::STALL);
-    let verdict = match stall {
-        Some(s) => format!(
-            "{} ({:.1} us)",
-            if s <= 100_000.0 { "met" } else { "missed" },
-            s / 1e3
-        ),
-        None => "n/a (no stall measured)".to_owned(),
-    };
+    let verdict = at_most(stall, 100_000.0, (1e3, "us"), "no stall measured");
     let _ = writeln!(out, "  unannounced stall <= 100 us: {verdict}");
     let reclaim = col.median(case::ORDERED, "stats.killed_to_added.mean");
-    let verdict = match reclaim {
-        Some(r) => format!(
-            "{} ({:.1} ms)",
-            if r <= 100e6 { "met" } else { "missed" },
-            r / 1e6
-        ),
-        None => "n/a (no kill measured)".to_owned(),
-    };
+    let verdict = at_most(reclaim, 100e6, (1e6, "ms"), "no kill measured");
     let _ = writeln!(
         out,
         "  a killed process's core back at work elsewhere <= 100 ms: {verdict}"
     );
     out
+}
+
+/// A target line's verdict on a median of `ns` against a bound of
+/// `bound_ns`: met or missed, with the value in `unit` (ns per unit and
+/// its name); `n/a` with `why` if nothing was measured.
+fn at_most(ns: Option<f64>, bound_ns: f64, unit: (f64, &str), why: &str) -> String {
+    match ns {
+        Some(v) => format!(
+            "{} ({:.1} {})",
+            if v <= bound_ns { "met" } else { "missed" },
+            v / unit.0,
+            unit.1
+        ),
+        None => format!("n/a ({why})"),
+    }
 }
 
 /// Synthesis Table 4's full switch (a signal's round trip and ferry's

@@ -276,7 +276,7 @@ fn draw(path: &Path, title: &str, y: &str, rows: &[Row], fmt: &dyn Fn(&f64) -> S
         return "plot: not drawn (no points)\n".to_owned();
     }
     let series = [plot::Series {
-        name: SETUP,
+        name: SETUP.into(),
         color: RGBColor(31, 119, 180),
         color_name: "blue",
         points,

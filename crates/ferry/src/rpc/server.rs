@@ -294,7 +294,8 @@ impl ServerBuilder {
     /// demand between them, and unoccupied activations above `min` retire
     /// by halves each second none is taken. A call whose chain already
     /// visits this process may take one beyond `max`, so that re-entrant
-    /// chains never wait for one.
+    /// chains never wait for one. In [`ServeMode::Static`], `min` is the
+    /// number of service threads started at serve time.
     pub fn activations(mut self, min: usize, max: usize) -> Self {
         self.pool.max = max.max(1);
         self.pool.min = min.min(self.pool.max);
