@@ -52,6 +52,9 @@ mod op {
     pub const HOLD_UNTIL_RELEASED: u32 = 13;
     /// Lets the `HOLD_UNTIL_RELEASED` calls answer.
     pub const RELEASE: u32 = 14;
+    /// The server runtime's count of activations switched to straight
+    /// from the poll (`UpcallStats::direct_calls`).
+    pub const DIRECT: u32 = 15;
 }
 
 static DIR: OnceLock<String> = OnceLock::new();
@@ -244,6 +247,11 @@ fn handler(op: u32, args: &[u8]) -> Result<Vec<u8>, Fault> {
                 other => format!("{other:?}").into_bytes(),
             })
         }
+        op::DIRECT => Ok(ferry::Handle::current()
+            .upcall_stats()
+            .direct_calls
+            .to_le_bytes()
+            .to_vec()),
         _ => Err(Fault::UnknownOp),
     }
 }
@@ -423,6 +431,45 @@ fn the_chain_and_priority_travel_with_the_call_through_two_processes() {
                 ferry::rpc::Activation::current().is_none(),
                 "the origin is no activation"
             );
+        })
+        .unwrap();
+}
+
+/// The server's count of direct switches into activations.
+fn direct_calls(b: &Client) -> u64 {
+    u64::from_le_bytes(b.call(op::DIRECT, &[]).unwrap().try_into().unwrap())
+}
+
+#[test]
+fn a_call_to_an_idle_migrating_server_runs_straight_from_the_poll() {
+    const CALLS: u64 = 200;
+    let dir = TempDir::new("direct");
+    let _m = serve(&dir, "m", 1, "migrating", 8);
+    let _s = serve(&dir, "s", 1, "static", 8);
+    let d = dir.dir();
+    runtime(1)
+        .run(move || {
+            for (name, migrating) in [("m", true), ("s", false)] {
+                let b = Client::connect_in(&d, name, 1).unwrap();
+                let before = direct_calls(&b);
+                for i in 0..CALLS {
+                    let arg = i.to_le_bytes();
+                    assert_eq!(b.call(op::ECHO, &arg).unwrap(), arg);
+                }
+                let direct = direct_calls(&b) - before;
+                if migrating {
+                    // The one processor of an idle server has nothing else
+                    // ready when a call comes: every call (and the stats
+                    // call) may run straight from the poll. Some may not,
+                    // when the server's keeper or a timer is ready then.
+                    assert!(
+                        direct >= CALLS / 2,
+                        "{direct} of {CALLS} calls ran straight from the poll"
+                    );
+                } else {
+                    assert_eq!(direct, 0, "a static pool's threads take calls off a line");
+                }
+            }
         })
         .unwrap();
 }

@@ -35,6 +35,8 @@ pub(crate) struct Counters {
     pub(crate) by_stand_in: AtomicU64,
     /// Sleeping processors woken because work was published.
     pub(crate) processor_wakes: AtomicU64,
+    /// Activations switched to straight from the poll that gave them a call.
+    pub(crate) direct_calls: AtomicU64,
 }
 
 impl Counters {
@@ -48,6 +50,7 @@ impl Counters {
             unannounced: AtomicU64::new(0),
             by_stand_in: AtomicU64::new(0),
             processor_wakes: AtomicU64::new(0),
+            direct_calls: AtomicU64::new(0),
         }
     }
 
@@ -81,6 +84,7 @@ impl Counters {
             unannounced_blocks: self.unannounced.load(Relaxed),
             stand_in_takeovers: self.by_stand_in.load(Relaxed),
             processor_wakes: self.processor_wakes.load(Relaxed),
+            direct_calls: self.direct_calls.load(Relaxed),
         }
     }
 }
@@ -134,4 +138,10 @@ pub struct UpcallStats {
     /// handed its watch on); not counted: wakes to look at new event
     /// sources, or at shutdown.
     pub processor_wakes: u64,
+    /// Incoming migrating calls whose activation a processor switched to
+    /// straight from the poll that found the call (no run queue, no pick by
+    /// the policy); the others found something else ready on the processor
+    /// and reached their activation through the policy, at the caller's
+    /// priority.
+    pub direct_calls: u64,
 }

@@ -466,4 +466,9 @@ pub(crate) enum Ready {
     Woken,
     /// A timer unparked it: its sleep or timed wait reached its deadline.
     Expired,
+    /// A poller gave it an incoming call (an `rpc` activation). Delivered
+    /// by the processor's own event sources with nothing else ready there,
+    /// the processor switches straight to it; otherwise the policy sees it
+    /// as [`Ready::Woken`].
+    Call,
 }

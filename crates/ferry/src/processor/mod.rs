@@ -42,6 +42,19 @@
 //! | `Preempted(t, at)` | the preemption signal's handler (or a chained preemption) | the policy gets `Event::Preempted(t)` |
 //! | `Hold(t)` | a thread that suspends itself (`Thread::wait_suspended`) | `t.control`: `SUSPENDED -> SUSPENDED \| HELD`; if it was resumed first, `t` is queued again ([`Ready::Woken`](crate::sched::Ready::Woken)) |
 //!
+//! # Straight from the poll into an activation
+//!
+//! The one exception to "the policy picks": a delivery of the event
+//! sources ([`Processor::deliver_sources`], from the scheduler loop, a
+//! yield or a switch) that gives an incoming `rpc` call to an unoccupied
+//! activation ([`Ready::Call`](crate::sched::Ready::Call)) while nothing
+//! else is ready on this processor keeps the activation in
+//! `Owner::handoff` instead of queuing it, and the delivery's caller
+//! switches straight to it (000 §4: no run queue, no scheduling decision).
+//! With anything else ready, the activation goes to the policy like any
+//! woken thread, at the caller's priority. The slot is empty outside a
+//! delivery: each caller takes it as the delivery returns.
+//!
 //! A thread about to be switched to whose `control` word says `SUSPENDED`
 //! is held instead, the same way, and the processor picks another
 //! (`enter_context`; see `thread`'s module docs on suspension).
@@ -254,6 +267,15 @@ pub(crate) struct Owner {
     /// the first thread it makes runnable is the one it runs next itself,
     /// so no sleeper is woken for it (see [`Processor::make_ready_batch`]).
     polling: bool,
+    /// Set while this processor delivers its event sources
+    /// ([`Processor::deliver_sources`]): an activation given a call then
+    /// ([`Ready::Call`](crate::sched::Ready::Call)) may be kept in
+    /// `handoff` instead of queued.
+    delivering: bool,
+    /// The activation a delivery gave a call to, with nothing else ready
+    /// here: the delivery's caller switches straight to it (no run queue,
+    /// no pick). Empty outside a delivery.
+    handoff: Option<Thread>,
 }
 
 /// One processor: a kernel thread's worth of user-level scheduling.
@@ -349,6 +371,8 @@ impl Processor {
                     errno: ptr::null_mut(),
                     account_cpu: false,
                     polling: false,
+                    delivering: false,
+                    handoff: None,
                 }),
                 set: AtomicPtr::new(ptr::null_mut()),
                 blocks: UnsafeCell::new(Vec::with_capacity(LOCAL_BLOCKS)),

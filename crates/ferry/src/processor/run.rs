@@ -36,14 +36,21 @@ impl Processor {
             if self.is_stopping() && driver.stop(tok.rb(), self) {
                 return RunEnd::Stopped;
             }
-            if shared
+            let handoff = if shared
                 .sources
                 .ready(true, &mut self.owner(tok.rb()).sources)
             {
-                self.deliver_sources(tok.rb(), true);
-            }
+                self.deliver_sources(tok.rb(), true)
+            } else {
+                None
+            };
             driver.pin_for(self);
-            match self.with_policy(tok.rb(), |policy, cx| policy.next(cx)) {
+            // An activation given a call with nothing else ready runs
+            // straight from the poll; else the policy picks.
+            match handoff
+                .map(|h| self.direct_call(h))
+                .or_else(|| self.with_policy(tok.rb(), |policy, cx| policy.next(cx)))
+            {
                 Some(t) => {
                     let to = self.enter_context(tok.rb(), Some(t));
                     let sched = self.owner(tok.rb()).sched;

@@ -55,12 +55,20 @@ impl Processor {
     /// Hands what the event sources have to this processor's policy (all
     /// of them, or only those asked at every switch). Out of line, so that
     /// the switch path keeps no delivery state.
+    ///
+    /// Returns the activation the delivery gave an incoming call to, if
+    /// nothing else was ready here when it did (see
+    /// [`Processor::make_ready`]): the caller switches straight to it
+    /// (000's direct switch from the poll into the activation) or, if it
+    /// cannot, queues it.
     #[cold]
     #[inline(never)]
-    pub(super) fn deliver_sources(&self, mut tok: OwnerToken<'_>, all: bool) {
+    #[must_use]
+    pub(super) fn deliver_sources(&self, mut tok: OwnerToken<'_>, all: bool) -> Option<Thread> {
         // The list is taken out for the delivery: a delivery may reach this
         // processor's owner part (queuing woken threads).
         let mut local = std::mem::take(&mut self.owner(tok.rb()).sources);
+        self.owner(tok.rb()).delivering = true;
         self.shared().sources.deliver(
             all,
             &mut local,
@@ -69,18 +77,36 @@ impl Processor {
                 tok: tok.rb(),
             },
         );
-        self.owner(tok.rb()).sources = local;
+        let owner = self.owner(tok.rb());
+        owner.delivering = false;
+        owner.sources = local;
+        owner.handoff.take()
+    }
+
+    /// Counts a switch straight from the poll into an activation (see
+    /// [`Processor::deliver_sources`]) and gives back the activation.
+    #[inline]
+    pub(super) fn direct_call(&self, h: Thread) -> Thread {
+        self.shared().counters.direct_calls.fetch_add(1, Relaxed);
+        h
     }
 
     /// Yields the running thread to the one the policy has ready here, if
     /// any.
     pub(crate) fn yield_current(&self, mut tok: OwnerToken<'_>) {
         let shared = self.shared();
-        if shared
+        let handoff = if shared
             .sources
             .ready(true, &mut self.owner(tok.rb()).sources)
         {
-            self.deliver_sources(tok.rb(), true);
+            self.deliver_sources(tok.rb(), true)
+        } else {
+            None
+        };
+        if let Some(h) = handoff {
+            // An incoming call, with nothing else ready: the yielding
+            // thread gives way to its activation.
+            return self.switch_to(tok.rb(), To::Thread(self.direct_call(h)), Pending::Requeue);
         }
         match self.with_policy(tok.rb(), |policy, cx| policy.next_local(cx)) {
             Some(next) => self.switch_to(tok.rb(), To::Thread(next), Pending::Requeue),
@@ -317,8 +343,18 @@ impl Processor {
             .shared()
             .sources
             .ready(tick, &mut self.owner(tok.rb()).sources)
+            && let Some(h) = self.deliver_sources(tok.rb(), tick)
         {
-            self.deliver_sources(tok.rb(), tick);
+            // An activation given a call with nothing else ready: straight
+            // to it when the policy would have picked, else queued.
+            match to {
+                To::Policy
+                    if self.membership.load(Relaxed) == ACTIVE && !self.shared().is_shut_down() =>
+                {
+                    to = To::Thread(self.direct_call(h));
+                }
+                _ => self.make_ready(tok.rb(), h, Ready::Woken),
+            }
         }
         let me = self
             .owner(tok.rb())

@@ -4,12 +4,13 @@
 //! stack, parked at its entry — that an incoming call occupies: the poller
 //! that finds the call gives it to an unoccupied activation, sets the
 //! activation to the caller's priority and wakes it on the poller's own
-//! processor, and that processor switches to it next among threads of
-//! its level: a `Normal` call's activation takes the next-to-run slot, a
-//! `High` or `Low` one the back of its level's ring, so the caller's
-//! priority orders it against the processor's other threads (no line of
-//! calls, no service thread that picks one; the pick itself is still the
-//! policy's, not a switch made inside the poll). The activation
+//! processor as a call (`Ready::Call`). With nothing else ready there,
+//! that processor switches straight from the poll into the activation (no
+//! run queue, no pick: see `processor`'s docs); otherwise the policy
+//! places it among the processor's other threads by the caller's priority:
+//! a `Normal` call's activation takes the next-to-run slot, a `High` or
+//! `Low` one the back of its level's ring (no line of calls, no service
+//! thread that picks one). The activation
 //! copies the call out of its slot once, runs the handler as the caller's
 //! logical thread (its chain, priority, deadline and alerts), returns the
 //! run time it spent with the reply and goes back to the pool.
@@ -54,6 +55,7 @@ use super::chan::{Dispatch, ServerChan};
 use super::error::Result;
 use super::logical;
 use crate::runtime::Handle;
+use crate::sched::Ready;
 use crate::sync::SpinLock;
 use crate::thread::{Priority, Thread};
 
@@ -353,7 +355,9 @@ impl Activations {
             drop(s);
             if let Some(t) = a.thread.get() {
                 t.set_priority(priority);
-                t.unpark();
+                // From a poll with nothing else ready, the processor
+                // switches straight to it.
+                t.unpark_as(Ready::Call);
             }
             if low {
                 self.wake_keeper();
