@@ -448,3 +448,51 @@ fn run_returns_with_a_thousand_threads_parked_on_sockets_and_leaves_no_fds() {
         "sockets or reactor descriptors left after run"
     );
 }
+
+/// Thousands of sockets parking for the first time at once, on a runtime
+/// with a short time slice and few kernel threads: each first park makes
+/// the socket's wait lists (in chunks of 1,024, made by whichever thread
+/// gets there first). A thread that reaches a chunk being made must not
+/// wait for its maker in the kernel: a time slice may have switched the
+/// maker out, and each waiting kernel thread would cost its processor a
+/// takeover, until no kernel thread is left to run the maker. Every reader
+/// wakes with its byte.
+#[test]
+fn thousands_of_first_parks_at_once_never_wait_for_a_chunk_in_the_kernel() {
+    const SOCKETS: usize = 4096;
+    let _serial = one_at_a_time();
+    raise_nofile();
+    common::within(common::WATCHDOG, "first parks of many sockets", || {
+        ferry::Runtime::builder()
+            .processors(2)
+            .time_slice(Some(Duration::from_micros(20)))
+            .max_kernel_threads(32)
+            .run(|| {
+                let gate = Arc::new(ferry::sync::Barrier::new(SOCKETS + 1));
+                let mut writers = Vec::with_capacity(SOCKETS);
+                let readers: Vec<_> = (0..SOCKETS)
+                    .map(|i| {
+                        let (mut r, w) = ferry::net::UnixStream::pair().unwrap();
+                        writers.push(w);
+                        let gate = Arc::clone(&gate);
+                        ferry::spawn(move || {
+                            gate.wait();
+                            let mut b = [0u8; 1];
+                            r.read_exact(&mut b).unwrap();
+                            assert_eq!(b[0], i as u8);
+                        })
+                    })
+                    .collect();
+                gate.wait();
+                // Let the readers park (on their first park, most of them).
+                ferry::sleep(Duration::from_millis(50));
+                for (i, w) in writers.iter_mut().enumerate() {
+                    w.write_all(&[i as u8]).unwrap();
+                }
+                for r in readers {
+                    r.join().unwrap();
+                }
+            })
+            .unwrap();
+    });
+}

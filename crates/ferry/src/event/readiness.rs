@@ -49,11 +49,11 @@ pub(crate) mod state;
 
 pub(crate) use source::Readiness;
 
+use once_cell::race::OnceBox;
 use std::any::Any;
 use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
-use std::sync::OnceLock;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize};
 use std::time::{Duration, Instant};
@@ -136,7 +136,7 @@ pub(crate) struct Reactor {
     epoll: AtomicI32,
     /// The wake eventfd; -1 once the runtime ended.
     waker: AtomicI32,
-    chunks: Box<[OnceLock<Box<[Slot]>>]>,
+    chunks: Box<[OnceBox<[Slot; CHUNK]>]>,
     /// Held for a few instructions (a pop or push of the free list, or a
     /// raise of `next`); never across an allocation or a system call.
     free: SpinLock<Free>,
@@ -150,7 +150,7 @@ pub(crate) struct Reactor {
     /// Whether the runtime ended ([`Readiness::shut_down`]).
     ended: AtomicBool,
     /// Set by the first socket (a reactor made for the ring has none yet).
-    hook: OnceLock<Box<dyn Waiters>>,
+    hook: OnceBox<Box<dyn Waiters>>,
 }
 
 impl Reactor {
@@ -169,7 +169,7 @@ impl Reactor {
         Ok(Reactor {
             epoll: AtomicI32::new(ep.into_raw_fd()),
             waker: AtomicI32::new(waker.into_raw_fd()),
-            chunks: (0..MAX_CHUNKS).map(|_| OnceLock::new()).collect(),
+            chunks: (0..MAX_CHUNKS).map(|_| OnceBox::new()).collect(),
             free: SpinLock::new(Free {
                 head: NO_SLOT,
                 next: 0,
@@ -179,7 +179,7 @@ impl Reactor {
             last_harvest: AtomicU64::new(0),
             epoch: Instant::now(),
             ended: AtomicBool::new(false),
-            hook: OnceLock::new(),
+            hook: OnceBox::new(),
         })
     }
 
@@ -261,16 +261,19 @@ impl Reactor {
             }
         };
         // The chunk of a never-used slot is made outside the lock (once per
-        // `CHUNK` registrations; a racer for the same new chunk waits for
-        // its maker inside `get_or_init`).
+        // `CHUNK` registrations). Racers for the same new chunk each make
+        // one and the first to install it wins (the others drop theirs):
+        // none waits for a maker, which a time slice may have switched
+        // out, in a kernel wait that would cost it its processor.
         self.chunks[index as usize / CHUNK].get_or_init(|| {
-            (0..CHUNK)
+            let slots: Box<[Slot]> = (0..CHUNK)
                 .map(|_| Slot {
                     word: AtomicU64::new(state::fresh(0)),
                     fd: AtomicI32::new(-1),
                     next_free: AtomicU32::new(NO_SLOT),
                 })
-                .collect()
+                .collect();
+            slots.try_into().ok().expect("CHUNK slots")
         });
         let slot = self.slot(index);
         let generation = state::generation(slot.word.load(Acquire));

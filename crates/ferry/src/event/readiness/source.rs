@@ -43,7 +43,7 @@ impl Readiness {
         hook: impl FnOnce() -> Box<dyn Waiters>,
     ) -> io::Result<&Arc<Reactor>> {
         let r = self.reactor()?;
-        r.hook.get_or_init(hook);
+        r.hook.get_or_init(|| Box::new(hook()));
         Ok(r)
     }
 

@@ -6,9 +6,11 @@
 //! the [`Source`] side; it must not submit or reap itself (the parent
 //! does both).
 
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, OnceLock};
+
+use once_cell::race::OnceBox;
 use std::time::Duration;
 
 use super::super::readiness::Readiness;
@@ -18,7 +20,7 @@ use super::{Backend, Fallback, RingStats, Uring};
 /// The ring source of one runtime: the ring once made, or why there is
 /// none.
 pub(crate) struct Ring {
-    made: OnceLock<Result<Arc<Uring>, Fallback>>,
+    made: OnceBox<Result<Arc<Uring>, Fallback>>,
     /// Whether the builder allows the ring (set before threads run).
     allowed: AtomicBool,
 }
@@ -26,7 +28,7 @@ pub(crate) struct Ring {
 impl Ring {
     pub(crate) fn new() -> Ring {
         Ring {
-            made: OnceLock::new(),
+            made: OnceBox::new(),
             allowed: AtomicBool::new(true),
         }
     }
@@ -45,19 +47,24 @@ impl Ring {
 
     /// The ring, made now if this is the first ask, or why there is none.
     pub(crate) fn get_or_make(&self, readiness: &Readiness) -> Result<&Arc<Uring>, &Fallback> {
-        self.made
-            .get_or_init(|| {
-                if !self.allowed.load(Relaxed) {
-                    return Err(Fallback::Builder);
-                }
-                if std::env::var_os("FERRY_IO_URING").is_some_and(|v| v == "0") {
-                    return Err(Fallback::Environment);
-                }
-                Uring::new(readiness)
-                    .map(Arc::new)
-                    .map_err(|e| Fallback::Kernel(e.raw_os_error().unwrap_or(libc::EIO)))
-            })
-            .as_ref()
+        if let Some(made) = self.made.get() {
+            return made.as_ref();
+        }
+        // Made outside the cell (system calls): threads that race to make
+        // the first ring each make one, the first installed wins and the
+        // others' are dropped (closing their descriptors; nothing was
+        // submitted to them). None waits in the kernel for a maker a time
+        // slice may have switched out.
+        let made = if !self.allowed.load(Relaxed) {
+            Err(Fallback::Builder)
+        } else if std::env::var_os("FERRY_IO_URING").is_some_and(|v| v == "0") {
+            Err(Fallback::Environment)
+        } else {
+            Uring::new(readiness)
+                .map(Arc::new)
+                .map_err(|e| Fallback::Kernel(e.raw_os_error().unwrap_or(libc::EIO)))
+        };
+        self.made.get_or_init(|| Box::new(made)).as_ref()
     }
 
     /// How file operations run (makes the ring if nobody asked yet).

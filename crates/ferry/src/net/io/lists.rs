@@ -9,9 +9,11 @@
 use std::any::Any;
 use std::collections::HashMap;
 use std::io;
+use std::sync::Arc;
 use std::sync::atomic::Ordering::{Acquire, SeqCst};
 use std::sync::atomic::fence;
-use std::sync::{Arc, OnceLock};
+
+use once_cell::race::OnceBox;
 use std::time::Instant;
 
 use super::{Dir, closed};
@@ -38,7 +40,7 @@ struct Parked {
 /// The wait lists of every registration of one reactor, in chunks laid
 /// out as the reactor's slab; the reactor's [`Waiters`] hook.
 pub(crate) struct Lists {
-    chunks: Box<[OnceLock<Box<[DirLists]>>]>,
+    chunks: Box<[OnceBox<[DirLists; CHUNK]>]>,
     /// Threads parked (by thread id), for `Thread::abort`.
     parked: SpinLock<HashMap<u64, Parked>>,
 }
@@ -46,14 +48,21 @@ pub(crate) struct Lists {
 impl Lists {
     pub(super) fn new() -> Lists {
         Lists {
-            chunks: (0..MAX_CHUNKS).map(|_| OnceLock::new()).collect(),
+            chunks: (0..MAX_CHUNKS).map(|_| OnceBox::new()).collect(),
             parked: SpinLock::new(HashMap::new()),
         }
     }
 
     fn of(&self, index: u32) -> &DirLists {
         let (c, i) = (index as usize / CHUNK, index as usize % CHUNK);
-        &self.chunks[c].get_or_init(|| (0..CHUNK).map(|_| DirLists::default()).collect())[i]
+        // Racers for a new chunk each make one and the first installed
+        // wins: none waits in the kernel for a maker that a time slice may
+        // have switched out (thousands of sockets' first parks at once
+        // would each cost a kernel thread, up to the runtime's limit).
+        &self.chunks[c].get_or_init(|| {
+            let lists: Box<[DirLists]> = (0..CHUNK).map(|_| DirLists::default()).collect();
+            lists.try_into().ok().expect("CHUNK lists")
+        })[i]
     }
 
     fn list(&self, index: u32, dir: Dir) -> &SpinLock<WaitList> {
