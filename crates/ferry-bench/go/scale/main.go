@@ -22,6 +22,12 @@
 //	bytes     per blocked goroutine: VmRSS + VmPTE of /proc/self/status
 //	          after spawn+block minus before it
 //
+// With -sleepers it runs the timers case instead: N goroutines each wait
+// for the gate, then sleep until a deadline delay(i) away (1 to 100 ms,
+// the same pseudo-random sequence as ferry's side) and record how late
+// they woke; it prints `p50_ns`, `p99_ns`, `max_ns` (how late) and
+// `in_tick` (the share that woke within tick_ns of their deadline).
+//
 // Only the standard library is used, so it builds offline.
 package main
 
@@ -31,11 +37,59 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 )
+
+// tickNs is ferry's timer tick (2^16 ns): the bound "within a tick".
+const tickNs = 1 << 16
+
+// delay is sleeper i's delay: 1 to 100 ms from splitmix64, as on ferry's
+// side.
+func delay(i uint64) time.Duration {
+	z := i + 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return time.Duration(1000+z%99001) * time.Microsecond
+}
+
+// sleepers runs the timers case with n goroutines and prints its lines.
+func sleepers(n int) {
+	gate := make(chan struct{})
+	late := make([]int64, n)
+	var started, done sync.WaitGroup
+	started.Add(n)
+	done.Add(n)
+	for i := 0; i < n; i++ {
+		go func(i int) {
+			started.Done()
+			<-gate
+			due := time.Now().Add(delay(uint64(i)))
+			time.Sleep(time.Until(due))
+			late[i] = int64(time.Since(due))
+			done.Done()
+		}(i)
+	}
+	started.Wait()
+	close(gate)
+	done.Wait()
+	sort.Slice(late, func(a, b int) bool { return late[a] < late[b] })
+	inTick := 0
+	for _, l := range late {
+		if l <= tickNs {
+			inTick++
+		}
+	}
+	q := func(p int) int64 { return late[(n-1)*p/100] }
+	fmt.Printf("p50_ns %d\n", q(50))
+	fmt.Printf("p99_ns %d\n", q(99))
+	fmt.Printf("max_ns %d\n", late[n-1])
+	fmt.Printf("in_tick %.6f\n", float64(inTick)/float64(n))
+}
 
 // residentBytes is VmRSS + VmPTE (resident memory plus page tables).
 func residentBytes() (int64, error) {
@@ -104,10 +158,15 @@ func main() {
 	n := flag.Int("n", 10000, "goroutines")
 	idleCase := flag.Bool("idle", false, "set up the idle case instead and wait for ever")
 	sockets := flag.Int("sockets", 0, "idle connections, with -idle")
+	sleepCase := flag.Bool("sleepers", false, "run the timers case instead")
 	flag.Parse()
 	if *n <= 0 {
 		fmt.Fprintln(os.Stderr, "-n must be positive")
 		os.Exit(2)
+	}
+	if *sleepCase {
+		sleepers(*n)
+		return
 	}
 	if *idleCase {
 		idle(*n, *sockets)

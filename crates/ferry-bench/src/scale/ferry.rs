@@ -39,6 +39,9 @@ pub struct OnceArgs {
     /// With `--idle`: idle connections, each with a blocked reader.
     #[arg(long, default_value_t = 0)]
     pub sockets: usize,
+    /// Run the timers case instead (`super::sleepers`).
+    #[arg(long)]
+    pub sleepers: bool,
 }
 
 /// The child's side: one run, printed as `spawn_ns`, `join_ns` and `bytes`
@@ -46,6 +49,9 @@ pub struct OnceArgs {
 pub fn once_main(args: &OnceArgs) -> ExitCode {
     if args.idle {
         return super::idle::ferry_child(args.n, args.sockets, args.processors);
+    }
+    if args.sleepers {
+        return super::sleepers::ferry_child(args.n, args.processors);
     }
     match run_here(args.n, args.processors) {
         Ok(s) => {

@@ -16,13 +16,16 @@
 //! A plot draws each system's time per thread (spawn+block plus
 //! wake+join) against `N`. Then the idle case
 //! ([`idle`]): the CPU a process uses while its threads and sockets all
-//! wait. This module owns the schedule, the rows and the goal lines; the
-//! systems' runs are in [`ferry`], [`peers`] and [`idle`].
+//! wait. Then the timers case ([`sleepers`]): how late N sleepers with
+//! random deadlines wake. This module owns the schedule, the rows and the
+//! goal lines; the systems' runs are in [`ferry`], [`peers`], [`idle`]
+//! and [`sleepers`].
 
 mod ferry;
 pub use ferry::{OnceArgs, once_main};
 mod idle;
 mod peers;
+pub mod sleepers;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -151,6 +154,10 @@ pub type Found = HashMap<(usize, System), Result<Vec<Sample>, String>>;
 /// system's runs, or why it has none.
 pub type IdleFound = HashMap<System, Result<Vec<f64>, String>>;
 
+/// What the timers runs found: each run's lateness per (N, system), or
+/// why a pair has none.
+pub type SleepFound = HashMap<(usize, System), Result<Vec<sleepers::Lateness>, String>>;
+
 /// The systems of the idle case.
 pub const IDLE_SYSTEMS: [System; 2] = [System::Ferry(2), System::Go(2)];
 
@@ -174,6 +181,28 @@ pub fn run(common: &Common, args: &Args) -> Result<Report, Error> {
         };
         match sample {
             Ok(s) if !turn.warmup() => samples.push(s),
+            Ok(_) => {}
+            Err(why) => *slot = Err(why),
+        }
+        Ok(())
+    })?;
+    let mut sleep_found: SleepFound = HashMap::new();
+    interleaved(runs, counts.len(), SYSTEMS.len(), |turn| {
+        let (n, system) = (counts[turn.case], SYSTEMS[turn.system]);
+        let slot = sleep_found
+            .entry((n, system))
+            .or_insert_with(|| Ok(Vec::new()));
+        let Ok(runs) = slot else {
+            return Ok(());
+        };
+        let lateness = match (system, &go) {
+            (System::Ferry(p), _) => sleepers::run_ferry(n, p),
+            (System::Go(p), Ok(program)) => sleepers::run_go(program, n, p),
+            (System::Go(_), Err(why)) => Err(why.clone()),
+            (System::Tokio, _) => sleepers::run_tokio(n),
+        };
+        match lateness {
+            Ok(l) if !turn.warmup() => runs.push(l),
             Ok(_) => {}
             Err(why) => *slot = Err(why),
         }
@@ -207,7 +236,11 @@ pub fn run(common: &Common, args: &Args) -> Result<Report, Error> {
     } else {
         std::env::temp_dir()
     };
-    Ok(report(&counts, &found, &idle_found, &plot_dir))
+    let mut report = report(&counts, &found, &idle_found, &plot_dir);
+    report
+        .sections
+        .push(sleepers::section(&counts, &sleep_found));
+    Ok(report)
 }
 
 /// The report of what the runs at `counts` found: a time section (two

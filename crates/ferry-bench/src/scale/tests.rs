@@ -167,3 +167,82 @@ fn a_schedstat_line_gives_its_run_time() {
     assert!(idle::parse_schedstat("").is_err());
     assert!(idle::parse_schedstat("x 1 2").is_err());
 }
+
+#[test]
+fn lateness_is_summarised_and_its_lines_round_trip() {
+    let tick = sleepers::TICK_NS;
+    let late: Vec<u64> = (0..100).map(|i| i * 1_000).collect();
+    let l = sleepers::Lateness::of(late).unwrap();
+    assert_eq!(
+        (l.p50_ns, l.p99_ns, l.max_ns),
+        (49_000.0, 98_000.0, 99_000.0)
+    );
+    // 0, 1,000, ..., 65,000 ns are within the tick of 65,536 ns.
+    assert_eq!(l.in_tick, 66.0 / 100.0);
+    assert!(tick > 65_000 && tick < 66_000);
+    assert_eq!(sleepers::Lateness::parse(&l.lines(), "x"), Ok(l));
+    assert!(sleepers::Lateness::of(Vec::new()).is_none());
+    assert!(sleepers::Lateness::parse("p50_ns 1\np99_ns 2\nmax_ns 3\n", "x").is_err());
+    assert!(
+        sleepers::Lateness::parse("p50_ns 1\np99_ns 2\nmax_ns 3\nin_tick 1\nin_tick 1\n", "x")
+            .is_err()
+    );
+    assert!(sleepers::Lateness::parse("p50_ns -1\np99_ns 2\nmax_ns 3\nin_tick 1\n", "x").is_err());
+    assert!(sleepers::Lateness::parse("p50 1\n", "x").is_err());
+}
+
+#[test]
+fn every_system_sleeps_the_same_random_delays_of_1_to_100_ms() {
+    // The Go program's delay(i) gives the same sequence: its first three
+    // values, in us, as the Go program's arithmetic prints them.
+    let first: Vec<Duration> = (0..3).map(sleepers::delay).collect();
+    assert_eq!(
+        first,
+        [31_795, 20_385, 42_388].map(Duration::from_micros).to_vec()
+    );
+    let d: Vec<Duration> = (0..100).map(sleepers::delay).collect();
+    assert!(
+        d.iter()
+            .all(|d| *d >= Duration::from_millis(1) && *d <= Duration::from_millis(100))
+    );
+    assert!(d.windows(2).any(|w| w[0] != w[1]));
+}
+
+#[test]
+fn the_timers_section_has_a_row_per_system_and_two_goals_per_processor_count() {
+    let mut found: SleepFound = HashMap::new();
+    let l = |p99: f64, in_tick: f64| sleepers::Lateness {
+        p50_ns: p99 / 2.0,
+        p99_ns: p99,
+        max_ns: p99 * 2.0,
+        in_tick,
+    };
+    found.insert((10_000, System::Ferry(1)), Ok(vec![l(30_000.0, 1.0)]));
+    found.insert((10_000, System::Ferry(2)), Ok(vec![l(90_000.0, 0.9)]));
+    found.insert((10_000, System::Go(1)), Ok(vec![l(60_000.0, 0.5)]));
+    found.insert((10_000, System::Go(2)), Ok(vec![l(60_000.0, 0.5)]));
+    found.insert((10_000, System::Tokio), Err("no runtime".into()));
+    let s = sleepers::section(&[10_000], &found);
+    assert_eq!(s.rows.len(), SYSTEMS.len());
+    assert!(s.rows[4].absent.is_some());
+    assert!(s.notes.contains("sleep N=10k, ferry P=1: every sleeper wakes within a tick (65 us) of its deadline: 100.00% (met)"), "{}", s.notes);
+    assert!(
+        s.notes.contains(
+            "ferry P=2: every sleeper wakes within a tick (65 us) of its deadline: 90.00% (not met)"
+        ),
+        "{}",
+        s.notes
+    );
+    assert!(
+        s.notes
+            .contains("p99 lateness: ferry P=1 <= go P=1: 0.50x (met)"),
+        "{}",
+        s.notes
+    );
+    assert!(
+        s.notes
+            .contains("p99 lateness: ferry P=2 <= go P=2: 1.50x (not met)"),
+        "{}",
+        s.notes
+    );
+}
