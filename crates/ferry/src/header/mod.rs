@@ -395,7 +395,9 @@ impl std::error::Error for Panic {}
 /// when the slice ends), and a thread
 /// woken by another runs next only at `Normal` priority (the next-to-run
 /// slot, unless a just-spawned thread waits there: then it queues at the
-/// back of the ring); `Low` threads can starve while higher ones keep
+/// back of the ring), and a thread whose sleep or timed wait ended runs
+/// ahead of the other queued threads of its level, in the order the
+/// timers fired; `Low` threads can starve while higher ones keep
 /// running.
 ///
 /// ```

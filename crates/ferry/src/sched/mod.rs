@@ -22,7 +22,7 @@
 //! | runnable | running | a processor: [`Policy::next`] chose it, the processor switches to it (its `current`) |
 //! | running | runnable | the thread yields: the processor that switched it out calls [`Policy::ready`] with [`Ready::Yielded`] once the switch has landed |
 //! | running | parked | the thread parks (`PARKING`); the processor that switched it out makes it `PARKED` once the switch has landed (or requeues it, if an unpark came first) |
-//! | parked | runnable | `unpark`: [`Policy::ready`] with [`Ready::Woken`] on the waker's processor (the injector off a processor); a timer's with [`Ready::Expired`] |
+//! | parked | runnable | `unpark`: [`Policy::ready`] with [`Ready::Woken`] on the waker's processor (the injector off a processor); a timer's with [`Ready::Expired`], which the default policy queues in the injector's express lane of its level, ahead of the level's other threads |
 //! | parked | running | an `rpc` activation given a call by its processor's own delivery of the event sources ([`Ready::Call`]) with nothing else ready there: the processor switches to it straight from the delivery, bypassing the policy (otherwise it is `parked -> runnable` as [`Ready::Woken`]) |
 //! | running | exited | the thread's closure returned or panicked; the processor that switched it out for the last time takes back its stack |
 //! | running | blocked | the thread's kernel thread lent its processor for a kernel call; a spare took it ([`Policy::event`] `Blocked`) |

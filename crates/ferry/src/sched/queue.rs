@@ -1,7 +1,8 @@
 //! The run queues: each processor's next-to-run slot and its rings (one
 //! SP-MC ring from `ferry_queue` per priority level: the owner pushes and
 //! pops, other processors steal), and the runtime's injector for threads
-//! made runnable off the processors.
+//! made runnable off the processors, which also holds, at the head of
+//! each level, the express lane of threads whose timers fired.
 //!
 //! This room owns how threads are stored and moved between queues; it must
 //! not decide which queue a thread goes to (the policy does) and must not
@@ -241,14 +242,26 @@ pub(crate) struct Injector {
     /// How many threads wait on each level, readable without the lock (a
     /// hint): a look for a level finds an empty one without the lock.
     len: [AtomicUsize; LEVELS],
+    /// Of those, how many are in the level's express lane (a hint, as
+    /// `len`).
+    express_len: [AtomicUsize; LEVELS],
 }
 
 /// The injector's lists: each a head and a tail of threads given up with
 /// `Thread::into_raw`, linked through `queue_next`; the list owns those
 /// references.
+///
+/// Each level's list begins with its *express lane*: threads whose sleep
+/// or timed wait reached its deadline ([`Injector::push_express`]), in the
+/// order their timers fired, ahead of every other thread of the level.
+/// `express[l]` is the lane's last thread (null: the lane is empty) and
+/// `express_n[l]` its length; the lane is always a prefix of the list, so
+/// whatever takes from the head takes from the lane first.
 struct Lists {
     head: [*mut Header; LEVELS],
     tail: [*mut Header; LEVELS],
+    express: [*mut Header; LEVELS],
+    express_n: [usize; LEVELS],
     closed: bool,
 }
 
@@ -257,8 +270,9 @@ struct Lists {
 unsafe impl Send for Lists {}
 
 impl Lists {
-    /// Takes the oldest thread of level `l`.
-    fn pop(&mut self, l: usize) -> Option<Thread> {
+    /// Takes the first thread of level `l` (the express lane's first, if
+    /// any), and whether it was in the lane.
+    fn pop(&mut self, l: usize) -> Option<(Thread, bool)> {
         let h = self.head[l];
         if h.is_null() {
             return None;
@@ -270,12 +284,21 @@ impl Lists {
         if next.is_null() {
             self.tail[l] = ptr::null_mut();
         }
+        let express = self.express_n[l] != 0;
+        if express {
+            self.express_n[l] -= 1;
+            if self.express_n[l] == 0 {
+                self.express[l] = ptr::null_mut();
+            }
+        }
         // SAFETY: the list gives up the reference it owned, once.
-        Some(unsafe { Thread::from_raw(h) })
+        Some((unsafe { Thread::from_raw(h) }, express))
     }
 
-    /// Puts `t` back first on level `l` (a thread just popped).
-    fn push_front(&mut self, l: usize, t: Thread) {
+    /// Puts `t` back first on level `l` (a thread just popped), in the
+    /// express lane again if it was in it (then so was every thread
+    /// popped before it, and the lane is still a prefix).
+    fn push_front(&mut self, l: usize, t: Thread, express: bool) {
         let p = t.into_raw();
         // SAFETY: `p` is live (the list owns its reference again) and in no
         // other queue; its link is ours under the lock.
@@ -284,6 +307,12 @@ impl Lists {
             self.tail[l] = p;
         }
         self.head[l] = p;
+        if express {
+            if self.express_n[l] == 0 {
+                self.express[l] = p;
+            }
+            self.express_n[l] += 1;
+        }
     }
 }
 
@@ -293,9 +322,81 @@ impl Injector {
             lists: Mutex::new(Lists {
                 head: [ptr::null_mut(); LEVELS],
                 tail: [ptr::null_mut(); LEVELS],
+                express: [ptr::null_mut(); LEVELS],
+                express_n: [0; LEVELS],
                 closed: false,
             }),
             len: Default::default(),
+            express_len: Default::default(),
+        }
+    }
+
+    /// Queues `t`, whose timer fired, at the back of its level's express
+    /// lane: after the threads whose timers fired before it, before every
+    /// other thread of its level (see [`Lists`]). Gives it back if the
+    /// injector is closed. Never allocates.
+    pub(crate) fn push_express(&self, t: Thread) -> Result<(), Thread> {
+        let l = t.priority().level();
+        let mut lists = self.lists.lock().unwrap_or_else(PoisonError::into_inner);
+        if lists.closed {
+            return Err(t);
+        }
+        let p = t.into_raw();
+        let after = lists.express[l];
+        // SAFETY: `p` is live (we gave up its reference to the list) and
+        // was in no other queue; `after`, if not null, is a queued live
+        // block; links are touched only under this lock.
+        unsafe {
+            let next = if after.is_null() {
+                lists.head[l]
+            } else {
+                (*after).queue_next.load(Relaxed)
+            };
+            (*p).queue_next.store(next, Relaxed);
+            if after.is_null() {
+                lists.head[l] = p;
+            } else {
+                (*after).queue_next.store(p, Relaxed);
+            }
+            if next.is_null() {
+                lists.tail[l] = p;
+            }
+        }
+        lists.express[l] = p;
+        lists.express_n[l] += 1;
+        self.add_len(l, 1);
+        self.express_len[l].store(lists.express_n[l], Release);
+        Ok(())
+    }
+
+    /// Whether level `level`'s express lane looks non-empty (a hint).
+    #[inline]
+    pub(crate) fn has_express(&self, level: usize) -> bool {
+        self.express_len[level].load(Acquire) != 0
+    }
+
+    /// Takes the first thread of level `level`'s express lane, if any.
+    pub(crate) fn pop_express(&self, level: usize) -> Option<Thread> {
+        if !self.has_express(level) {
+            return None;
+        }
+        let mut lists = self.lists.lock().unwrap_or_else(PoisonError::into_inner);
+        if lists.express_n[level] == 0 {
+            return None;
+        }
+        let (t, _) = lists.pop(level)?;
+        self.taken(&lists, level, 1);
+        Some(t)
+    }
+
+    /// Counts `n` threads taken from level `l`, and the express lane's
+    /// length now; under the lock.
+    #[inline]
+    fn taken(&self, lists: &Lists, l: usize, n: usize) {
+        self.sub_len(l, n);
+        let e = &self.express_len[l];
+        if e.load(Relaxed) != lists.express_n[l] {
+            e.store(lists.express_n[l], Release);
         }
     }
 
@@ -365,8 +466,8 @@ impl Injector {
             return None;
         }
         let mut lists = self.lists.lock().unwrap_or_else(PoisonError::into_inner);
-        let (l, t) = (0..=level).find_map(|l| lists.pop(l).map(|t| (l, t)))?;
-        self.sub_len(l, 1);
+        let (l, t) = (0..=level).find_map(|l| lists.pop(l).map(|(t, _)| (l, t)))?;
+        self.taken(&lists, l, 1);
         Some(t)
     }
 
@@ -388,17 +489,19 @@ impl Injector {
         }
         let mut lists = self.lists.lock().unwrap_or_else(PoisonError::into_inner);
         let l = (0..=level).find(|&l| !lists.head[l].is_null())?;
-        let first = lists.pop(l)?;
+        let (first, _) = lists.pop(l)?;
         let mut taken = 1;
         while taken <= more {
-            let Some(t) = lists.pop(l) else { break };
+            let Some((t, express)) = lists.pop(l) else {
+                break;
+            };
             if let Err(t) = keep(t) {
-                lists.push_front(l, t);
+                lists.push_front(l, t, express);
                 break;
             }
             taken += 1;
         }
-        self.sub_len(l, taken);
+        self.taken(&lists, l, taken);
         Some(first)
     }
 
@@ -450,9 +553,9 @@ impl Injector {
         loop {
             let t = {
                 let mut lists = self.lists.lock().unwrap_or_else(PoisonError::into_inner);
-                let t = (0..LEVELS).find_map(|l| lists.pop(l).map(|t| (l, t)));
+                let t = (0..LEVELS).find_map(|l| lists.pop(l).map(|(t, _)| (l, t)));
                 if let Some((l, _)) = t {
-                    self.sub_len(l, 1);
+                    self.taken(&lists, l, 1);
                 }
                 t
             };

@@ -157,13 +157,32 @@ fn a_spawned_thread_queues_behind_a_full_ring() {
 }
 
 #[test]
-fn yielded_and_expired_threads_go_to_the_back_of_the_ring() {
+fn yielded_threads_go_to_the_back_of_the_ring_and_expired_ones_ahead_of_their_level() {
     let mut rt = Runtime::new(1);
     rt.ready(0, normal(1), Ready::Yielded);
     rt.ready(0, normal(2), Ready::Expired);
     rt.ready(0, normal(3), Ready::Yielded);
+    rt.ready(0, normal(4), Ready::Expired);
+    rt.ready(0, thread(5, Priority::High), Ready::Yielded);
+    rt.ready(0, thread(6, Priority::Low), Ready::Expired);
     assert!(rt.next[0].is_empty());
-    assert_eq!(rt.drain(0), [1, 2, 3]);
+    // High first; then the expired `Normal` ones in the order their timers
+    // fired, ahead of the `Normal` ring; the expired `Low` one last.
+    assert_eq!(rt.drain(0), [5, 2, 4, 1, 3, 6]);
+}
+
+#[test]
+fn expired_threads_stay_ahead_of_a_backlog_that_overflowed_to_the_injector() {
+    let mut rt = Runtime::new(1);
+    let backlog = RING_SLOTS as u64 + 10;
+    for i in 0..backlog {
+        rt.ready(0, normal(100 + i), Ready::Yielded);
+    }
+    rt.ready(0, normal(1), Ready::Expired);
+    rt.ready(0, normal(2), Ready::Expired);
+    let order = rt.drain(0);
+    assert_eq!(order[..2], [1, 2], "the expired threads run first");
+    assert_eq!(order.len() as u64, backlog + 2);
 }
 
 #[test]
@@ -462,4 +481,48 @@ fn a_queued_thread_is_held_once_and_given_back_once() {
     assert_eq!(stolen.id(), witness.id());
     drop(stolen);
     assert_eq!(witness.ref_count(), 1);
+}
+
+#[test]
+fn the_express_lane_is_a_prefix_of_its_level_and_survives_a_share_given_back() {
+    let injector = Injector::new();
+    for i in [1, 2, 3] {
+        injector.push(normal(i)).unwrap_or_else(|_| panic!("open"));
+    }
+    assert!(!injector.has_express(Priority::Normal.level()));
+    for i in [10, 11, 12] {
+        injector
+            .push_express(normal(i))
+            .unwrap_or_else(|_| panic!("open"));
+    }
+    injector.push(normal(4)).unwrap_or_else(|_| panic!("open"));
+    assert!(injector.has_express(Priority::Normal.level()));
+    assert!(!injector.has_express(Priority::High.level()));
+    // A share that keeps one thread and gives the next back: the one given
+    // back stays first, still in the lane.
+    let mut kept = Vec::new();
+    let first = injector
+        .pop_share(Priority::Normal.level(), 5, |t| {
+            if kept.is_empty() {
+                kept.push(t.id().as_u64());
+                Ok(())
+            } else {
+                Err(t)
+            }
+        })
+        .map(|t| t.id().as_u64());
+    assert_eq!((first, kept.as_slice()), (Some(10), &[11][..]));
+    assert_eq!(id(injector.pop_express(Priority::Normal.level())), Some(12));
+    assert!(!injector.has_express(Priority::Normal.level()));
+    assert_eq!(id(injector.pop_express(Priority::Normal.level())), None);
+    // A lane made again after it emptied goes before the rest.
+    injector
+        .push_express(normal(13))
+        .unwrap_or_else(|_| panic!("open"));
+    assert_eq!(injector.len(), 5);
+    let mut seen = Vec::new();
+    injector.close(|t| seen.push(t.id().as_u64()));
+    assert_eq!(seen, [13, 1, 2, 3, 4]);
+    assert!(!injector.has_express(Priority::Normal.level()));
+    assert!(injector.push_express(normal(14)).is_err(), "closed");
 }

@@ -179,6 +179,15 @@ impl Policy for WorkStealing {
                 _ => {}
             }
         }
+        if why == Ready::Expired {
+            // Ahead of the backlog of its level, in the order the timers
+            // fired (Go runs a goroutine whose timer fired next, Tokio a
+            // task woken from its timer wheel in its LIFO slot): a sleeper
+            // must not wait behind every thread made runnable meanwhile.
+            // Closed only once every processor stopped (as in `push_back`).
+            drop(cx.injector.push_express(t));
+            return;
+        }
         Self::push_back(cx, t);
     }
 
@@ -200,6 +209,11 @@ impl Policy for WorkStealing {
         let high = Priority::High.level();
         let normal = Priority::Normal.level();
         let low = Priority::Low.level();
+        // Threads whose timers fired go first in their level (the
+        // injector's express lane).
+        if let Some(t) = cx.injector.pop_express(high) {
+            return Some(t);
+        }
         if let Some(t) = cx.queue.pop(high) {
             return Some(t);
         }
@@ -209,6 +223,9 @@ impl Policy for WorkStealing {
             return Some(t);
         }
         if let Some(t) = cx.injector.pop_at_least(high) {
+            return Some(t);
+        }
+        if let Some(t) = cx.injector.pop_express(normal) {
             return Some(t);
         }
         // The slot goes before the `Normal` ring and the injector, unless
@@ -235,6 +252,9 @@ impl Policy for WorkStealing {
         }
         // Deferred, the slot's `Normal` thread still goes before any `Low`.
         if let Some(t) = cx.next.take() {
+            return Some(t);
+        }
+        if let Some(t) = cx.injector.pop_express(low) {
             return Some(t);
         }
         if let Some(t) = cx.injector.pop() {

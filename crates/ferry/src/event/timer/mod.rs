@@ -225,7 +225,9 @@ impl Timers {
             for who in batch.iter_mut().take(k).filter_map(Option::take) {
                 // Not `Woken`: the default policy would put each in the
                 // next-to-run slot, displacing the one before, and run the
-                // latest deadline first. (A thread still on its way to
+                // latest deadline first. `Expired` queues them in the
+                // order they fire, ahead of their level's backlog (the
+                // injector's express lane). (A thread still on its way to
                 // park when its timer fires is requeued by its processor
                 // as `Woken`: a rare race, which can reorder only that
                 // thread.)
