@@ -14,7 +14,7 @@
 //! This module owns ferry's run only; the parent prints nothing, the child
 //! prints its sample.
 
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -71,25 +71,8 @@ pub fn once_main(args: &OnceArgs) -> ExitCode {
 
 /// One run of `n` threads on `processors` processors, in a fresh process.
 pub fn run(n: usize, processors: usize) -> Result<Sample, String> {
-    let me =
-        std::env::current_exe().map_err(|e| format!("cannot find the benchmark's binary: {e}"))?;
-    let out = Command::new(me)
-        .args([
-            "scale-ferry",
-            "--n",
-            &n.to_string(),
-            "--processors",
-            &processors.to_string(),
-        ])
-        .output()
-        .map_err(|e| format!("cannot start a ferry run: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "the ferry run failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    super::peers::parse_go(&String::from_utf8_lossy(&out.stdout), n)
+    let out = super::ferry_child(n, processors, &[])?;
+    super::peers::parse_go(&out, n)
 }
 
 /// The gate's state, under the mutex.

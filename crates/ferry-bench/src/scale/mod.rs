@@ -453,6 +453,46 @@ fn draw(path: &Path, counts: &[usize], time: &[Row]) -> String {
     )
 }
 
+/// One ferry run in a fresh process: this benchmark started again as the
+/// hidden `scale-ferry` with `n` threads on `processors` processors and
+/// `extra` arguments; its standard output.
+fn ferry_child(n: usize, processors: usize, extra: &[&str]) -> Result<String, String> {
+    let me =
+        std::env::current_exe().map_err(|e| format!("cannot find the benchmark's binary: {e}"))?;
+    let mut cmd = std::process::Command::new(me);
+    cmd.args(["scale-ferry", "--n", &n.to_string()])
+        .args(["--processors", &processors.to_string()])
+        .args(extra);
+    stdout_of(&mut cmd, "a ferry run", "the ferry run")
+}
+
+/// One run of the Go program with `GOMAXPROCS=procs` and `args`; its
+/// standard output.
+fn go_child(
+    program: &crate::peers::go::Program,
+    procs: usize,
+    args: &[&str],
+) -> Result<String, String> {
+    let mut cmd = std::process::Command::new(program.path());
+    cmd.args(args).env("GOMAXPROCS", procs.to_string());
+    stdout_of(&mut cmd, "the Go program", "the Go program")
+}
+
+/// Runs `cmd` to its end: its standard output, or why it could not start
+/// (`start` names it) or failed (`who`, with its standard error).
+fn stdout_of(cmd: &mut std::process::Command, start: &str, who: &str) -> Result<String, String> {
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot start {start}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{who} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 /// Resident bytes plus page tables of this process.
 pub fn resident_bytes() -> Result<u64, String> {
     let status = std::fs::read_to_string("/proc/self/status")

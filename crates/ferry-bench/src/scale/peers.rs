@@ -9,7 +9,6 @@
 
 use std::path::Path;
 use std::pin::pin;
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -27,18 +26,8 @@ pub fn build_go() -> Result<Program, String> {
 
 /// One run of `n` goroutines with `GOMAXPROCS=procs`.
 pub fn run_go(program: &Program, n: usize, procs: usize) -> Result<Sample, String> {
-    let out = Command::new(program.path())
-        .args(["-n", &n.to_string()])
-        .env("GOMAXPROCS", procs.to_string())
-        .output()
-        .map_err(|e| format!("cannot run the Go program: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "the Go program failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    parse_go(&String::from_utf8_lossy(&out.stdout), n)
+    let out = super::go_child(program, procs, &["-n", &n.to_string()])?;
+    parse_go(&out, n)
 }
 
 /// The Go program's `spawn_ns`, `join_ns` and `bytes` lines (each per

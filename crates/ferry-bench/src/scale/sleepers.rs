@@ -15,7 +15,7 @@
 //! report; it prints nothing.
 
 use std::fmt::Write as _;
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
@@ -166,42 +166,14 @@ fn ferry_sleepers(n: usize) -> Result<Lateness, String> {
 /// One ferry run of `n` sleepers on `processors` processors, in a fresh
 /// process.
 pub fn run_ferry(n: usize, processors: usize) -> Result<Lateness, String> {
-    let me =
-        std::env::current_exe().map_err(|e| format!("cannot find the benchmark's binary: {e}"))?;
-    let out = Command::new(me)
-        .args([
-            "scale-ferry",
-            "--sleepers",
-            "--n",
-            &n.to_string(),
-            "--processors",
-            &processors.to_string(),
-        ])
-        .output()
-        .map_err(|e| format!("cannot start a ferry run: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "the ferry run failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Lateness::parse(&String::from_utf8_lossy(&out.stdout), "the ferry run")
+    let out = super::ferry_child(n, processors, &["--sleepers"])?;
+    Lateness::parse(&out, "the ferry run")
 }
 
 /// One Go run of `n` sleeping goroutines with `GOMAXPROCS=procs`.
 pub fn run_go(program: &Program, n: usize, procs: usize) -> Result<Lateness, String> {
-    let out = Command::new(program.path())
-        .args(["-sleepers", "-n", &n.to_string()])
-        .env("GOMAXPROCS", procs.to_string())
-        .output()
-        .map_err(|e| format!("cannot run the Go program: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "the Go program failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Lateness::parse(&String::from_utf8_lossy(&out.stdout), "the Go program")
+    let out = super::go_child(program, procs, &["-sleepers", "-n", &n.to_string()])?;
+    Lateness::parse(&out, "the Go program")
 }
 
 /// One Tokio run of `n` sleeping tasks, started once every task waits at
