@@ -36,6 +36,7 @@ mod choice;
 mod fine_grain;
 #[cfg(all(test, not(ferry_loom)))]
 mod fine_grain_tests;
+mod injector;
 pub(crate) mod quantum_word;
 mod queue;
 #[cfg(all(test, not(ferry_loom)))]
@@ -50,9 +51,8 @@ mod atomic {
 pub(crate) use choice::Chosen;
 pub use choice::{SchedPolicy, UnknownPolicy};
 pub(crate) use fine_grain::FineGrain;
-pub(crate) use queue::{
-    Chain, Injector, NEXT_STEAL_AFTER, NextSlot, RING_SLOTS, RingLens, RunQueue,
-};
+pub(crate) use injector::{Chain, Injector};
+pub(crate) use queue::{NEXT_STEAL_AFTER, NextSlot, RING_SLOTS, RingLens, RunQueue};
 pub(crate) use work_stealing::WorkStealing;
 
 use std::sync::atomic::AtomicU32;
