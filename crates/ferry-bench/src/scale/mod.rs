@@ -146,9 +146,13 @@ pub fn count_label(n: usize) -> String {
     }
 }
 
+/// What runs found: the results of each (N, system) in run order, or why
+/// a pair has none (its first error).
+pub type Runs<S> = HashMap<(usize, System), Result<Vec<S>, String>>;
+
 /// What the runs found: the samples of each (N, system), and why a pair
 /// has none (its first error).
-pub type Found = HashMap<(usize, System), Result<Vec<Sample>, String>>;
+pub type Found = Runs<Sample>;
 
 /// What the idle runs found: CPU microseconds per idle second of each
 /// system's runs, or why it has none.
@@ -156,7 +160,7 @@ pub type IdleFound = HashMap<System, Result<Vec<f64>, String>>;
 
 /// What the timers runs found: each run's lateness per (N, system), or
 /// why a pair has none.
-pub type SleepFound = HashMap<(usize, System), Result<Vec<sleepers::Lateness>, String>>;
+pub type SleepFound = Runs<sleepers::Lateness>;
 
 /// The systems of the idle case.
 pub const IDLE_SYSTEMS: [System; 2] = [System::Ferry(2), System::Go(2)];
@@ -166,47 +170,16 @@ pub fn run(common: &Common, args: &Args) -> Result<Report, Error> {
     let runs = common.runs(MEDIAN_OF_FIVE)?;
     let counts = args.counts();
     let go = peers::build_go();
-    let mut found: Found = HashMap::new();
-    interleaved(runs, counts.len(), SYSTEMS.len(), |turn| {
-        let (n, system) = (counts[turn.case], SYSTEMS[turn.system]);
-        let slot = found.entry((n, system)).or_insert_with(|| Ok(Vec::new()));
-        let Ok(samples) = slot else {
-            return Ok(());
-        };
-        let sample = match (system, &go) {
-            (System::Ferry(p), _) => ferry::run(n, p),
-            (System::Go(p), Ok(program)) => peers::run_go(program, n, p),
-            (System::Go(_), Err(why)) => Err(why.clone()),
-            (System::Tokio, _) => peers::run_tokio(n),
-        };
-        match sample {
-            Ok(s) if !turn.warmup() => samples.push(s),
-            Ok(_) => {}
-            Err(why) => *slot = Err(why),
-        }
-        Ok(())
+    let go = go.as_ref().map_err(Clone::clone);
+    let found: Found = collect(runs, &counts, |n, system| match system {
+        System::Ferry(p) => ferry::run(n, p),
+        System::Go(p) => peers::run_go(go.clone()?, n, p),
+        System::Tokio => peers::run_tokio(n),
     })?;
-    let mut sleep_found: SleepFound = HashMap::new();
-    interleaved(runs, counts.len(), SYSTEMS.len(), |turn| {
-        let (n, system) = (counts[turn.case], SYSTEMS[turn.system]);
-        let slot = sleep_found
-            .entry((n, system))
-            .or_insert_with(|| Ok(Vec::new()));
-        let Ok(runs) = slot else {
-            return Ok(());
-        };
-        let lateness = match (system, &go) {
-            (System::Ferry(p), _) => sleepers::run_ferry(n, p),
-            (System::Go(p), Ok(program)) => sleepers::run_go(program, n, p),
-            (System::Go(_), Err(why)) => Err(why.clone()),
-            (System::Tokio, _) => sleepers::run_tokio(n),
-        };
-        match lateness {
-            Ok(l) if !turn.warmup() => runs.push(l),
-            Ok(_) => {}
-            Err(why) => *slot = Err(why),
-        }
-        Ok(())
+    let sleep_found: SleepFound = collect(runs, &counts, |n, system| match system {
+        System::Ferry(p) => sleepers::run_ferry(n, p),
+        System::Go(p) => sleepers::run_go(go.clone()?, n, p),
+        System::Tokio => sleepers::run_tokio(n),
     })?;
     let (idle_runs, window) = if common.quick {
         (idle::QUICK_RUNS, idle::QUICK_WINDOW)
@@ -219,11 +192,12 @@ pub fn run(common: &Common, args: &Args) -> Result<Report, Error> {
             let system = IDLE_SYSTEMS[(k + round) % IDLE_SYSTEMS.len()];
             let slot = idle_found.entry(system).or_insert_with(|| Ok(Vec::new()));
             let Ok(values) = slot else { continue };
-            let value = match (system, &go) {
-                (System::Ferry(p), _) => idle::run_ferry(p, window),
-                (System::Go(p), Ok(program)) => idle::run_go(program, p, window),
-                (System::Go(_), Err(why)) => Err(why.clone()),
-                (System::Tokio, _) => Err("not measured".into()),
+            let value = match system {
+                System::Ferry(p) => idle::run_ferry(p, window),
+                System::Go(p) => go
+                    .clone()
+                    .and_then(|program| idle::run_go(program, p, window)),
+                System::Tokio => Err("not measured".into()),
             };
             match value {
                 Ok(v) => values.push(v),
@@ -241,6 +215,31 @@ pub fn run(common: &Common, args: &Args) -> Result<Report, Error> {
         .sections
         .push(sleepers::section(&counts, &sleep_found));
     Ok(report)
+}
+
+/// Runs `one` for every (N, system) pair of `counts` and [`SYSTEMS`],
+/// `runs` times after a warm-up round, interleaved: each pair's results in
+/// run order, or its first error (after which the pair is not run again).
+fn collect<S>(
+    runs: u32,
+    counts: &[usize],
+    mut one: impl FnMut(usize, System) -> Result<S, String>,
+) -> Result<Runs<S>, Error> {
+    let mut found = HashMap::new();
+    interleaved(runs, counts.len(), SYSTEMS.len(), |turn| {
+        let (n, system) = (counts[turn.case], SYSTEMS[turn.system]);
+        let slot = found.entry((n, system)).or_insert_with(|| Ok(Vec::new()));
+        let Ok(samples) = slot else {
+            return Ok(());
+        };
+        match one(n, system) {
+            Ok(s) if !turn.warmup() => samples.push(s),
+            Ok(_) => {}
+            Err(why) => *slot = Err(why),
+        }
+        Ok(())
+    })?;
+    Ok(found)
 }
 
 /// The report of what the runs at `counts` found: a time section (two
