@@ -972,3 +972,45 @@ fn an_unpark_that_finds_a_token_is_not_lost() {
         })
         .unwrap();
 }
+
+/// Threads spawning through a `Handle` (whose spawn takes the global stack
+/// cache's lock on the thread itself) and threads spawning and ending on
+/// the processors (which refill their magazines from the same cache) at
+/// once, on a runtime with a 20 us time slice and few kernel threads: a
+/// spawner switched out holding the cache's lock would leave every
+/// processor that needs a magazine waiting for it in the kernel, and
+/// nothing to run it. Every thread is spawned and joined.
+#[test]
+fn handle_spawns_and_processor_spawns_at_once_never_wait_for_a_switched_out_spawner() {
+    const SPAWNERS: u64 = 64;
+    let each = scaled(3000);
+    let total = common::within(common::WATCHDOG, "spawns through a handle", move || {
+        ferry::Runtime::builder()
+            .processors(2)
+            .time_slice(Some(std::time::Duration::from_micros(20)))
+            .max_kernel_threads(32)
+            .run(move || {
+                let handle = ferry::Handle::current();
+                let spawners: Vec<_> = (0..SPAWNERS)
+                    .map(|k| {
+                        let handle = handle.clone();
+                        ferry::spawn(move || {
+                            let mut sum = 0;
+                            for i in 0..each {
+                                let h = if (i + k) % 2 == 0 {
+                                    handle.spawn(move || i).unwrap()
+                                } else {
+                                    ferry::spawn(move || i)
+                                };
+                                sum += h.join().unwrap();
+                            }
+                            sum
+                        })
+                    })
+                    .collect();
+                spawners.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+            })
+            .unwrap()
+    });
+    assert_eq!(total, SPAWNERS * (each * (each - 1) / 2));
+}
