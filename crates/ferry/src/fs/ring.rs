@@ -79,6 +79,9 @@ impl RingWait {
         let u = unsafe { &*w.uring };
         let op = w.op.get();
         if !op.is_null() {
+            // Inside a critical section, as every other taker of the
+            // ring's watch and submission locks.
+            let _critical = crate::upcall::critical_enter();
             // SAFETY: the handle was never finished (its thread,
             // `w.thread`, stopped before `finish`, which comes after the
             // record is unregistered), and a record is abandoned once.

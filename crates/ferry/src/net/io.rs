@@ -254,14 +254,16 @@ impl Io {
                 (None, _) => {
                     let reactor = readiness.get_or_make(|| Box::new(Lists::new()))?;
                     let token = reactor.register(fd)?;
-                    if self
-                        .reg
-                        .set(Reg {
+                    // (Two threads sharing the socket may race to set it:
+                    // the winner is not switched out while the other waits
+                    // for it in the kernel.)
+                    let set = crate::upcall::without_preemption(|| {
+                        self.reg.set(Reg {
                             reactor: Arc::clone(reactor),
                             token,
                         })
-                        .is_err()
-                    {
+                    });
+                    if set.is_err() {
                         // Another thread registered first.
                         reactor.deregister(token, fd);
                     }

@@ -72,7 +72,8 @@ impl Drop for Connection {
         watch::unwatch(&self.watch);
         self.chan.mem.close(Side::Client);
         self.chan.break_channel();
-        self.runtime.shared().remove_polled(&self.entry);
+        // The registry's lock is a std one: no switch while it is held.
+        crate::upcall::without_preemption(|| self.runtime.shared().remove_polled(&self.entry));
     }
 }
 
@@ -102,7 +103,8 @@ impl Client {
         let chan = Arc::new(ClientChan::new(mem)?);
         let watch = watch::watch(chan.clone(), chan.mem.peer().pid, chan.mem.socket())?;
         let entry: Arc<dyn Polled> = chan.clone();
-        runtime.shared().add_polled(entry.clone());
+        // The registry's lock is a std one: no switch while it is held.
+        crate::upcall::without_preemption(|| runtime.shared().add_polled(entry.clone()));
         let inner = Arc::new(Connection {
             chan,
             entry,

@@ -124,7 +124,8 @@ impl Shared {
         watch::unwatch(&b.watch);
         b.chan.close();
         b.chan.mem.close(Side::Server);
-        self.runtime.shared().remove_polled(&b.entry);
+        // The registry's lock is a std one: no switch while it is held.
+        crate::upcall::without_preemption(|| self.runtime.shared().remove_polled(&b.entry));
         self.served_gone
             .fetch_add(b.chan.served.load(Relaxed), Relaxed);
         let cpu = Duration::from_nanos(b.chan.cpu_ns.load(Relaxed));
@@ -152,7 +153,8 @@ impl Shared {
         )?);
         let watch = watch::watch(chan.clone(), chan.mem.peer().pid, chan.mem.socket())?;
         let entry: Arc<dyn Polled> = Arc::new(Entry(chan.clone()));
-        self.runtime.shared().add_polled(entry.clone());
+        // The registry's lock is a std one: no switch while it is held.
+        crate::upcall::without_preemption(|| self.runtime.shared().add_polled(entry.clone()));
         self.accepted.fetch_add(1, Relaxed);
         self.bound
             .lock()

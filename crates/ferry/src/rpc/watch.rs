@@ -73,6 +73,12 @@ fn watcher() -> Result<&'static Watcher> {
 /// [`Error::PeerDied`] if the peer is already gone (no pidfd can be had);
 /// [`Error::Io`] if the watcher cannot be started or the fds not watched.
 pub(crate) fn watch(who: Arc<dyn Watched>, pid: i32, socket: BorrowedFd<'_>) -> Result<Token> {
+    // The watcher's making (once) and its entries' lock are std ones that
+    // other ferry threads may reach at once (clients connecting together):
+    // a thread switched out holding one would leave each of them waiting
+    // in the kernel, each costing its processor a takeover. So no switch
+    // here: the section is a few system calls long.
+    let _off = crate::upcall::preemption_off();
     let w = watcher()?;
     let pidfd = peer_pidfd(socket, pid)?;
     let socket = socket.try_clone_to_owned()?;
@@ -103,6 +109,8 @@ pub(crate) fn watch(who: Arc<dyn Watched>, pid: i32, socket: BorrowedFd<'_>) -> 
 /// Stops watching (the fds are closed); nothing if the peer was already
 /// reported gone.
 pub(crate) fn unwatch(token: &Token) {
+    // As in `watch`.
+    let _off = crate::upcall::preemption_off();
     let Ok(w) = watcher() else { return };
     let entry = w
         .entries

@@ -82,6 +82,9 @@ static SOURCES: Mutex<Vec<Weak<dyn Source>>> = Mutex::new(Vec::new());
 /// write while it lives.
 #[cfg_attr(ferry_loom, allow(dead_code))] // (loom builds leave `rpc` out)
 pub(crate) fn register(source: Weak<dyn Source>) {
+    // A std lock other ferry threads may take at once (servers and clients
+    // starting together): not to be switched out holding it.
+    let _off = crate::upcall::preemption_off();
     let mut all = SOURCES.lock().unwrap_or_else(PoisonError::into_inner);
     all.retain(|s| s.strong_count() > 0);
     all.push(source);

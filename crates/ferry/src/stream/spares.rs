@@ -115,7 +115,11 @@ pub(super) fn keep(spare: Spare<Shared>) {
 /// whole, not locked by a kernel thread it does not have.
 fn hold_across_fork() {
     static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| crate::sync::fork_hold::register(|| Box::new(SHELF.lock())));
+    // Streams opened on several ferry threads at once race here: the one
+    // registering is not switched out while the others wait in the kernel.
+    crate::upcall::without_preemption(|| {
+        ONCE.call_once(|| crate::sync::fork_hold::register(|| Box::new(SHELF.lock())));
+    });
 }
 
 /// How many spares of `capacity` bytes the process's shelf holds (for

@@ -244,8 +244,16 @@ pub(crate) fn cycles() -> u64 {
 /// clock (over 2 ms, the first time it is needed). Each clock reading is
 /// bracketed by two counter reads, taken again if the kernel preempted
 /// the thread between them, so a preemption cannot skew the rate.
+///
+/// Threads that need it before it is known each measure it, and the first
+/// to finish publishes its rate: none waits for another's measurement (a
+/// ferry thread waiting in the kernel for a measuring thread that a time
+/// slice switched out would cost its processor a takeover).
 fn ns_per_cycle() -> f64 {
-    static NS_PER_CYCLE: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    use std::sync::atomic::AtomicU64;
+    use std::sync::atomic::Ordering::{Acquire, Release};
+    /// The rate's bits; 0 until measured.
+    static NS_PER_CYCLE: AtomicU64 = AtomicU64::new(0);
     /// A clock reading and the counter at it (the middle of a bracket
     /// narrower than 20,000 ticks, or of the narrowest of 100 tries).
     fn paired() -> (std::time::Instant, u64) {
@@ -263,15 +271,21 @@ fn ns_per_cycle() -> f64 {
         }
         (best.0, best.1)
     }
-    *NS_PER_CYCLE.get_or_init(|| {
-        let (t0, c0) = paired();
-        while t0.elapsed() < std::time::Duration::from_millis(2) {
-            std::hint::spin_loop();
-        }
-        let (t1, c1) = paired();
-        let ns = (t1 - t0).as_nanos() as f64;
-        ns / (c1.wrapping_sub(c0).max(1) as f64)
-    })
+    let known = NS_PER_CYCLE.load(Acquire);
+    if known != 0 {
+        return f64::from_bits(known);
+    }
+    let (t0, c0) = paired();
+    while t0.elapsed() < std::time::Duration::from_millis(2) {
+        std::hint::spin_loop();
+    }
+    let (t1, c1) = paired();
+    let ns = (t1 - t0).as_nanos() as f64;
+    let rate = (ns / (c1.wrapping_sub(c0).max(1) as f64)).max(f64::MIN_POSITIVE);
+    match NS_PER_CYCLE.compare_exchange(0, rate.to_bits(), Release, Acquire) {
+        Ok(_) => rate,
+        Err(first) => f64::from_bits(first),
+    }
 }
 
 /// Converts a difference of [`cycles`] to time.

@@ -75,6 +75,10 @@ static HOOKS: OnceLock<Hooks> = OnceLock::new();
 /// Registers the hooks (the first registration wins; `rpc` is the only
 /// caller).
 pub(crate) fn set_hooks(hooks: Hooks) {
+    // Called by every client and server start, maybe on several ferry
+    // threads at once: the first sets the cell, and must not be switched
+    // out meanwhile while the others wait for it in the kernel.
+    let _off = crate::upcall::preemption_off();
     let _ = HOOKS.set(hooks);
 }
 

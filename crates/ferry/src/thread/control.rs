@@ -182,7 +182,12 @@ impl Thread {
                     // first, a cancel the second (`Interrupted`).
                     let sources = &self.shared().sources;
                     let id = self.id().as_u64();
-                    return sent || sources.readiness.abort(id) || sources.ring.abort(id);
+                    // The ring's cancel takes the locks every file
+                    // operation takes inside its critical section: not to
+                    // be switched out holding them.
+                    return sent
+                        || sources.readiness.abort(id)
+                        || crate::upcall::without_preemption(|| sources.ring.abort(id));
                 }
                 crate::upcall::AbortStep::Interrupted => return true,
                 crate::upcall::AbortStep::Sent => sent = true,

@@ -125,6 +125,10 @@ pub(crate) fn leave_call(a: &Activation) {
 /// The activation whose kernel thread runs thread `h`'s blocking call.
 fn call_of(shared: &Shared, h: usize) -> Option<std::sync::Arc<Activation>> {
     let mut found = None;
+    // The list's lock is a std mutex the monitor takes at every look: a
+    // ferry thread (an abort, an alert) must not be switched out holding
+    // it, or the monitor would wait in the kernel for it.
+    let _off = super::preempt::preemption_off();
     shared.activations.for_each(|a| {
         if a.call.load(SeqCst) & !FLAGS == h {
             found = Some(std::sync::Arc::clone(a));

@@ -276,6 +276,11 @@ impl Shared {
     /// Changes the set of processors to the first `n` (at least one, at
     /// most all the runtime has).
     pub(crate) fn set_processors(&self, n: usize) -> io::Result<()> {
+        // From a ferry thread: the change takes the activation list's and
+        // pool's std mutexes (and may start a kernel thread under them),
+        // which the monitor and lending threads take too; its thread must
+        // not be switched out holding them.
+        let _off = super::preempt::preemption_off();
         self.change_processors(n.max(1), Duration::ZERO)
     }
 
