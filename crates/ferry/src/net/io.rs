@@ -253,7 +253,9 @@ impl Io {
                 }
                 (None, _) => {
                     let reactor = readiness.get_or_make(|| Box::new(Lists::new()))?;
-                    let token = reactor.register(fd)?;
+                    // The reactor's free list is a spinlock other ferry
+                    // threads spin on: its holder is not switched out.
+                    let token = crate::upcall::without_preemption(|| reactor.register(fd))?;
                     // (Two threads sharing the socket may race to set it:
                     // the winner is not switched out while the other waits
                     // for it in the kernel.)
@@ -265,7 +267,7 @@ impl Io {
                     });
                     if set.is_err() {
                         // Another thread registered first.
-                        reactor.deregister(token, fd);
+                        crate::upcall::without_preemption(|| reactor.deregister(token, fd));
                     }
                     // Try again: the registration reports the current
                     // readiness as its first edge.
@@ -311,7 +313,12 @@ impl Io {
     /// `into_std`); says whether the runtime's end closed it already.
     pub(crate) fn release(&mut self, fd: BorrowedFd<'_>) -> Released {
         match self.reg.take() {
-            Some(reg) if !reg.reactor.deregister(reg.token, fd) => Released::ClosedByRuntime,
+            // With preemption off, as the registration (the free list).
+            Some(reg)
+                if !crate::upcall::without_preemption(|| reg.reactor.deregister(reg.token, fd)) =>
+            {
+                Released::ClosedByRuntime
+            }
             _ => Released::Open,
         }
     }
