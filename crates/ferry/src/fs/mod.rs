@@ -323,7 +323,9 @@ impl File {
     fn through_ring() -> bool {
         crate::thread::try_current().is_some_and(|me| {
             let sources = &me.shared().sources;
-            sources.ring.get_or_make(&sources.readiness).is_ok()
+            // (Made with preemption off: see `ring::with_ring`.)
+            crate::upcall::without_preemption(|| sources.ring.get_or_make(&sources.readiness))
+                .is_ok()
         })
     }
 }

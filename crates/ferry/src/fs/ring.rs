@@ -45,7 +45,11 @@ use crate::header::wait_record::{WaitRecord, register, unregister};
 fn with_ring<R>(f: impl FnOnce(&Uring) -> R) -> Option<R> {
     let me = crate::thread::try_current()?;
     let sources = &me.shared().sources;
-    let u = sources.ring.get_or_make(&sources.readiness).ok()?;
+    // The first ask makes the ring and, maybe, the reactor, whose cell
+    // racers wait on for a moment: with preemption off, so that its maker
+    // is not switched out meanwhile.
+    let u =
+        crate::upcall::without_preemption(|| sources.ring.get_or_make(&sources.readiness)).ok()?;
     Some(f(u))
 }
 

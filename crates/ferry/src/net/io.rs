@@ -252,7 +252,11 @@ impl Io {
                     continue;
                 }
                 (None, _) => {
-                    let reactor = readiness.get_or_make(|| Box::new(Lists::new()))?;
+                    // The first makes the reactor, whose cell racers wait
+                    // on for a moment: its maker is not switched out.
+                    let reactor = crate::upcall::without_preemption(|| {
+                        readiness.get_or_make(|| Box::new(Lists::new()))
+                    })?;
                     // The reactor's free list is a spinlock other ferry
                     // threads spin on: its holder is not switched out.
                     let token = crate::upcall::without_preemption(|| reactor.register(fd))?;

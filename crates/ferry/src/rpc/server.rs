@@ -456,6 +456,10 @@ impl Server {
     /// Clients bound now (those that are gone are dropped as new ones come
     /// and when counted).
     pub fn clients(&self) -> usize {
+        // The server's lists are std mutexes its other users (ferry
+        // threads sharing it, the acceptor) wait on in the kernel: no
+        // switch while one is held.
+        let _off = crate::upcall::preemption_off();
         self.shared.reap();
         self.shared
             .bound
@@ -485,6 +489,8 @@ impl Server {
     /// gone included): what the server charged back to them. Empty in
     /// [`ServeMode::Static`], where the server keeps its run time.
     pub fn cpu_by_client(&self) -> Vec<(i32, Duration)> {
+        // As in `clients`.
+        let _off = crate::upcall::preemption_off();
         let mut out = self
             .shared
             .cpu_gone

@@ -364,6 +364,10 @@ impl Builder {
         upcall::install_preemption()?;
         fork::install_fork_handlers();
         thread::install_panic_hook();
+        // Read here, off the processors: its first read registers a fork
+        // handler inside a `Once`, which ferry threads making their first
+        // rpc calls together would otherwise wait on in the kernel.
+        let _ = crate::sys::process_identity();
         // Every entry into the runtime makes a light fence (pairing with
         // the monitor's heavy one); until the first heavy fence chose the
         // mode it is a full fence, and a runtime that never idles or

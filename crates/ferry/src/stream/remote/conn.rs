@@ -141,10 +141,10 @@ impl Conn {
     /// this side's sleepers are woken to see it, and the error returned.
     #[cold]
     pub(super) fn broken(&self, bad: Bad) -> io::Error {
-        let _ = self.poison.set(format!(
-            "stream {}: {bad}; the connection is unusable",
-            self.name
-        ));
+        let message = format!("stream {}: {bad}; the connection is unusable", self.name);
+        // Two handles may catch the peer at once: the first sets the cell
+        // and is not switched out while the other waits for it.
+        let _ = crate::upcall::without_preemption(|| self.poison.set(message));
         self.wake_own();
         self.poisoned().expect_err("just poisoned")
     }
