@@ -368,6 +368,9 @@ impl Builder {
         // handler inside a `Once`, which ferry threads making their first
         // rpc calls together would otherwise wait on in the kernel.
         let _ = crate::sys::process_identity();
+        // The stack cache's calls on a ferry thread hold its preemption
+        // off (see `stack::shield`).
+        crate::stack::install_shield(|f| upcall::without_preemption(f));
         // Every entry into the runtime makes a light fence (pairing with
         // the monitor's heavy one); until the first heavy fence chose the
         // mode it is a full fence, and a runtime that never idles or

@@ -207,6 +207,7 @@ mod guard_size;
 mod mapping;
 mod overflow;
 mod registry;
+mod shield;
 
 use std::io;
 use std::ops::Range;
@@ -222,6 +223,7 @@ pub use mapping::{GuardMethod, guard_method};
 pub use overflow::{TagNamer, ensure_signal_stack, install_overflow_handler, set_tag_namer};
 pub(crate) use registry::hold as hold_registry;
 pub(crate) use registry::set_thread as registry_set_thread;
+pub(crate) use shield::install as install_shield;
 
 /// Calls `f(id, name, thread)` for every thread of `runtime` that owns a
 /// stack (`thread`: the address [`registry_set_thread`] recorded), named
@@ -478,6 +480,16 @@ impl Stack {
 
 impl Drop for Stack {
     fn drop(&mut self) {
+        // The registry's and the cache's locks are the processors' too:
+        // on a ferry thread, with its preemption held off.
+        shield::shielded(|| self.give_back());
+    }
+}
+
+impl Stack {
+    /// [`Drop`]'s work: unmap a stack of its own, or give a carved one
+    /// back to the cache.
+    fn give_back(&mut self) {
         if self.region == OWN_MAPPING {
             // Unregister before the mapping goes, so a new mapping at the
             // same address is never mistaken for this stack's guard.

@@ -60,9 +60,8 @@ pub(crate) unsafe fn finish_terminated<T: 'static>(ptr: NonNull<Header>, value: 
     // SAFETY: nothing runs on the stack or points into it (the waits are
     // left); the thread never runs again, so its context is never resumed.
     if let Some(stack) = unsafe { raw::take_stack(ptr) } {
-        // With preemption held off, as in `spawn_in`: the cache's locks
-        // are the processors' too.
-        crate::upcall::without_preemption(|| crate::stack::StackCache::global().put(stack));
+        // (Shielded: `stack::shield`.)
+        crate::stack::StackCache::global().put(stack);
     }
     // SAFETY: the thread never runs again, so the stage is ours.
     unsafe { raw::finish_with(ptr, value) }

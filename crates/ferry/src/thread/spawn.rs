@@ -204,13 +204,10 @@ impl Builder {
         }
         let block = raw::Block::alloc(|| None).ok_or_else(out_of_memory)?;
         let id = ThreadId(shared.next_thread_ids(1).start);
-        let size = self.stack_size.unwrap_or(shared.stack_size);
-        // The cache's locks are std mutexes the processors take too (to
-        // refill their magazines): a ferry thread must not be switched out
-        // holding one, so it takes them as the processors do, with its
-        // preemption held off.
+        // (On a ferry thread the cache holds its preemption off: its locks
+        // are the processors' too, `stack::shield`.)
         let stack =
-            crate::upcall::without_preemption(|| crate::stack::StackCache::global().get(size))?;
+            crate::stack::StackCache::global().get(self.stack_size.unwrap_or(shared.stack_size))?;
         let suspended = self.suspended;
         let (thread, raw) = self.make(block, shared.arc(), id, stack, f);
         if suspended {

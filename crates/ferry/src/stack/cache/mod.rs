@@ -53,7 +53,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use super::arena::{self, Depot, Magazine, class_of};
-use super::{DEFAULT_STACK_SIZE, Stack, round_to_pages};
+use super::{DEFAULT_STACK_SIZE, Stack, round_to_pages, shield};
 
 mod scavenger;
 
@@ -242,7 +242,43 @@ impl StackCache {
 
     /// A stack of `size` usable bytes (rounded up to pages): a cached one,
     /// warm first, or a newly mapped one. A cached stack has no owner.
+    ///
+    /// On a ferry thread it runs with the thread's preemption held off: the
+    /// cache's locks are the processors' too (see `shield`).
     pub fn get(&self, size: usize) -> io::Result<Stack> {
+        shield::shielded(|| self.get_here(size))
+    }
+
+    /// Gives a stack back: cached warm if the warm budget allows, else cold
+    /// (pages released) if the count and byte limits allow, else unmapped.
+    /// Its owner is cleared. Stacks with a non-default guard are unmapped.
+    /// Nothing may run on `stack` any more. Shielded as [`StackCache::get`].
+    pub fn put(&self, stack: Stack) {
+        shield::shielded(|| self.put_here(stack));
+    }
+
+    /// Releases the pages of every warm stack (`MADV_DONTNEED`; carved
+    /// ones in runs), keeping the stacks cold. Returns how many stacks were
+    /// trimmed. Shielded as [`StackCache::get`].
+    pub fn trim(&self) -> usize {
+        shield::shielded(|| self.trim_here())
+    }
+
+    /// Unmaps every cached stack with its own mapping, and every arena
+    /// region whose carved stacks are all in this cache; the other carved
+    /// stacks stay, released. Shielded as [`StackCache::get`].
+    pub fn clear(&self) {
+        shield::shielded(|| self.clear_here());
+    }
+
+    /// Current contents and counters. Shielded as [`StackCache::get`].
+    pub fn stats(&self) -> CacheStats {
+        shield::shielded(|| self.stats_here())
+    }
+
+    /// A stack of `size` usable bytes (rounded up to pages): a cached one,
+    /// warm first, or a newly mapped one. A cached stack has no owner.
+    fn get_here(&self, size: usize) -> io::Result<Stack> {
         if let Some(class) = round_to_pages(size).and_then(class_of) {
             let taken = self.lock().depot.take(class);
             if let Some((stack, _warm)) = taken {
@@ -286,7 +322,7 @@ impl StackCache {
     /// (pages released) if the count and byte limits allow, else unmapped.
     /// Its owner is cleared. Stacks with a non-default guard are unmapped.
     /// Nothing may run on `stack` any more.
-    pub fn put(&self, mut stack: Stack) {
+    fn put_here(&self, mut stack: Stack) {
         if let Some(class) = stack.region().and_then(|_| class_of(stack.size())) {
             stack.clear_owner();
             let over = {
@@ -343,7 +379,7 @@ impl StackCache {
     /// Releases the pages of every warm stack (`MADV_DONTNEED`; carved
     /// ones in runs), keeping the stacks cold. Returns how many stacks were
     /// trimmed.
-    pub fn trim(&self) -> usize {
+    fn trim_here(&self) -> usize {
         let (taken, mags): (Vec<Stack>, _) = {
             let mut inner = self.lock();
             let mut taken = Vec::new();
@@ -371,7 +407,7 @@ impl StackCache {
     /// Unmaps every cached stack with its own mapping, and every arena
     /// region whose carved stacks are all in this cache; the other carved
     /// stacks stay, released.
-    pub fn clear(&self) {
+    fn clear_here(&self) {
         let (classes, carved) = {
             let mut inner = self.lock();
             inner.stacks = 0;
@@ -495,7 +531,7 @@ impl StackCache {
     }
 
     /// Current contents and counters.
-    pub fn stats(&self) -> CacheStats {
+    fn stats_here(&self) -> CacheStats {
         let inner = self.lock();
         let carved = inner.depot.counts();
         CacheStats {
