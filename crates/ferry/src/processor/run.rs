@@ -48,7 +48,7 @@ impl Processor {
             // An activation given a call with nothing else ready runs
             // straight from the poll; else the policy picks.
             match handoff
-                .map(|h| self.direct_call(h))
+                .map(|h| self.direct_call(tok.rb(), h))
                 .or_else(|| self.with_policy(tok.rb(), |policy, cx| policy.next(cx)))
             {
                 Some(t) => {

@@ -84,10 +84,12 @@ impl Processor {
     }
 
     /// Counts a switch straight from the poll into an activation (see
-    /// [`Processor::deliver_sources`]) and gives back the activation.
+    /// [`Processor::deliver_sources`]), lets the policy do what picking it
+    /// would have done, and gives back the activation.
     #[inline]
-    pub(super) fn direct_call(&self, h: Thread) -> Thread {
+    pub(super) fn direct_call(&self, mut tok: OwnerToken<'_>, h: Thread) -> Thread {
         self.shared().counters.direct_calls.fetch_add(1, Relaxed);
+        self.with_policy(tok.rb(), |policy, cx| policy.runs_unpicked(cx, &h));
         h
     }
 
@@ -106,7 +108,8 @@ impl Processor {
         if let Some(h) = handoff {
             // An incoming call, with nothing else ready: the yielding
             // thread gives way to its activation.
-            return self.switch_to(tok.rb(), To::Thread(self.direct_call(h)), Pending::Requeue);
+            let h = self.direct_call(tok.rb(), h);
+            return self.switch_to(tok.rb(), To::Thread(h), Pending::Requeue);
         }
         match self.with_policy(tok.rb(), |policy, cx| policy.next_local(cx)) {
             Some(next) => self.switch_to(tok.rb(), To::Thread(next), Pending::Requeue),
@@ -351,7 +354,7 @@ impl Processor {
                 To::Policy
                     if self.membership.load(Relaxed) == ACTIVE && !self.shared().is_shut_down() =>
                 {
-                    to = To::Thread(self.direct_call(h));
+                    to = To::Thread(self.direct_call(tok.rb(), h));
                 }
                 _ => self.make_ready(tok.rb(), h, Ready::Woken),
             }

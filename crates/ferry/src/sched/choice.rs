@@ -154,6 +154,14 @@ impl Policy for Chosen {
             Chosen::FineGrain(p) => p.event(cx, event),
         }
     }
+
+    #[inline]
+    fn runs_unpicked(&mut self, cx: &Cx<'_>, t: &Thread) {
+        match self {
+            Chosen::WorkStealing(p) => p.runs_unpicked(cx, t),
+            Chosen::FineGrain(p) => p.runs_unpicked(cx, t),
+        }
+    }
 }
 
 #[cfg(all(test, not(ferry_loom)))]

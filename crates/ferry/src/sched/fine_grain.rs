@@ -215,6 +215,11 @@ impl Policy for FineGrain {
         !cx.next.is_empty() || (0..LEVELS).any(|l| !cx.queue.is_empty(l)) || cx.injector.has_work()
     }
 
+    /// Starts its quantum, as a pick does.
+    fn runs_unpicked(&mut self, cx: &Cx<'_>, t: &Thread) {
+        Self::start(cx, t);
+    }
+
     fn event(&mut self, cx: &Cx<'_>, event: Event<'_>) {
         match event {
             Event::Unblocked(t) => self.ready(cx, t, Ready::Woken),

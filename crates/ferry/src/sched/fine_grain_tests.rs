@@ -217,3 +217,19 @@ fn fine_grain_publishes_the_picked_threads_quantum_from_its_stream_bytes() {
     assert_eq!(p.quantum(), MAX_QUANTUM);
     drop(idle);
 }
+
+#[test]
+fn fine_grain_gives_a_thread_run_without_a_pick_its_quantum_as_a_pick_would() {
+    let mut p = One::new();
+    let busy = normal(1);
+    p.ready(busy.clone(), Ready::Yielded);
+    assert_eq!(p.next(), Some(1));
+    assert_eq!(p.quantum(), MIN_QUANTUM);
+    // An activation switched to straight from the poll, having moved
+    // stream data since it last ran: its quantum is published and its
+    // count taken, as at a pick.
+    busy.header().add_stream_bytes(1000);
+    p.with(|policy, cx| policy.runs_unpicked(cx, &busy));
+    assert_eq!(p.quantum(), MAX_QUANTUM);
+    assert_eq!(busy.header().take_stream_bytes(), 0);
+}

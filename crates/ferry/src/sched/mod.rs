@@ -129,6 +129,11 @@ pub(crate) trait Policy {
     /// Whether [`Policy::next`] would find a thread without stealing.
     fn has_ready(&self, cx: &Cx<'_>) -> bool;
 
+    /// The processor is about to run `t` without asking the policy (an
+    /// `rpc` activation switched to straight from the poll, see
+    /// [`Ready::Call`]): do what picking it would have done.
+    fn runs_unpicked(&mut self, cx: &Cx<'_>, t: &Thread);
+
     /// A scheduler-activation event for this processor (see
     /// [`crate::upcall`]): a thread blocked in the kernel or came back, a
     /// thread was preempted, a processor joined or left. A thread in

@@ -274,4 +274,7 @@ impl Policy for WorkStealing {
     fn has_ready(&self, cx: &Cx<'_>) -> bool {
         !cx.next.is_empty() || (0..LEVELS).any(|l| !cx.queue.is_empty(l)) || cx.injector.has_work()
     }
+
+    /// Nothing: a pick keeps no state of the thread picked.
+    fn runs_unpicked(&mut self, _cx: &Cx<'_>, _t: &Thread) {}
 }
