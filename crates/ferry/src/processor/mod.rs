@@ -51,8 +51,9 @@
 //! else is ready on this processor keeps the activation in
 //! `Owner::handoff` instead of queuing it, and the delivery's caller
 //! switches straight to it (000 §4: no run queue, no scheduling decision).
-//! With anything else ready, the activation goes to the policy like any
-//! woken thread, at the caller's priority. The slot is empty outside a
+//! With anything else ready, before or by the end of the same delivery,
+//! the activation goes to the policy like any woken thread, at the
+//! caller's priority. The slot is empty outside a
 //! delivery: each caller takes it as the delivery returns.
 //!
 //! A thread about to be switched to whose `control` word says `SUSPENDED`

@@ -35,30 +35,18 @@ impl Processor {
     /// An activation given a call by this processor's own delivery
     /// ([`Ready::Call`]), with nothing else ready here, is kept for the
     /// delivery's caller to switch to straight away
-    /// ([`Processor::deliver_sources`]); any other call reaches the policy
-    /// as [`Ready::Woken`].
-    pub(crate) fn make_ready(&self, mut tok: OwnerToken<'_>, mut t: Thread, why: Ready) {
+    /// ([`Processor::deliver_sources`], which queues it after all if
+    /// anything else became ready in the same delivery); any other call
+    /// reaches the policy as [`Ready::Woken`].
+    pub(crate) fn make_ready(&self, mut tok: OwnerToken<'_>, t: Thread, why: Ready) {
         let why = if why == Ready::Call {
-            if self.owner(tok.rb()).delivering {
-                match self.owner(tok.rb()).handoff.take() {
-                    None if !self.with_policy(tok.rb(), |policy, cx| policy.has_ready(cx)) => {
-                        self.owner(tok.rb()).handoff = Some(t);
-                        return;
-                    }
-                    None => {}
-                    // One delivery gave out two calls: the more urgent
-                    // caller's activation runs first, the other is queued
-                    // by its priority (a `Low` call found first must not
-                    // hold a `High` one behind it).
-                    Some(held) => {
-                        if t.priority().level() < held.priority().level() {
-                            self.owner(tok.rb()).handoff = Some(t);
-                            t = held;
-                        } else {
-                            self.owner(tok.rb()).handoff = Some(held);
-                        }
-                    }
-                }
+            let owner = self.owner(tok.rb());
+            if owner.delivering
+                && owner.handoff.is_none()
+                && !self.with_policy(tok.rb(), |policy, cx| policy.has_ready(cx))
+            {
+                self.owner(tok.rb()).handoff = Some(t);
+                return;
             }
             Ready::Woken
         } else {

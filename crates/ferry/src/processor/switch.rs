@@ -80,7 +80,14 @@ impl Processor {
         let owner = self.owner(tok.rb());
         owner.delivering = false;
         owner.sources = local;
-        owner.handoff.take()
+        let handoff = owner.handoff.take()?;
+        // Something else became ready in the same delivery (a reply, a
+        // timer, another call): the policy orders them all by priority.
+        if self.with_policy(tok.rb(), |policy, cx| policy.has_ready(cx)) {
+            self.make_ready(tok.rb(), handoff, Ready::Woken);
+            return None;
+        }
+        Some(handoff)
     }
 
     /// Counts a switch straight from the poll into an activation (see
