@@ -343,7 +343,8 @@ impl Stack {
         let map = Mapping::new(usable, guard, "stack")?;
         let span = map.span;
         let g = span.guard_range();
-        let slot = registry::register(g.start, g.end, usable)?;
+        // The registry's lock is the processors' too (`shield`).
+        let slot = shield::shielded(|| registry::register(g.start, g.end, usable))?;
         // Owned by the stack from here, by its span: `Drop` rebuilds the
         // mapping to unmap it.
         map.into_span();
