@@ -496,3 +496,48 @@ fn thousands_of_first_parks_at_once_never_wait_for_a_chunk_in_the_kernel() {
             .unwrap();
     });
 }
+
+/// Readers and writers sharing streams make their first blocking
+/// operations at the same moment, a thousand streams at once: both of a
+/// pair register the socket together, and the one that finds it already
+/// in the epoll set takes the other's registration instead of failing
+/// with `EEXIST`. Every byte arrives.
+#[test]
+fn a_reader_and_a_writer_sharing_a_socket_register_it_together() {
+    const PAIRS: usize = 1000;
+    let _serial = one_at_a_time();
+    raise_nofile();
+    common::within(common::WATCHDOG, "shared first registrations", || {
+        ferry::Runtime::builder()
+            .processors(2)
+            .run(|| {
+                let gate = Arc::new(ferry::sync::Barrier::new(2 * PAIRS));
+                let mut others = Vec::new();
+                let mut threads = Vec::new();
+                for _ in 0..PAIRS {
+                    let (a, b) = ferry::net::UnixStream::pair().unwrap();
+                    let a = Arc::new(a);
+                    // One thread of `a` reads (nothing there: it parks),
+                    // the other reads too, from the same moment.
+                    for _ in 0..2 {
+                        let (a, gate) = (Arc::clone(&a), Arc::clone(&gate));
+                        threads.push(ferry::spawn(move || {
+                            gate.wait();
+                            let mut byte = [0u8; 1];
+                            (&*a).read_exact(&mut byte).unwrap();
+                            byte[0]
+                        }));
+                    }
+                    others.push(b);
+                }
+                ferry::sleep(std::time::Duration::from_millis(50));
+                for b in &mut others {
+                    b.write_all(&[9, 9]).unwrap();
+                }
+                for t in threads {
+                    assert_eq!(t.join().unwrap(), 9);
+                }
+            })
+            .unwrap();
+    });
+}

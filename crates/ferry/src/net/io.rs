@@ -46,6 +46,11 @@ mod lists;
 pub(crate) use lists::Lists;
 use lists::wait;
 
+/// How many times one operation looks again for a registration another
+/// thread sharing the socket is making before it gives up with `EEXIST`
+/// (each look retries the operation: about a second of them).
+const MAX_REGISTRATION_RACES: u32 = 1_000_000;
+
 /// Which way an operation goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Dir {
@@ -203,6 +208,10 @@ impl Io {
             Dir::Write => self.write_timeout(),
         };
         let deadline = timeout.map(|t| Instant::now() + t);
+        // Looks that found the socket being registered by another thread
+        // (see below); bounded, so that a registration nobody records
+        // (which should not exist) fails the call instead of spinning.
+        let mut raced_for = 0u32;
         loop {
             let seen = self
                 .reg
@@ -257,21 +266,37 @@ impl Io {
                     let reactor = crate::upcall::without_preemption(|| {
                         readiness.get_or_make(|| Box::new(Lists::new()))
                     })?;
-                    // The reactor's free list is a spinlock other ferry
-                    // threads spin on: its holder is not switched out.
-                    let token = crate::upcall::without_preemption(|| reactor.register(fd))?;
-                    // (Two threads sharing the socket may race to set it:
-                    // the winner is not switched out while the other waits
-                    // for it in the kernel.)
-                    let set = crate::upcall::without_preemption(|| {
-                        self.reg.set(Reg {
+                    // Registered and recorded in one section with
+                    // preemption off: the reactor's free list is a spinlock
+                    // other ferry threads spin on, and a thread sharing the
+                    // socket (a reader and a writer of one stream) that
+                    // races here finds the socket already in the epoll
+                    // set (`EEXIST`) and looks again, which finds the
+                    // registration recorded: its maker is never switched
+                    // out in between.
+                    let raced = crate::upcall::without_preemption(|| -> io::Result<bool> {
+                        let token = match reactor.register(fd) {
+                            Ok(token) => token,
+                            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => return Ok(true),
+                            Err(e) => return Err(e),
+                        };
+                        let reg = Reg {
                             reactor: Arc::clone(reactor),
                             token,
-                        })
-                    });
-                    if set.is_err() {
-                        // Another thread registered first.
-                        crate::upcall::without_preemption(|| reactor.deregister(token, fd));
+                        };
+                        if self.reg.set(reg).is_err() {
+                            // Another thread recorded a registration with
+                            // another runtime's reactor meanwhile: ours goes.
+                            reactor.deregister(token, fd);
+                        }
+                        Ok(false)
+                    })?;
+                    if raced {
+                        raced_for += 1;
+                        if raced_for > MAX_REGISTRATION_RACES {
+                            return Err(io::Error::from_raw_os_error(libc::EEXIST));
+                        }
+                        std::hint::spin_loop();
                     }
                     // Try again: the registration reports the current
                     // readiness as its first edge.
