@@ -32,20 +32,16 @@ impl Processor {
     /// Makes `t` runnable on this processor, as the policy places it, and
     /// lets an idle processor know.
     ///
-    /// An activation given a call by this processor's own delivery
-    /// ([`Ready::Call`]), with nothing else ready here, is kept for the
-    /// delivery's caller to switch to straight away
-    /// ([`Processor::deliver_sources`], which queues it after all if
-    /// anything else became ready in the same delivery); any other call
-    /// reaches the policy as [`Ready::Woken`].
+    /// The first activation given a call by this processor's own delivery
+    /// ([`Ready::Call`]) is kept for the delivery's caller to switch to
+    /// straight away ([`Processor::deliver_sources`], which queues it after
+    /// all if anything else is ready by the delivery's end); any other
+    /// call reaches the policy as [`Ready::Woken`].
     pub(crate) fn make_ready(&self, mut tok: OwnerToken<'_>, t: Thread, why: Ready) {
         let why = if why == Ready::Call {
             let owner = self.owner(tok.rb());
-            if owner.delivering
-                && owner.handoff.is_none()
-                && !self.with_policy(tok.rb(), |policy, cx| policy.has_ready(cx))
-            {
-                self.owner(tok.rb()).handoff = Some(t);
+            if owner.delivering && owner.handoff.is_none() {
+                owner.handoff = Some(t);
                 return;
             }
             Ready::Woken

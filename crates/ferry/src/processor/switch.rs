@@ -81,8 +81,9 @@ impl Processor {
         owner.delivering = false;
         owner.sources = local;
         let handoff = owner.handoff.take()?;
-        // Something else became ready in the same delivery (a reply, a
-        // timer, another call): the policy orders them all by priority.
+        // Something else is ready (queued before, or made ready in the
+        // same delivery: a reply, a timer, another call): the policy
+        // orders them all by priority.
         if self.with_policy(tok.rb(), |policy, cx| policy.has_ready(cx)) {
             self.make_ready(tok.rb(), handoff, Ready::Woken);
             return None;
