@@ -323,9 +323,7 @@ impl File {
     fn through_ring() -> bool {
         crate::thread::try_current().is_some_and(|me| {
             let sources = &me.shared().sources;
-            // (Made with preemption off: see `ring::with_ring`.)
-            crate::upcall::without_preemption(|| sources.ring.get_or_make(&sources.readiness))
-                .is_ok()
+            ring::made_ring(&sources.ring, &sources.readiness).is_some()
         })
     }
 }

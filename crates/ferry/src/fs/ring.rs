@@ -45,12 +45,19 @@ use crate::header::wait_record::{WaitRecord, register, unregister};
 fn with_ring<R>(f: impl FnOnce(&Uring) -> R) -> Option<R> {
     let me = crate::thread::try_current()?;
     let sources = &me.shared().sources;
-    // The first ask makes the ring and, maybe, the reactor, whose cell
-    // racers wait on for a moment: with preemption off, so that its maker
-    // is not switched out meanwhile.
-    let u =
-        crate::upcall::without_preemption(|| sources.ring.get_or_make(&sources.readiness)).ok()?;
-    Some(f(u))
+    Some(f(made_ring(&sources.ring, &sources.readiness)?))
+}
+
+/// The runtime's ring, made now if this is the first ask; `None` without
+/// one. The making (the ring and, maybe, the reactor, whose cell racers
+/// wait on for a moment) runs with preemption off, so that its maker is
+/// not switched out meanwhile; once it is made, no critical section.
+pub(super) fn made_ring<'a>(
+    ring: &'a crate::event::ring::Ring,
+    readiness: &crate::event::readiness::Readiness,
+) -> Option<&'a std::sync::Arc<Uring>> {
+    ring.get()
+        .or_else(|| crate::upcall::without_preemption(|| ring.get_or_make(readiness)).ok())
 }
 
 /// A wait on one operation, pinned on the waiting thread's frame and

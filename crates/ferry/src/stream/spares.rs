@@ -115,6 +115,9 @@ pub(super) fn keep(spare: Spare<Shared>) {
 /// whole, not locked by a kernel thread it does not have.
 fn hold_across_fork() {
     static ONCE: std::sync::Once = std::sync::Once::new();
+    if ONCE.is_completed() {
+        return;
+    }
     // Streams opened on several ferry threads at once race here: the one
     // registering is not switched out while the others wait in the kernel.
     crate::upcall::without_preemption(|| {

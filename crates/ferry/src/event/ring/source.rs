@@ -41,7 +41,7 @@ impl Ring {
 
     /// The ring if it is made.
     #[inline]
-    fn get(&self) -> Option<&Arc<Uring>> {
+    pub(crate) fn get(&self) -> Option<&Arc<Uring>> {
         self.made.get().and_then(|m| m.as_ref().ok())
     }
 
